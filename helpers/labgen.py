@@ -1,0 +1,348 @@
+"""Student labs generated from the instructor's solutions, and the self-checks that keep them honest.
+
+``solutions/`` is the single source of truth. In a solution notebook:
+
+- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). A line
+  ``# HINT: …`` inside it becomes the hint of the stub. In Python the region becomes
+  ``raise NotImplementedError("<hint>")``; in CUDA source (marker lines starting with ``//``) it becomes an
+  ``#error`` line with the hint, so the kernel fails to compile with that sentence until the student writes it;
+  in Markdown it becomes ``YOUR ANSWER HERE``.
+- ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` fence checks the student never sees.
+- check cells carry nbgrader metadata (``grade: true``, ``grade_id``, ``points``).
+
+Command line (the Makefile calls these)::
+
+    python -m helpers.labgen generate   # write labs/ from solutions/ (never overwrites a student's edits)
+    python -m helpers.labgen check      # fail if labs/ is out of date with solutions/
+    python -m helpers.labgen validate   # execute lessons, solutions and labs; assert the graded cells behave
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+LABS = ROOT / "labs"
+LESSONS = ROOT / "lessons"
+MANIFEST = ".labgen.json"
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+_HINT = re.compile(r"^\s*(?:#|//)\s*HINT:\s*(.+?)\s*$")
+
+__all__ = ["GenerationError", "student_version", "generate", "check", "validate"]
+
+
+class GenerationError(ValueError):
+    """A solution notebook breaks a rule of the generator (e.g. an unclosed region or a region without hint)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# solution -> student
+# ---------------------------------------------------------------------------------------------------------
+def _stub(indent: str, hint: str, language: str) -> list[str]:
+    if language == "markdown":
+        return [indent + "YOUR ANSWER HERE"]
+    if language == "cuda":
+        return [indent + "// YOUR CODE HERE", f'#error "not written yet: {hint}"']
+    return [indent + "# YOUR CODE HERE", indent + f"raise NotImplementedError({hint!r})"]
+
+
+def _clear_regions(source: str, where: str, markdown: bool) -> tuple[str, int]:
+    lines = source.split("\n")
+    out: list[str] = []
+    region: list[str] | None = None
+    begin_line = ""
+    hidden = False
+    count = 0
+    for n, line in enumerate(lines, 1):
+        if BEGIN_HIDDEN in line:
+            if hidden:
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN_HIDDEN}")
+            hidden = True
+            continue
+        if END_HIDDEN in line:
+            if not hidden:
+                raise GenerationError(f"{where}, line {n}: {END_HIDDEN} without a begin")
+            hidden = False
+            continue
+        if hidden:
+            continue
+        if BEGIN in line:
+            if region is not None:
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN}")
+            region, begin_line = [], line
+            continue
+        if END in line:
+            if region is None:
+                raise GenerationError(f"{where}, line {n}: {END} without a begin")
+            indent = re.match(r"\s*", begin_line).group(0)
+            language = "markdown" if markdown else ("cuda" if begin_line.strip().startswith("//") else "python")
+            hints = [m.group(1) for m in map(_HINT.match, region) if m]
+            if not hints and not markdown:
+                raise GenerationError(f"{where}, line {n}: the solution region has no '# HINT: …' line")
+            out.extend(_stub(indent, hints[0] if hints else "", language))
+            region = None
+            count += 1
+            continue
+        if region is not None:
+            region.append(line)
+        else:
+            out.append(line)
+    if region is not None:
+        raise GenerationError(f"{where}: {BEGIN} is never closed")
+    if hidden:
+        raise GenerationError(f"{where}: {BEGIN_HIDDEN} is never closed")
+    return "\n".join(out), count
+
+
+def _strip_outputs(nb: nbformat.NotebookNode) -> None:
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+
+
+def student_version(solution: Path) -> str:
+    """The student notebook for one solution notebook, as the exact text written to labs/."""
+    nb = nbformat.read(solution, as_version=4)
+    _strip_outputs(nb)
+    regions = 0
+    for i, cell in enumerate(nb.cells):
+        where = f"{solution.name}, cell {i}"
+        new, n = _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown")
+        cell.source = new
+        regions += n
+    if regions == 0:
+        raise GenerationError(f"{solution.name} has no {BEGIN} region: a lab needs at least one exercise")
+    banner = nbformat.v4.new_markdown_cell(
+        f"> **Student notebook**, generated from `solutions/{solution.name}` by `make labs`. "
+        "Write your code where it says `YOUR CODE HERE`, then run the check cell below it."
+    )
+    banner.id = "labgen-banner"
+    banner.metadata["labgen"] = {"banner": True}
+    nb.cells.insert(0, banner)
+    return nbformat.writes(nb) + "\n"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_manifest() -> dict[str, str]:
+    path = LABS / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _solutions() -> list[Path]:
+    return sorted(SOLUTIONS.glob("*.ipynb"))
+
+
+def generate(force: bool = False) -> int:
+    """Write labs/ from solutions/. A lab the student edited is kept; the new version goes beside it."""
+    LABS.mkdir(exist_ok=True)
+    manifest = _read_manifest()
+    refused = []
+    for sol in _solutions():
+        text = student_version(sol)
+        target = LABS / sol.name
+        if target.exists() and not force:
+            current = target.read_text()
+            if current != text and _digest(current) != manifest.get(sol.name):
+                beside = target.with_suffix(".new.ipynb")
+                beside.write_text(text)
+                refused.append((target, beside))
+                continue
+        target.write_text(text)
+        manifest[sol.name] = _digest(text)
+        print(f"wrote {target.relative_to(ROOT)}")
+    for name in list(manifest):
+        if not (SOLUTIONS / name).exists():
+            manifest.pop(name)
+    (LABS / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    for target, beside in refused:
+        print(
+            f"kept {target.relative_to(ROOT)}: it differs from what make labs last wrote (your edits?); "
+            f"the new version is {beside.relative_to(ROOT)} — compare them, or run "
+            "`python -m helpers.labgen generate --force` to overwrite",
+            file=sys.stderr,
+        )
+    return 1 if refused else 0
+
+
+def check() -> int:
+    """0 when every lab equals what ``generate`` would write from its solution, else 1 with the reasons."""
+    problems = []
+    for sol in _solutions():
+        target = LABS / sol.name
+        if not target.exists():
+            problems.append(f"{target.relative_to(ROOT)} is missing")
+        elif target.read_text() != student_version(sol):
+            problems.append(f"{target.relative_to(ROOT)} differs from what solutions/{sol.name} generates")
+    for lab in sorted(LABS.glob("*.ipynb")):
+        if lab.name.endswith(".new.ipynb"):
+            continue
+        if not (SOLUTIONS / lab.name).exists():
+            problems.append(f"{lab.relative_to(ROOT)} has no solution in solutions/")
+    for p in problems:
+        print(f"labs/ out of date: {p}", file=sys.stderr)
+    if problems:
+        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validation: execute notebooks and judge every cell
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class CellResult:
+    index: int
+    graded: bool
+    grade_id: str | None
+    error: str | None  # "ExceptionName: message" or None
+
+
+@dataclass
+class NotebookResult:
+    path: Path
+    kind: str  # lesson | solution | lab
+    cells: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _grade_info(cell) -> tuple[bool, str | None]:
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
+
+
+def execute(path: Path, timeout: int = 900) -> list[CellResult]:
+    """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    results = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        graded, gid = _grade_info(cell)
+        err = None
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                err = f"{out.get('ename')}: {out.get('evalue')}"
+                break
+        results.append(CellResult(i, graded, gid, err))
+    return results
+
+
+def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
+    """The rules of ``make validate`` for one executed notebook; returns the problems found."""
+    problems = []
+    graded = [c for c in cells if c.graded]
+    if kind in ("solution", "lab") and not graded:
+        problems.append("has no graded check cell")
+    if kind in ("lesson", "solution"):
+        for c in cells:
+            if c.error:
+                problems.append(f"cell {c.index}{' (' + c.grade_id + ')' if c.grade_id else ''} raised {c.error}")
+        return problems
+    # a student lab: every graded check fails on the stubs, and the first failure is a graded cell's
+    first_error = next((c for c in cells if c.error), None)
+    if first_error is not None and not first_error.graded:
+        problems.append(
+            f"cell {first_error.index} raised {first_error.error} before any graded check failed "
+            "(a stub must surface in its check cell, not earlier)"
+        )
+    allowed = ("NotImplementedError", "CheckFailed")
+    for c in cells:
+        if c.graded and not c.error:
+            problems.append(f"graded cell {c.index} ({c.grade_id}) passes on the stub: it accepts a wrong answer")
+        if c.error and not c.graded and not c.error.startswith(allowed):
+            problems.append(f"cell {c.index} raised {c.error}: only stubs may fail in a student notebook")
+    return problems
+
+
+def _notebooks(kinds: Iterable[str]) -> list[tuple[Path, str]]:
+    found = []
+    if "lesson" in kinds:
+        found += [(p, "lesson") for p in sorted(LESSONS.glob("*.ipynb"))]
+    if "solution" in kinds:
+        found += [(p, "solution") for p in _solutions()]
+    if "lab" in kinds:
+        found += [(p, "lab") for p in sorted(LABS.glob("*.ipynb")) if not p.name.endswith(".new.ipynb")]
+    return found
+
+
+def validate(kinds: Iterable[str] = ("lesson", "solution", "lab"), only: str | None = None, jobs: int = 2) -> int:
+    """Execute notebooks and apply the rules; prints one line per notebook, returns 0 when all are fine."""
+    targets = [(p, k) for p, k in _notebooks(kinds) if only is None or only in p.name]
+
+    def one(item: tuple[Path, str]) -> NotebookResult:
+        path, kind = item
+        t0 = time.time()
+        res = NotebookResult(path, kind)
+        try:
+            res.cells = execute(path)
+            res.problems = judge(path, kind, res.cells)
+        except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
+            res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
+        res.seconds = time.time() - t0
+        return res
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(one, targets))
+    bad = 0
+    for r in results:
+        rel = r.path.relative_to(ROOT)
+        n_graded = sum(c.graded for c in r.cells)
+        if r.problems:
+            bad += 1
+            print(f"FAIL {rel} ({r.kind}, {r.seconds:.0f} s)")
+            for p in r.problems:
+                print(f"     - {p}")
+        else:
+            what = {"lab": "graded checks fail on the stubs", "solution": "graded checks pass",
+                    "lesson": "runs clean"}[r.kind]
+            print(f"ok   {rel} ({r.kind}: {n_graded} {what}; {r.seconds:.0f} s)")
+    print(f"{len(results) - bad} passed, {bad} failed")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m helpers.labgen", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="write labs/ from solutions/")
+    g.add_argument("--force", action="store_true", help="overwrite labs even where they were edited")
+    sub.add_parser("check", help="fail when labs/ is out of date")
+    v = sub.add_parser("validate", help="execute lessons, solutions and labs and judge them")
+    v.add_argument("--kind", action="append", choices=["lesson", "solution", "lab"])
+    v.add_argument("--only", help="only notebooks whose file name contains this")
+    v.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.cmd == "generate":
+        return generate(force=args.force)
+    if args.cmd == "check":
+        return check()
+    return validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
