@@ -40,13 +40,19 @@ def _say(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def fresh_rng(seed: int | None = None) -> np.random.Generator:
+class SeededRng(np.random.Generator):
+    """A numpy Generator that remembers its seed, so a failing check can say how to reproduce it."""
+
+    def __init__(self, seed: int):
+        super().__init__(np.random.PCG64(seed))
+        self.seed = seed
+
+
+def fresh_rng(seed: int | None = None) -> SeededRng:
     """A generator with a fresh seed each call, so a hard-coded answer cannot pass a check."""
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
-    rng = np.random.default_rng(seed)
-    rng.seed = seed  # type: ignore[attr-defined]  # reported when a check fails, to reproduce it
-    return rng
+    return SeededRng(seed)
 
 
 def call_student(fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:

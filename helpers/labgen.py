@@ -33,9 +33,6 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions"
-LABS = ROOT / "labs"
-LESSONS = ROOT / "lessons"
 MANIFEST = ".labgen.json"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -142,23 +139,24 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _read_manifest() -> dict[str, str]:
-    path = LABS / MANIFEST
+def _read_manifest(labs: Path) -> dict[str, str]:
+    path = labs / MANIFEST
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _solutions() -> list[Path]:
-    return sorted(SOLUTIONS.glob("*.ipynb"))
+def _solutions(root: Path) -> list[Path]:
+    return sorted((root / "solutions").glob("*.ipynb"))
 
 
-def generate(force: bool = False) -> int:
+def generate(force: bool = False, root: Path = ROOT) -> int:
     """Write labs/ from solutions/. A lab the student edited is kept; the new version goes beside it."""
-    LABS.mkdir(exist_ok=True)
-    manifest = _read_manifest()
+    labs = root / "labs"
+    labs.mkdir(exist_ok=True)
+    manifest = _read_manifest(labs)
     refused = []
-    for sol in _solutions():
+    for sol in _solutions(root):
         text = student_version(sol)
-        target = LABS / sol.name
+        target = labs / sol.name
         if target.exists() and not force:
             current = target.read_text()
             if current != text and _digest(current) != manifest.get(sol.name):
@@ -168,35 +166,36 @@ def generate(force: bool = False) -> int:
                 continue
         target.write_text(text)
         manifest[sol.name] = _digest(text)
-        print(f"wrote {target.relative_to(ROOT)}")
+        print(f"wrote {target.relative_to(root)}")
     for name in list(manifest):
-        if not (SOLUTIONS / name).exists():
+        if not (root / "solutions" / name).exists():
             manifest.pop(name)
-    (LABS / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (labs / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     for target, beside in refused:
         print(
-            f"kept {target.relative_to(ROOT)}: it differs from what make labs last wrote (your edits?); "
-            f"the new version is {beside.relative_to(ROOT)} — compare them, or run "
+            f"kept {target.relative_to(root)}: it differs from what make labs last wrote (your edits?); "
+            f"the new version is {beside.relative_to(root)} — compare them, or run "
             "`python -m helpers.labgen generate --force` to overwrite",
             file=sys.stderr,
         )
     return 1 if refused else 0
 
 
-def check() -> int:
+def check(root: Path = ROOT) -> int:
     """0 when every lab equals what ``generate`` would write from its solution, else 1 with the reasons."""
     problems = []
-    for sol in _solutions():
-        target = LABS / sol.name
+    labs = root / "labs"
+    for sol in _solutions(root):
+        target = labs / sol.name
         if not target.exists():
-            problems.append(f"{target.relative_to(ROOT)} is missing")
+            problems.append(f"{target.relative_to(root)} is missing")
         elif target.read_text() != student_version(sol):
-            problems.append(f"{target.relative_to(ROOT)} differs from what solutions/{sol.name} generates")
-    for lab in sorted(LABS.glob("*.ipynb")):
+            problems.append(f"{target.relative_to(root)} differs from what solutions/{sol.name} generates")
+    for lab in sorted(labs.glob("*.ipynb")):
         if lab.name.endswith(".new.ipynb"):
             continue
-        if not (SOLUTIONS / lab.name).exists():
-            problems.append(f"{lab.relative_to(ROOT)} has no solution in solutions/")
+        if not (root / "solutions" / lab.name).exists():
+            problems.append(f"{lab.relative_to(root)} has no solution in solutions/")
     for p in problems:
         print(f"labs/ out of date: {p}", file=sys.stderr)
     if problems:
@@ -280,20 +279,26 @@ def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
     return problems
 
 
-def _notebooks(kinds: Iterable[str]) -> list[tuple[Path, str]]:
+def notebooks(kinds: Iterable[str] = ("lesson", "solution", "lab"), root: Path = ROOT) -> list[tuple[Path, str]]:
+    """(path, kind) of every course notebook of the given kinds."""
     found = []
     if "lesson" in kinds:
-        found += [(p, "lesson") for p in sorted(LESSONS.glob("*.ipynb"))]
+        found += [(p, "lesson") for p in sorted((root / "lessons").glob("*.ipynb"))]
     if "solution" in kinds:
-        found += [(p, "solution") for p in _solutions()]
+        found += [(p, "solution") for p in _solutions(root)]
     if "lab" in kinds:
-        found += [(p, "lab") for p in sorted(LABS.glob("*.ipynb")) if not p.name.endswith(".new.ipynb")]
+        found += [(p, "lab") for p in sorted((root / "labs").glob("*.ipynb")) if not p.name.endswith(".new.ipynb")]
     return found
 
 
-def validate(kinds: Iterable[str] = ("lesson", "solution", "lab"), only: str | None = None, jobs: int = 2) -> int:
+def validate(
+    kinds: Iterable[str] = ("lesson", "solution", "lab"),
+    only: str | None = None,
+    jobs: int = 2,
+    root: Path = ROOT,
+) -> int:
     """Execute notebooks and apply the rules; prints one line per notebook, returns 0 when all are fine."""
-    targets = [(p, k) for p, k in _notebooks(kinds) if only is None or only in p.name]
+    targets = [(p, k) for p, k in notebooks(kinds, root) if only is None or only in p.name]
 
     def one(item: tuple[Path, str]) -> NotebookResult:
         path, kind = item
@@ -311,7 +316,7 @@ def validate(kinds: Iterable[str] = ("lesson", "solution", "lab"), only: str | N
         results = list(pool.map(one, targets))
     bad = 0
     for r in results:
-        rel = r.path.relative_to(ROOT)
+        rel = r.path.relative_to(root)
         n_graded = sum(c.graded for c in r.cells)
         if r.problems:
             bad += 1
@@ -326,6 +331,55 @@ def validate(kinds: Iterable[str] = ("lesson", "solution", "lab"), only: str | N
     return 1 if bad else 0
 
 
+def strip(root: Path = ROOT) -> int:
+    """Remove outputs and execution counts from every course notebook, in place."""
+    for path, _ in notebooks(root=root):
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        _strip_outputs(nb)
+        after = nbformat.writes(nb)
+        if after != before:
+            path.write_text(after + "\n")
+            print(f"stripped {path.relative_to(root)}")
+    return 0
+
+
+NBGRADER_CONFIG = """\
+# Written by `make nbgrader`: the course laid out as an nbgrader course (see docs/instructors.md).
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "hopper-gemm"
+c.CourseDirectory.db_assignments = {assignments!r}
+c.Execute.timeout = 900
+"""
+
+
+def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_release: bool = True) -> int:
+    """Copy each solution into ``nbgrader/source/<lab>/`` and run ``nbgrader generate_assignment`` on it."""
+    import shutil
+    import subprocess
+
+    course = target or root / "nbgrader"
+    names = [sol.stem for sol in _solutions(root)]
+    for sol in _solutions(root):
+        dest = course / "source" / sol.stem
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sol, dest / sol.name)
+    assignments = [{"name": n} for n in names]
+    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), assignments=assignments))
+    print(f"laid out {len(names)} assignments in {course}")
+    if not generate_release:
+        return 0
+    for n in names:
+        cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", n, "--force"]
+        done = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stdout + done.stderr, file=sys.stderr)
+            return done.returncode
+        print(f"nbgrader generate_assignment {n}: release/{n}/ written")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.labgen", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -336,7 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--kind", action="append", choices=["lesson", "solution", "lab"])
     v.add_argument("--only", help="only notebooks whose file name contains this")
     v.add_argument("--jobs", type=int, default=2)
+    sub.add_parser("strip", help="remove outputs from every notebook")
+    sub.add_parser("nbgrader", help="lay the course out for nbgrader in nbgrader/ and generate the assignments")
     args = parser.parse_args(argv)
+    if args.cmd == "strip":
+        return strip()
+    if args.cmd == "nbgrader":
+        return nbgrader_layout()
     if args.cmd == "generate":
         return generate(force=args.force)
     if args.cmd == "check":

@@ -1,0 +1,70 @@
+# The course's front door. `make lab` for students, `make test` for everyone else.
+# Each target sets up what it needs on a fresh machine that has only Python >= 3.11 and make.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+PORT   ?= 8888
+FIRST_LESSON := lessons/00_big_picture.ipynb
+
+.PHONY: lab test lint labs check-labs validate gpu-test bench strip nbgrader clean help
+
+help:
+	@echo "make lab        start JupyterLab on the course (sets up $(VENV) first)"
+	@echo "make test       lint, check labs/ is generated, validate every notebook, run the test suite"
+	@echo "make labs       regenerate labs/ from solutions/ (keeps a lab you edited; writes the new one beside it)"
+	@echo "make validate   execute lessons, solutions (checks pass) and labs (checks fail on the stubs)"
+	@echo "make gpu-test   the tests that need a Hopper GPU"
+	@echo "make bench      benchmarks against cuBLAS, on a Hopper GPU"
+	@echo "make strip      remove outputs from every notebook before committing"
+	@echo "make nbgrader   lay the course out as an nbgrader course in nbgrader/ and generate the assignments"
+
+$(VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+
+# The stamps record that the install matches pyproject.toml.
+$(VENV)/.course-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null 2>&1 || true
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
+	$(PIP) install -q -e ".[dev]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+	@touch $@
+
+lab: $(VENV)/.course-installed
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) "$(FIRST_LESSON)"
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check helpers tests bench tools
+
+labs: $(VENV)/.dev-installed
+	$(PY) -m helpers.labgen generate
+
+check-labs: $(VENV)/.dev-installed
+	$(PY) -m helpers.labgen check
+
+validate: $(VENV)/.dev-installed
+	$(PY) -m helpers.labgen validate
+
+test: lint check-labs validate
+	$(PY) -m pytest tests
+
+gpu-test: $(VENV)/.dev-installed
+	$(PY) -m pytest -m gpu -v tests
+
+bench: $(VENV)/.dev-installed
+	$(PY) bench/gemm.py
+
+strip: $(VENV)/.dev-installed
+	$(PY) -m helpers.labgen strip
+
+nbgrader: $(VENV)/.dev-installed
+	$(PY) -m helpers.labgen nbgrader
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts nbgrader

@@ -1,0 +1,71 @@
+"""The course's own rules: clean notebooks, generated labs up to date, environments that agree."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from helpers import labgen
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = [p for p in ROOT.rglob("*.ipynb") if not any(part.startswith(".") or part == "nbgrader"
+                                                           for part in p.relative_to(ROOT).parts)]
+
+
+def _req(spec: str) -> tuple[str, str]:
+    m = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*(?:>=\s*([0-9][^,\s]*))?\s*", spec)
+    assert m, f"cannot read requirement {spec!r}"
+    return m.group(1).lower().replace("_", "-"), m.group(2) or ""
+
+
+def test_there_are_notebooks():
+    assert any(p.parent.name == "lessons" for p in NOTEBOOKS)
+    assert any(p.parent.name == "solutions" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebook_committed_without_outputs(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, f"{path.relative_to(ROOT)} has outputs in cells {dirty}: run `make strip`"
+
+
+def test_labs_are_generated_from_solutions(capsys):
+    assert labgen.check() == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
+def test_solution_notebook_has_sound_nbgrader_metadata(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    ids = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        text = cell.source
+        if labgen.BEGIN in text:
+            assert meta and meta.get("solution"), f"a cell with a solution region lacks solution metadata:\n{text[:200]}"
+        if meta:
+            ids.append(meta.get("grade_id"))
+            if meta.get("grade"):
+                assert meta.get("points", 0) > 0, f"graded cell {meta.get('grade_id')} gives no points"
+    assert all(ids) and len(ids) == len(set(ids)), f"grade ids must be present and unique: {ids}"
+
+
+def test_environment_yml_agrees_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = dict(_req(s) for s in project["dependencies"] + project["optional-dependencies"]["dev"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    listed = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            for spec in dep["pip"]:
+                if not spec.startswith("-e"):
+                    listed.update([_req(spec)])
+        elif not dep.startswith(("python", "pip")):
+            listed.update([_req(dep)])
+    assert listed == wanted

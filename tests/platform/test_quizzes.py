@@ -1,0 +1,26 @@
+"""Every lesson quiz accepts its right answer and rejects each of its plausible wrong ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.quizzes import all_quizzes
+
+QUIZZES = all_quizzes()
+
+
+def test_every_lesson_has_quizzes():
+    lessons = {key.split(".")[0] for key in QUIZZES}
+    assert lessons, "no quiz found in helpers/quizzes"
+
+
+@pytest.mark.parametrize("key", sorted(QUIZZES))
+def test_quiz_right_and_wrong(key: str, capsys):
+    quiz = QUIZZES[key]
+    ok, msg = quiz.judge(quiz.right)
+    assert ok, f"{key}: its own right answer {quiz.right!r} fails: {msg}"
+    for wrong in quiz.wrong:
+        ok, _ = quiz.judge(wrong)
+        assert not ok, f"{key} accepts the wrong answer {wrong!r}"
+    assert quiz.grade(quiz.wrong[0]) is False
+    assert "❌" in capsys.readouterr().out
