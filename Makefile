@@ -37,7 +37,7 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
 	@touch $@
 
 lab: $(VENV)/.course-installed
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) "$(FIRST_LESSON)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(FIRST_LESSON)"
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check helpers tests bench tools

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -349,7 +350,6 @@ NBGRADER_CONFIG = """\
 c = get_config()  # noqa: F821
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = "hopper-gemm"
-c.CourseDirectory.db_assignments = {assignments!r}
 c.Execute.timeout = 900
 """
 
@@ -365,14 +365,15 @@ def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_rele
         dest = course / "source" / sol.stem
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sol, dest / sol.name)
-    assignments = [{"name": n} for n in names]
-    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), assignments=assignments))
+    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course)))
     print(f"laid out {len(names)} assignments in {course}")
     if not generate_release:
         return 0
+    # nbgrader calls `alembic` by name: put this environment's scripts first on PATH
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     for n in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", n, "--force"]
-        done = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             print(done.stdout + done.stderr, file=sys.stderr)
             return done.returncode

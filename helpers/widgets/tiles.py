@@ -285,6 +285,9 @@ _COLORS = [[0.0, "#eceff4"], [0.33, "#eceff4"], [0.34, "#8fb8de"], [0.66, "#8fb8
            [1.0, "#f28e2b"]]
 
 
+_TITLES = ("A · {}×{} tiles", "B · {}×{} tiles", "C · {}×{} tiles")
+
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -336,7 +339,7 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     info = w.HTML()
 
     fig = go.FigureWidget(make_subplots(
-        rows=1, cols=3, subplot_titles=("A (M × K)", "B (K × N)", "C (M × N)"),
+        rows=1, cols=3, subplot_titles=("A", "B", "C"),
         horizontal_spacing=0.06,
     ))
     for col in (1, 2, 3):
@@ -344,7 +347,8 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
                                  ygap=1, hovertemplate="tile row %{y}, tile col %{x}<extra></extra>"),
                       row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(height=330, margin={"l": 30, "r": 10, "t": 40, "b": 40}, showlegend=False)
+    fig.update_layout(height=340, width=900, margin={"l": 40, "r": 10, "t": 40, "b": 30}, showlegend=False)
+    fig.update_annotations(font_size=13)
 
     def plan() -> TilePlan:
         return TilePlan(m_s.value, n_s.value, k_s.value, bm_s.value, bn_s.value, bk_s.value)
@@ -369,13 +373,14 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
         bm, bn, k = row_s.value, col_s.value, step_s.value
         cells = grid_cells(p, bm, bn, k)
         folds = (cells.fold_a, cells.fold_b, cells.fold_c)
+        dims = ((p.grid_m, p.k_steps), (p.k_steps, p.grid_n), (p.grid_m, p.grid_n))
         with fig.batch_update():
             for i, (z, fold) in enumerate(zip((cells.a, cells.b, cells.c), folds, strict=True)):
                 fig.data[i].z = z
                 fig.data[i].x = np.arange(z.shape[1]) * fold[1]
                 fig.data[i].y = np.arange(z.shape[0]) * fold[0]
-                note = "" if fold == (1, 1) else f" (one cell = {fold[0]}×{fold[1]} tiles)"
-                fig.layout.annotations[i].text = ("A (M × K)", "B (K × N)", "C (M × N)")[i] + note
+                note = "" if fold == (1, 1) else f" ({fold[0]}×{fold[1]} per cell)"
+                fig.layout.annotations[i].text = _TITLES[i].format(*dims[i]) + note
         info.value = summary_html(p, bm, bn, k)
 
     def on_click(trace, points, _state):

@@ -69,3 +69,10 @@ def test_environment_yml_agrees_with_pyproject():
         elif not dep.startswith(("python", "pip")):
             listed.update([_req(dep)])
     assert listed == wanted
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
+def test_nbgrader_accepts_the_solution_metadata(path: Path):
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    MetadataValidator().validate_nb(nbformat.read(path, as_version=4))

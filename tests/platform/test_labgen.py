@@ -39,7 +39,7 @@ __device__ void arrive(unsigned long long* bar) {
 def _cell(kind: str, source: str, **nbgrader) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
     if nbgrader:
-        cell.metadata["nbgrader"] = {"schema_version": 3, "locked": False, "points": 0, **nbgrader}
+        cell.metadata["nbgrader"] = {"schema_version": 3, "locked": False, **nbgrader}
     return cell
 
 
@@ -52,8 +52,8 @@ def make_course(root: Path) -> Path:
         _cell("code", SOLUTION_CELL, solution=True, grade=False, grade_id="double-answer"),
         _cell("code", CHECK_CELL, solution=False, grade=True, grade_id="double-check", points=1, locked=True),
         _cell("code", CUDA_CELL, solution=True, grade=False, grade_id="cuda-answer"),
-        _cell("markdown", "Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION", solution=True, grade=False,
-              grade_id="why"),
+        _cell("markdown", "Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION", solution=True, grade=True,
+              grade_id="why", points=1),
     ]
     path = root / "solutions" / "lab0_tiny.ipynb"
     nbformat.write(nb, path)
@@ -141,3 +141,24 @@ def test_validate_end_to_end_and_a_removed_solution_line_fails(tmp_path, capsys)
     labgen.generate(root=tmp_path)
     assert labgen.validate(kinds=("solution",), root=tmp_path) == 1
     assert "double-check" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_nbgrader_runs_on_the_course_layout(tmp_path):
+    """docs/instructors.md's nbgrader steps: lay out, generate, validate the source, validate --invert the release."""
+    import os
+    import subprocess
+    import sys
+
+    make_course(tmp_path)
+    assert labgen.nbgrader_layout(root=tmp_path) == 0
+    course = tmp_path / "nbgrader"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def nbgrader(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                              capture_output=True, text=True, timeout=300)
+        return done.stdout + done.stderr
+
+    assert "passes all the tests" in nbgrader("validate", "source/lab0_tiny/lab0_tiny.ipynb")
+    assert "does not pass any tests" in nbgrader("validate", "--invert", "release/lab0_tiny/lab0_tiny.ipynb")

@@ -339,7 +339,8 @@ def part_encode(out: str):
         c["result"] = res
     ok = sum(c["result"] == 0 for c in cases)
     print(f"encode: {len(cases)} cases, {ok} accepted, {time.time() - t0:.2f}s")
-    with open(os.path.join(out, "tensormap_verdicts.json"), "w") as f:
+    import gzip
+    with gzip.open(os.path.join(out, "tensormap_verdicts.json.gz"), "wt") as f:
         json.dump({"meta": meta(), "how": "cuTensorMapEncodeTiled called through ctypes with raw integer "
                    "arguments (arrays padded to 8 entries); result is the CUresult (0 = accepted)",
                    "cases": cases}, f, separators=(",", ":"))
@@ -536,6 +537,13 @@ def part_tma(out: str, extra: bool):
     arrays = {}
     status = dalloc(8)
     pbuf = dalloc(64)
+    try:
+        _tma_cases(fn, cases, arrays, status, pbuf)
+    finally:
+        _save_loads(out, extra, cases, arrays)
+
+
+def _tma_cases(fn, cases, arrays, status, pbuf):
     for i, c in enumerate(cases):
         rank = c["rank"]
         e = ESIZE[c["dtype"]]
@@ -572,6 +580,9 @@ def part_tma(out: str, extra: bool):
         dfree(obuf)
         dfree(gptr)
         print(f"load case {i} {c['tag']}: tx {st[0]}{st[1]} window {window} ({time.time() - t0:.3f}s)")
+
+
+def _save_loads(out, extra, cases, arrays):
     meta_ = meta()
     name = "tma_loads_extra" if extra else "tma_loads"
     np.savez_compressed(os.path.join(out, name + ".npz"), **arrays)
@@ -734,6 +745,20 @@ def part_wgmma(out: str, desc_part: bool):
         return res
 
     rng = np.random.default_rng(7)
+    try:
+        _wgmma_cases(desc_part, ns, run, arrays, rng)
+    finally:
+        name = "wgmma_desc" if desc_part else "wgmma"
+        np.savez_compressed(os.path.join(out, name + ".npz"), **arrays)
+        with open(os.path.join(out, name + ".json"), "w") as f:
+            json.dump({"meta": meta(), "how": "one warpgroup copies a 64 KiB image (npz img_*) into a 1024-aligned "
+                       "shared buffer, loads c_in as accumulators (thread, register), runs one wgmma.mma_async "
+                       "m64nNk16.f32.bf16.bf16 with the given descriptors (start address field relative to the "
+                       "buffer; the kernel adds the buffer's address>>4) and scale-d predicate, and writes the "
+                       "accumulators out[thread, register]", "cases": cases}, f)
+
+
+def _wgmma_cases(desc_part, ns, run, arrays, rng):
     if not desc_part:
         # identifiable: A[r,0]=r, A[r,1]=1; B[c,0]=256, B[c,1]=c  ->  D[r,c] = 256 r + c
         A = np.zeros((64, 64), np.float32)
@@ -775,7 +800,7 @@ def part_wgmma(out: str, desc_part: bool):
             img = np.zeros(IMG_BYTES, np.uint8)
             sw128_image(_bf16_bits(A), img, 0)
             sw128_image(_bf16_bits(B), img, 8192)
-            key = f"img_rand{len(cases)}"
+            key = f"img_rand{n}_{int(wide)}"
             arrays[key] = img
             for k in range(2):
                 c_in = rng.standard_normal((128, n // 2)).astype(np.float32) * (64 if wide else 4)
@@ -806,14 +831,6 @@ def part_wgmma(out: str, desc_part: bool):
             run(n, img, da, db, np.zeros((128, n // 2)), 0, "desc",
                 {"img_key": "img_desc", "varied": "a" if j % 2 == 0 else "b",
                  "start": st, "lbo": lbo, "sbo": sbo, "swizzle_field": swz, "base_offset": bo})
-    name = "wgmma_desc" if desc_part else "wgmma"
-    np.savez_compressed(os.path.join(out, name + ".npz"), **arrays)
-    with open(os.path.join(out, name + ".json"), "w") as f:
-        json.dump({"meta": meta(), "how": "one warpgroup copies a 64 KiB image (npz img_*) into a 1024-aligned "
-                   "shared buffer, loads c_in as accumulators (thread, register), runs one wgmma.mma_async "
-                   "m64nNk16.f32.bf16.bf16 with the given descriptors (start address field relative to the "
-                   "buffer; the kernel adds the buffer's address>>4) and scale-d predicate, and writes the "
-                   "accumulators out[thread, register]", "cases": cases}, f)
 
 
 # ------------------------------------------------------------------------------------------------ main
