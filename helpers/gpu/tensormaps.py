@@ -150,5 +150,8 @@ def _core_tensor_map(array: DeviceArray, box: tuple[int, ...], swizzle: int, l2_
     if bfloat16 is not None and array.dtype == bfloat16:
         kw["data_type"] = TensorMapDataType.BFLOAT16
     desc = view.as_tensor_map(box, **kw)
-    desc._helpers_keepalive = (array, buf, view) if hasattr(desc, "__dict__") else None
+    try:
+        desc._helpers_keepalive = (array, buf, view)
+    except AttributeError:
+        pass  # the caller keeps `array` alive
     return desc

@@ -305,7 +305,7 @@ def summary_html(plan: TilePlan, bm: int, bn: int, k: int) -> str:
     after = "then stores its C tile" if s.last else f"{plan.k_steps - 1 - k} more K steps before the store"
     lines = [
         f"<b>{plan.blocks:,} blocks</b> ({plan.grid_m}×{plan.grid_n} tiles of {plan.BM}×{plan.BN}), "
-        f"each with <b>{plan.k_steps} K steps</b> of {plan.BK}.",
+        f"each with <b>{plan.k_steps} K step{'s' if plan.k_steps > 1 else ''}</b> of {plan.BK}.",
         f"Block ({bm}, {bn}) owns C{s.c}{edge}. At K step {k} it reads A{s.a} and B{s.b} "
         f"(TMA coordinates A {s.tma_a}, Bᵀ {s.tma_b}), issues {plan.wgmma_per_step} × wgmma.{plan.wgmma_shape}, "
         f"{after}.",
@@ -318,8 +318,13 @@ def summary_html(plan: TilePlan, bm: int, bn: int, k: int) -> str:
     return "<br>".join(lines)
 
 
-def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, BN: int = 64, BK: int = 64):
-    """Pick a block and a K step; see which A and B tiles it reads and which C tile it writes."""
+def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, BN: int = 64, BK: int = 64,
+                     block: tuple[int, int] | None = None, k_step: int | None = None):
+    """Pick a block and a K step; see which A and B tiles it reads and which C tile it writes.
+
+    ``block`` (tile row, tile column) and ``k_step`` set where the view starts (default: a block in the
+    middle of C, halfway through its K loop).
+    """
     import ipywidgets as w
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -333,9 +338,14 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     bm_s = w.SelectionSlider(options=[64, 128, 192, 256], value=BM, description="BM", style=style)
     bn_s = w.SelectionSlider(options=[16, 32, 64, 128, 192, 256], value=BN, description="BN", style=style)
     bk_s = w.SelectionSlider(options=[16, 32, 64, 128], value=BK, description="BK", style=style)
-    row_s = w.IntSlider(0, 0, 1, description="tile row", style={"description_width": "5em"})
-    col_s = w.IntSlider(0, 0, 1, description="tile col", style={"description_width": "5em"})
-    step_s = w.IntSlider(0, 0, 1, description="K step", style={"description_width": "5em"})
+    start = TilePlan(M, N, K, BM, BN, BK)
+    r0, c0 = block if block is not None else (start.grid_m // 3, (2 * start.grid_n) // 3)
+    k0 = start.k_steps // 2 if k_step is None else k_step
+    start.check_block(r0, c0, k0)
+    wide = {"description_width": "5em"}
+    row_s = w.IntSlider(r0, 0, max(start.grid_m - 1, 1), description="tile row", style=wide)
+    col_s = w.IntSlider(c0, 0, max(start.grid_n - 1, 1), description="tile col", style=wide)
+    step_s = w.IntSlider(k0, 0, max(start.k_steps - 1, 1), description="K step", style=wide)
     info = w.HTML()
 
     fig = go.FigureWidget(make_subplots(

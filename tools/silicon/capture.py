@@ -543,8 +543,13 @@ def part_tma(out: str, extra: bool):
         _save_loads(out, extra, cases, arrays)
 
 
-def _tma_cases(fn, cases, arrays, status, pbuf):
+def _tma_cases(fn, cases, arrays, status, pbuf, start=0, pending=None):
     for i, c in enumerate(cases):
+        if i < start:
+            continue
+        if pending:
+            with open(pending, "w") as f:
+                f.write(str(i))
         rank = c["rank"]
         e = ESIZE[c["dtype"]]
         extent = c["dims"][0] * e if rank == 1 else c["strides"][-1] * c["dims"][-1]
@@ -833,13 +838,70 @@ def _wgmma_cases(desc_part, ns, run, arrays, rng):
                  "start": st, "lbo": lbo, "sbo": sbo, "swizzle_field": swz, "base_offset": bo})
 
 
+def run_one(kind, c, repeat):
+    init_driver()
+    fn = load_function(compile_cubin(TMA_SRC, "tma"), "tma_load" if kind == "load" else "tma_store", DYN_SMEM)
+    e = ESIZE[c["dtype"]]
+    extent = c["dims"][0] * e if c["rank"] == 1 else c["strides"][-1] * c["dims"][-1]
+    alloc = ((extent + 255) // 256) * 256 + 256
+    gptr = dalloc(alloc)
+    h2d(gptr, global_pattern(alloc, e))
+    res, raw, _ = _encode_for(c, gptr)
+    print("encode", res)
+    nb = box_bytes(c)
+    pbuf = dalloc(64)
+    tm = (ctypes.c_uint8 * 128).from_buffer_copy(raw)
+    for _ in range(repeat):
+        if kind == "load":
+            status = dalloc(8)
+            window = nb + 1024
+            obuf = dalloc(window)
+            hostp = bytes((ctypes.c_int32 * 6)(*(c["coords"] + [0] * (5 - c["rank"])), c["rank"])) + \
+                bytes((ctypes.c_uint32 * 3)(0, nb, window)) + b"\0" * 4 + int(obuf).to_bytes(8, "little") + \
+                int(status).to_bytes(8, "little")
+            h2d(pbuf, np.frombuffer(hostp, np.uint8))
+            launch(fn, 128, DYN_SMEM, [tm, ctypes.c_uint64(pbuf)])
+            print("ok", d2h(status, 8).view(np.int32))
+        else:
+            sbuf = dalloc(nb)
+            h2d(sbuf, global_pattern(nb, e))
+            hostp = bytes((ctypes.c_int32 * 6)(*(c["coords"] + [0] * (5 - c["rank"])), c["rank"])) + \
+                bytes((ctypes.c_uint32 * 2)(0, nb)) + int(sbuf).to_bytes(8, "little")
+            h2d(pbuf, np.frombuffer(hostp, np.uint8))
+            launch(fn, 128, DYN_SMEM, [tm, ctypes.c_uint64(pbuf)])
+            print("ok")
+
+
 # ------------------------------------------------------------------------------------------------ main
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "silicon_out"))
-    ap.add_argument("--part", default="all", choices=["all"] + PARTS)
+    ap.add_argument("--part", default="all", choices=["all", "diag", "one"] + PARTS)
+    ap.add_argument("--case", default="")
+    ap.add_argument("--kind", default="load")
+    ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    if args.part == "diag":
+        diag = [("load", dict(dtype=0, rank=2, dims=[403, 70], strides=[448], box=[16, 5], estr=[1, 1], swizzle=0,
+                              oob=0, coords=[0, 0], dst_offset=0), 2)]
+        for co in ([16, 60], [7, 60], [0, 60], [-16, 0], [-9, -3]):
+            diag.append(("load", dict(diag[0][1], coords=co), 1))
+        diag.append(("load", dict(dtype=9, rank=2, dims=[256, 192], strides=[512], box=[64, 64], estr=[1, 1],
+                                  swizzle=3, oob=0, coords=[64, 128], dst_offset=0), 1))
+        st = dict(dtype=9, rank=2, dims=[72, 40], strides=[160], box=[64, 16], estr=[1, 1], swizzle=0, oob=0,
+                  coords=[0, 0], dst_offset=0)
+        diag += [("store", st, 1), ("store", dict(st, swizzle=3), 1), ("store", dict(st, dims=[64, 40]), 1),
+                 ("store", dict(st, strides=[256], dims=[128, 40]), 1)]
+        for kind, c, rep in diag:
+            r = subprocess.run([sys.executable, __file__, "--out", args.out, "--part", "one", "--kind", kind,
+                                "--case", json.dumps(c), "--repeat", str(rep)], capture_output=True, text=True)
+            print(kind, c["coords"], c["swizzle"], c["dims"], "rc", r.returncode, r.stdout.strip()[-300:],
+                  r.stderr.strip()[-200:])
+        return
+    if args.part == "one":
+        run_one(args.kind, json.loads(args.case), args.repeat)
+        return
     os.makedirs(args.out, exist_ok=True)
     if args.part == "all":
         summary = {}
