@@ -1,0 +1,18 @@
+"""Test-suite wide rules: tests marked ``gpu`` run only where a Hopper GPU is present."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any("gpu" in item.keywords for item in items):
+        return
+    from helpers import gpu
+
+    if gpu.hopper_available():
+        return
+    skip = pytest.mark.skip(reason=f"needs a Hopper (sm_90) GPU: {gpu.no_hopper_reason()}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
