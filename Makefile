@@ -36,6 +36,10 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	@touch $@
 
+$(VENV)/.gpu-installed: pyproject.toml $(VENV)/.dev-installed
+	$(PIP) install -q -e ".[dev,gpu]"
+	@touch $@
+
 lab: $(VENV)/.course-installed
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(FIRST_LESSON)"
 
@@ -54,10 +58,10 @@ validate: $(VENV)/.dev-installed
 test: lint check-labs validate
 	$(PY) -m pytest tests
 
-gpu-test: $(VENV)/.dev-installed
+gpu-test: $(VENV)/.gpu-installed
 	$(PY) -m pytest -m gpu -v tests
 
-bench: $(VENV)/.dev-installed
+bench: $(VENV)/.gpu-installed
 	$(PY) bench/gemm.py
 
 strip: $(VENV)/.dev-installed

@@ -10,7 +10,6 @@ immediate), so a probe kernel that passes distinctive values can check the opera
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,8 @@ __all__ = [
     "inline_asm",
     "find_instrs",
     "resolve",
+    "trace",
+    "shared_address_of",
     "split_operands",
     "run_on_gpu",
 ]
@@ -63,7 +64,8 @@ _INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z_][\w:.]*)\s*(.*?);?\s*$")
 def _body(ptx: str, entry: str | None) -> str:
     if entry is None:
         return ptx
-    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(.*?\n\}", ptx, re.S)
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\b.*?(?=^\s*(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\b"
+                  r"|^\s*\.file\b|\Z)", ptx, re.S | re.M)
     return m.group(0) if m else ptx
 
 
@@ -106,26 +108,40 @@ def split_operands(text: str) -> list[str]:
     return ops
 
 
-_DEF = re.compile(r"^\s*(mov|cvta|cvt|ld\.param)[\w.:]*\s+(%\w+),\s*\[?([\w%$.+-]+)\]?\s*;", re.M)
+_DEF = re.compile(r"^\s*((?:mov|cvta|cvt|ld\.param)[\w.:]*)\s+(%\w+),\s*\[?([\w%$.+-]+)\]?\s*;", re.M)
 
 
-def resolve(ptx: str, operand: str, depth: int = 8) -> str:
-    """Where a register's value came from, following mov / cvta / cvt.
-
-    Returns a symbol name (a ``.shared`` variable or a kernel parameter), an immediate as decimal text, or the
-    register itself when its value was computed (e.g. by an ``add``).
-    """
-    defs: dict[str, str] = {}
-    for _, dst, src in _DEF.findall(ptx):
-        defs.setdefault(dst, src)
+def trace(ptx: str, operand: str, depth: int = 8) -> tuple[str, list[str]]:
+    """Follow a register back through mov / cvta / cvt / ld.param: (where its value came from, the opcodes
+    passed on the way). The origin is a symbol (a ``.shared`` variable, a kernel parameter), an immediate as
+    decimal text, or the register itself when its value was computed (e.g. by an ``add``)."""
+    defs: dict[str, tuple[str, str]] = {}
+    for op, dst, src in _DEF.findall(ptx):
+        defs.setdefault(dst, (op, src))
     cur = operand.strip().strip("[]").strip()
+    ops: list[str] = []
     for _ in range(depth):
         if cur not in defs:
             break
-        cur = defs[cur]
+        op, cur = defs[cur]
+        ops.append(op)
     if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", cur):
-        return str(int(cur, 0))
-    return cur
+        cur = str(int(cur, 0))
+    return cur, ops
+
+
+def resolve(ptx: str, operand: str) -> str:
+    """Where a register's value came from (see :func:`trace`)."""
+    return trace(ptx, operand)[0]
+
+
+def shared_address_of(ptx: str, operand: str) -> str | None:
+    """The shared variable a ``[addr]`` operand points at, or None when it is not a shared-window address
+    (e.g. a generic pointer: ``cvta.shared`` turned the shared address into a generic one)."""
+    origin, ops = trace(ptx, operand)
+    if any(op.startswith("cvta.shared") or op.startswith("cvta.u64") for op in ops):
+        return None
+    return origin
 
 
 def is_32bit_reg(operand: str) -> bool:
@@ -133,11 +149,13 @@ def is_32bit_reg(operand: str) -> bool:
     return bool(re.fullmatch(r"%r\d+", operand.strip().strip("[]").strip()))
 
 
-def run_on_gpu(fn: Callable[[], Any], *, what: str) -> Any:
-    """Run ``fn`` (which launches the student's kernel) crash-proof; a fault or deadlock becomes a CheckFailed."""
+def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
+               timeout: float = 30.0) -> list[Any]:
+    """Launch the student's kernel in a child process (``gpu.run_isolated``); numpy arrays among ``args`` come
+    back after the run. A fault or a deadlock becomes a CheckFailed carrying the runtime's sentence."""
     from helpers import gpu
 
     try:
-        return gpu.run_isolated(fn)
+        return gpu.run_isolated(kernel, grid, block, smem, *args, timeout=timeout).arrays
     except gpu.GpuError as exc:
         raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}") from None

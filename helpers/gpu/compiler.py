@@ -321,7 +321,7 @@ class ElfFacts:
     registers: int | None = None
     frame_size: int | None = None
     static_smem: int = 0
-    text: bytes = b""
+    text: bytes = field(default=b"", repr=False)
 
 
 def read_cubin(cubin: bytes, lowered_name: str) -> ElfFacts:

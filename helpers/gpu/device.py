@@ -42,8 +42,8 @@ def _probe() -> tuple[str | None, DeviceInfo | None]:
         return f"cuda-bindings cannot be imported ({e})", None
     try:
         (err,) = driver.cuInit(0)
-    except Exception as e:  # libcuda.so.1 missing
-        return f"no NVIDIA driver (libcuda.so.1 could not be loaded: {type(e).__name__})", None
+    except Exception:  # libcuda.so.1 missing
+        return "no NVIDIA driver (libcuda.so.1 not found)", None
     if err != driver.CUresult.CUDA_SUCCESS:
         if err == driver.CUresult.CUDA_ERROR_NO_DEVICE:
             return "the NVIDIA driver sees no GPU", None

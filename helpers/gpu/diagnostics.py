@@ -114,6 +114,7 @@ class DiagBuffer:
 
 
 _buffer: DiagBuffer | None = None
+last_attach_error: str | None = None
 
 
 def buffer() -> DiagBuffer:
@@ -128,12 +129,15 @@ def attach(library: Any) -> bool:
     """Point a loaded module's ``hopper_diag_addr`` at the record; False when the module has none."""
     from cuda.bindings import driver
 
+    global last_attach_error
     err, dptr, size = driver.cuLibraryGetGlobal(library, b"hopper_diag_addr")
     if err != driver.CUresult.CUDA_SUCCESS or size != 8:
+        last_attach_error = f"cuLibraryGetGlobal: {error_name(err)}, size {size}"
         return False
     value = ctypes.c_uint64(buffer().device)
     (err,) = driver.cuMemcpyHtoD(dptr, ctypes.addressof(value), 8)
-    return err == driver.CUresult.CUDA_SUCCESS
+    last_attach_error = None if err == driver.CUresult.CUDA_SUCCESS else f"cuMemcpyHtoD: {error_name(err)}"
+    return last_attach_error is None
 
 
 def stuck_sentence() -> str | None:

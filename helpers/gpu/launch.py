@@ -154,7 +154,7 @@ def _core_arg(i: int, a: Any) -> Any:
     if _is_driver_tensor_map(a):
         raise LaunchError(f"argument {i} is a driver CUtensorMap, another is a cuda.core TensorMapDescriptor: "
                           "build both tensor maps the same way (via='driver' or via='core')")
-    if _is_core_tensor_map(a) or isinstance(a, np.generic | _CTYPES_SCALARS):
+    if _is_core_tensor_map(a) or isinstance(a, (np.generic, *_CTYPES_SCALARS)):
         return a
     raise LaunchError(_bad_arg(i, a))
 
@@ -185,7 +185,8 @@ class Launcher:
         L = load(kernel)
         self._L = L
         _ensure_smem(kernel, L, self.shared_mem)
-        if self.cluster is not None and self.cluster[0] * self.cluster[1] * self.cluster[2] > 8 and not L["nonportable"]:
+        big_cluster = self.cluster is not None and self.cluster[0] * self.cluster[1] * self.cluster[2] > 8
+        if big_cluster and not L["nonportable"]:
             check(driver.cuKernelSetAttribute(
                 driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, L["handle"],
                 L["device"]), "allowing a cluster of more than 8 blocks")
@@ -228,7 +229,8 @@ class Launcher:
             raise LaunchError(f"kernel {self.kernel.name} takes {len(want)} arguments, the launch passes {len(sizes)}")
         for i, (w, g) in enumerate(zip(want, sizes, strict=True)):
             if g < w or (w in (1, 2, 4, 8) and g != w):
-                raise LaunchError(f"argument {i} of kernel {self.kernel.name} is {w} bytes wide but the value passed is "
+                raise LaunchError(f"argument {i} of kernel {self.kernel.name} is {w} bytes wide but the value passed is"
+                                  " "
                                   f"{g} bytes (e.g. np.int32 for int, np.uint64 or a device array for a pointer)")
 
     def describe(self) -> str:

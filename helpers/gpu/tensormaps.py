@@ -26,11 +26,9 @@ def _dtype_enum(dtype: Any) -> Any:
     from cuda.bindings import driver
 
     T = driver.CUtensorMapDataType
-    table = {np.dtype(np.float32): T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, np.dtype(np.float16): T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             np.dtype(np.float64): T.CU_TENSOR_MAP_DATA_TYPE_FLOAT64, np.dtype(np.uint8): T.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-             np.dtype(np.int8): T.CU_TENSOR_MAP_DATA_TYPE_UINT8, np.dtype(np.uint16): T.CU_TENSOR_MAP_DATA_TYPE_UINT16,
-             np.dtype(np.int32): T.CU_TENSOR_MAP_DATA_TYPE_INT32, np.dtype(np.uint32): T.CU_TENSOR_MAP_DATA_TYPE_UINT32,
-             np.dtype(np.int64): T.CU_TENSOR_MAP_DATA_TYPE_INT64, np.dtype(np.uint64): T.CU_TENSOR_MAP_DATA_TYPE_UINT64}
+    names = {np.float32: "FLOAT32", np.float16: "FLOAT16", np.float64: "FLOAT64", np.uint8: "UINT8", np.int8: "UINT8",
+             np.uint16: "UINT16", np.int32: "INT32", np.uint32: "UINT32", np.int64: "INT64", np.uint64: "UINT64"}
+    table = {np.dtype(k): getattr(T, f"CU_TENSOR_MAP_DATA_TYPE_{v}") for k, v in names.items()}
     if bfloat16 is not None:
         table[bfloat16] = T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
     try:
@@ -131,16 +129,21 @@ def tensor_map_2d(array: DeviceArray, box_rows: int, box_cols: int, *, swizzle: 
 
 def _core_tensor_map(array: DeviceArray, box: tuple[int, ...], swizzle: int, l2_promotion: int,
                      oob_nan: bool) -> Any:
-    from cuda.core import Buffer, StridedMemoryView
+    from cuda.core import Buffer
     from cuda.core._tensor_map import (  # noqa: PLC2701 - enum classes are not re-exported in 1.2
         TensorMapDataType,
         TensorMapL2Promotion,
         TensorMapOOBFill,
         TensorMapSwizzle,
     )
+    from cuda.core.utils import StridedMemoryView
 
-    buf = Buffer.from_handle(array.ptr, array.nbytes, owner=array)
-    view = StridedMemoryView.from_buffer(buf, array.shape, dtype=array.dtype)
+    buf: Any = None
+    try:
+        buf = Buffer.from_handle(array.ptr, array.nbytes, owner=array)
+        view = StridedMemoryView.from_buffer(buf, array.shape, dtype=array.dtype)
+    except Exception:  # older cuda.core: go through __cuda_array_interface__
+        view = StridedMemoryView.from_cuda_array_interface(array, stream_ptr=-1)
     sw = {0: TensorMapSwizzle.NONE, 32: TensorMapSwizzle.SWIZZLE_32B, 64: TensorMapSwizzle.SWIZZLE_64B,
           128: TensorMapSwizzle.SWIZZLE_128B}[swizzle]
     l2 = {0: TensorMapL2Promotion.NONE, 64: TensorMapL2Promotion.L2_64B, 128: TensorMapL2Promotion.L2_128B,

@@ -39,6 +39,7 @@ struct alignas(64) CUtensorMap {
 extern "C" {
 __device__ unsigned long long hopper_diag_addr = 0;
 __device__ int hopper_diag_claim = 0;
+__device__ int hopper_diag_done = 0;
 }
 
 namespace hopper {
@@ -86,6 +87,12 @@ __device__ __noinline__ void report_stuck(const void* bar, unsigned parity, cons
     __threadfence_system();
     r->magic = 0x48505752u;
     __threadfence_system();
+    atomicExch(&hopper_diag_done, 1);
+  } else if (hopper_diag_addr != 0) {
+    // Another thread is writing the record: a trap now would abort the grid before it is done.
+    const long long start = clock64();
+    while (atomicAdd(&hopper_diag_done, 0) == 0 && clock64() - start < 200000000LL) {
+    }
   }
   asm volatile("trap;");
 }

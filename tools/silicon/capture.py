@@ -330,6 +330,43 @@ def gen_encode_cases(seed: int = 2026) -> list[dict]:
     return cases
 
 
+def gen_box_limit_cases() -> list[dict]:
+    """Probes of the driver's limit on a box's total size (found after the first capture)."""
+    A = 1 << 20
+    cases = []
+
+    def add(tag, dtype, box, estr):
+        rank = len(box)
+        dims = [4096] * rank
+        es_ = ESIZE[dtype]
+        strides = [4096 * es_ * (4096 ** i) for i in range(rank - 1)]
+        cases.append(dict(tag=tag, dtype=dtype, rank=rank, address=A, dims=dims, strides=strides, box=box,
+                          estr=estr, interleave=0, swizzle=0, l2=0, oob=0))
+
+    for b1 in [128, 129, 136, 144, 160, 192, 200, 224, 226, 227, 228, 229, 240, 255]:
+        add(f"bytes={256 * b1 * 4}", 0, [256, b1, 4], [1, 1, 1])
+    for b2 in [2, 3]:
+        add(f"bytes={256 * 256 * b2}", 0, [256, 256, b2], [1, 1, 1])
+    for es0 in [1, 2, 4, 8]:
+        add(f"estr0={es0}", 9, [64, 256, 8], [es0, 1, 1])
+    for k in [85, 86, 128, 129, 151, 152, 227, 228]:
+        add(f"estr0=3,k={k}", 9, [8, 256, k], [3, 1, 1])
+    for k in [128, 129, 130, 131, 132, 133, 227, 228, 233, 234, 235]:
+        add(f"estr1=8,k={k}", 9, [16, 249, k], [1, 8, 1])
+    return cases
+
+
+def part_encode2(out: str):
+    cases = gen_box_limit_cases()
+    for c in cases:
+        c["result"], _ = encode_raw(c["dtype"], c["rank"], c["address"], c["dims"], c["strides"], c["box"],
+                                    c["estr"], 0, 0, 0, 0)
+        print(c["tag"], c["result"])
+    with open(os.path.join(out, "tensormap_box_limit.json"), "w") as f:
+        json.dump({"meta": meta(), "how": "cuTensorMapEncodeTiled through ctypes (see tensormap_verdicts)",
+                   "cases": cases}, f)
+
+
 def part_encode(out: str):
     cases = gen_encode_cases()
     t0 = time.time()
@@ -483,8 +520,10 @@ def gen_load_cases(extra: bool) -> list[dict]:
                 for inner in inners:
                     b0 = inner // e
                     for rows in ([8, 64] if inner == span.get(sw) else [5]):
-                        for coords in ([[0, 0], [b0 + 3, 9], [-b0 // 2 - 1, -3], [W - b0 // 2, H - 2],
-                                        [W + 5, 0], [-1000, 1 << 20]] if rows == 8 else [[0, 0], [7, 60]]):
+                        a = 16 // e
+                        for coords in ([[0, 0], [b0 + a, 9], [-((b0 // 2) // a + 1) * a, -3],
+                                        [((W - b0 // 2) // a) * a, H - 2], [((W + 5) // a + 1) * a, 0],
+                                        [-1024, 1 << 20]] if rows == 8 else [[0, 0], [3 * a, 60]]):
                             add(dt, [W, H], [pitch], [b0, rows], coords, sw, tag="2d")
         # the course's tile: 64x64 bf16, 128B swizzle
         add(9, [256, 192], [512], [64, 64], [64, 128], 3, tag="course")
@@ -498,7 +537,7 @@ def gen_load_cases(extra: bool) -> list[dict]:
         add(9, [40, 12, 5], [96, 96 * 12], [32, 4, 3], [-8, -1, -1], 2, tag="3d")
         add(7, [40, 12, 5], [176, 176 * 12], [32, 5, 2], [4, 2, 1], 3, tag="3d")
         add(6, [24, 5, 4, 3], [64, 320, 1280], [16, 2, 3, 2], [16, 4, 2, 2], 1, tag="4d")
-        add(0, [48, 3, 3, 3, 4], [64, 192, 576, 1728], [32, 2, 2, 2, 2], [20, 2, 2, -1, 3], 2, tag="5d")
+        add(0, [48, 3, 3, 3, 4], [64, 192, 576, 1728], [32, 2, 2, 2, 2], [16, 2, 2, -1, 3], 2, tag="5d")
         # element strides
         add(9, [128, 64], [256], [64, 8], [0, 0], 3, estr=[1, 2], tag="estr")
         add(9, [128, 64], [256], [64, 8], [0, 1], 3, estr=[1, 3], tag="estr")
@@ -507,19 +546,28 @@ def gen_load_cases(extra: bool) -> list[dict]:
         add(9, [128, 64], [256], [64, 8], [0, 0], 0, estr=[4, 1], tag="estr0")
         add(7, [32, 16, 8], [128, 2048], [32, 6, 5], [0, 3, 2], 3, estr=[1, 2, 3], tag="estr3d")
         # OOB fill with NaN
-        add(9, [100, 70], [224], [64, 8], [60, -3], 3, oob=1, tag="nanfill")
+        add(9, [100, 70], [224], [64, 8], [56, -3], 3, oob=1, tag="nanfill")
         add(7, [100, 70], [416], [32, 8], [80, 66], 3, oob=1, tag="nanfill")
-        add(6, [100, 70], [224], [64, 8], [-10, 0], 0, oob=1, tag="nanfill")
+        add(6, [100, 70], [224], [64, 8], [-8, 0], 0, oob=1, tag="nanfill")
         # big boxes
         add(9, [256, 256], [512], [64, 256], [0, 0], 3, tag="big")
         add(0, [512, 300], [512], [128, 256], [400, 100], 3, tag="big")
+        # dim-0 start not a multiple of 16 bytes (the hardware faults: recorded as such)
+        add(0, [403, 70], [448], [16, 5], [7, 60], 0, tag="fault")
+        add(0, [403, 70], [448], [16, 8], [-9, -3], 0, tag="fault")
+        add(9, [128, 64], [256], [64, 8], [3, 0], 3, tag="fault")
+        add(7, [100, 70], [416], [32, 8], [2, 0], 3, tag="fault")
+        add(9, [128, 64], [256], [64, 8], [-1001, 0], 3, tag="fault")
+        add(9, [128, 64], [256], [64, 8], [1001, 0], 0, tag="fault")
+        add(8, [100, 70], [800], [16, 8], [1, 0], 3, tag="fault")
+        add(8, [100, 70], [800], [16, 8], [2, 0], 3, tag="aligned")
     else:
         # destinations not aligned to the swizzle repeat (hardware swizzles on address bits)
         for sw in [1, 2, 3]:
             for dst in [128, 256, 384, 512, 896]:
-                add(9, [200, 70], [416], [{1: 16, 2: 32, 3: 64}[sw], 16], [3, 2], sw, dst=dst, tag="dst")
-        add(9, [200, 70], [416], [64, 16], [3, 2], 0, dst=16, tag="dst16")
-        add(9, [200, 70], [416], [64, 16], [3, 2], 0, dst=48, tag="dst48")
+                add(9, [200, 70], [416], [{1: 16, 2: 32, 3: 64}[sw], 16], [8, 2], sw, dst=dst, tag="dst")
+        add(9, [200, 70], [416], [64, 16], [8, 2], 0, dst=16, tag="dst16")
+        add(9, [200, 70], [416], [64, 16], [8, 2], 0, dst=48, tag="dst48")
     return cases
 
 
@@ -530,78 +578,7 @@ def _encode_for(c, addr):
     return res, raw, e
 
 
-def part_tma(out: str, extra: bool):
-    init_driver()
-    fn = load_function(compile_cubin(TMA_SRC, "tma"), "tma_load", DYN_SMEM)
-    cases = gen_load_cases(extra)
-    arrays = {}
-    status = dalloc(8)
-    pbuf = dalloc(64)
-    try:
-        _tma_cases(fn, cases, arrays, status, pbuf)
-    finally:
-        _save_loads(out, extra, cases, arrays)
-
-
-def _tma_cases(fn, cases, arrays, status, pbuf, start=0, pending=None):
-    for i, c in enumerate(cases):
-        if i < start:
-            continue
-        if pending:
-            with open(pending, "w") as f:
-                f.write(str(i))
-        rank = c["rank"]
-        e = ESIZE[c["dtype"]]
-        extent = c["dims"][0] * e if rank == 1 else c["strides"][-1] * c["dims"][-1]
-        alloc = ((extent + 255) // 256) * 256 + 256
-        c["alloc_bytes"] = alloc
-        gptr = dalloc(alloc)
-        h2d(gptr, global_pattern(alloc, e))
-        res, raw, _ = _encode_for(c, gptr)
-        c["encode_result"] = res
-        if res != 0:
-            print(f"load case {i}: encode rejected ({res}) {c}")
-            dfree(gptr)
-            continue
-        nb = box_bytes(c)
-        c["expect_bytes"] = nb
-        window = ((c["dst_offset"] + nb + 1024 + 15) // 16) * 16
-        window = min(window, DYN_SMEM - 1024)
-        c["window"] = window
-        obuf = dalloc(window)
-        lp = (ctypes.c_int32 * 6)(*(c["coords"] + [0] * (5 - rank)), rank)
-        tail = (ctypes.c_uint32 * 3)(c["dst_offset"], nb, window)
-        hostp = bytes(lp) + bytes(tail) + b"\0" * 4 + int(obuf).to_bytes(8, "little") + int(status).to_bytes(8, "little")
-        h2d(pbuf, np.frombuffer(hostp, np.uint8))
-        h2d(status, np.zeros(2, np.int32))
-        tm = (ctypes.c_uint8 * 128).from_buffer_copy(raw)
-        pp = ctypes.c_uint64(pbuf)
-        t0 = time.time()
-        launch(fn, 128, DYN_SMEM, [tm, pp])
-        st = d2h(status, 8).view(np.int32)
-        c["tx_complete"] = int(st[0])
-        c["tx_exact"] = int(st[1])
-        arrays[f"case{i}"] = d2h(obuf, window)
-        dfree(obuf)
-        dfree(gptr)
-        print(f"load case {i} {c['tag']}: tx {st[0]}{st[1]} window {window} ({time.time() - t0:.3f}s)")
-
-
-def _save_loads(out, extra, cases, arrays):
-    meta_ = meta()
-    name = "tma_loads_extra" if extra else "tma_loads"
-    np.savez_compressed(os.path.join(out, name + ".npz"), **arrays)
-    with open(os.path.join(out, name + ".json"), "w") as f:
-        json.dump({"meta": meta_, "how": "one CTA of 128 threads fills a 1024-aligned shared window with 0xA5, "
-                   "thread 0 issues cp.async.bulk.tensor (tile) to window+dst_offset with an mbarrier expecting "
-                   "expect_bytes; tx_complete = phase 0 completed, tx_exact = a following plain arrive completed "
-                   "phase 1 (no leftover tx); the window is copied out. Global tensor bytes: element i of the "
-                   "allocation = i+1 (little-endian, wrapped to the element width).", "cases": cases}, f)
-
-
-def part_store(out: str):
-    init_driver()
-    fn = load_function(compile_cubin(TMA_SRC, "tma"), "tma_store", DYN_SMEM)
+def gen_store_cases() -> list[dict]:
     cases = []
 
     def add(dtype, dims, strides, box, coords, sw=0):
@@ -613,39 +590,115 @@ def part_store(out: str):
         add(9, [72, 40], [160], [b0, 16], [40, 30], sw)
         add(9, [72, 40], [160], [b0, 16], [-8, -5], sw)
     add(7, [40, 12, 5], [176, 176 * 12], [32, 5, 2], [20, 10, 4], 3)
-    add(0, [300], [], [128], [250], 0)
-    arrays = {}
+    add(0, [300], [], [128], [240], 0)
+    add(9, [72, 40], [160], [64, 16], [3, 0], 0)
+    return cases
+
+
+def _alloc_for(c) -> int:
+    e = ESIZE[c["dtype"]]
+    extent = c["dims"][0] * e if c["rank"] == 1 else c["strides"][-1] * c["dims"][-1]
+    return ((extent + 255) // 256) * 256 + 256
+
+
+def tma_worker(kind: str, workdir: str, start: int):
+    """Run cases from ``start``; each result goes to its own file so a fault loses only the faulting case."""
+    init_driver()
+    fn = load_function(compile_cubin(TMA_SRC, "tma"), "tma_store" if kind == "store" else "tma_load", DYN_SMEM)
+    cases = gen_store_cases() if kind == "store" else gen_load_cases(kind == "tma_extra")
+    status = dalloc(8)
     pbuf = dalloc(64)
-    for i, c in enumerate(cases):
+    for i in range(start, len(cases)):
+        c = dict(cases[i])
+        with open(os.path.join(workdir, "pending"), "w") as f:
+            f.write(str(i))
         e = ESIZE[c["dtype"]]
-        extent = c["dims"][0] * e if c["rank"] == 1 else c["strides"][-1] * c["dims"][-1]
-        alloc = ((extent + 255) // 256) * 256 + 256
+        rank = c["rank"]
+        alloc = _alloc_for(c)
         c["alloc_bytes"] = alloc
         gptr = dalloc(alloc)
-        h2d(gptr, np.full(alloc, 0xEE, np.uint8))
+        h2d(gptr, np.full(alloc, 0xEE, np.uint8) if kind == "store" else global_pattern(alloc, e))
         res, raw, _ = _encode_for(c, gptr)
         c["encode_result"] = res
-        if res != 0:
-            dfree(gptr)
-            continue
         nb = box_bytes(c)
-        src = global_pattern(nb, e)
-        sbuf = dalloc(nb)
-        h2d(sbuf, src)
-        hostp = bytes((ctypes.c_int32 * 6)(*(c["coords"] + [0] * (5 - c["rank"])), c["rank"])) + \
-            bytes((ctypes.c_uint32 * 2)(0, nb)) + int(sbuf).to_bytes(8, "little")
-        h2d(pbuf, np.frombuffer(hostp, np.uint8))
+        c["expect_bytes"] = nb
         tm = (ctypes.c_uint8 * 128).from_buffer_copy(raw)
-        launch(fn, 128, DYN_SMEM, [tm, ctypes.c_uint64(pbuf)])
-        arrays[f"case{i}"] = d2h(gptr, alloc)
+        coords = bytes((ctypes.c_int32 * 6)(*(c["coords"] + [0] * (5 - rank)), rank))
+        arr = None
+        if res == 0 and kind == "store":
+            sbuf = dalloc(nb)
+            h2d(sbuf, global_pattern(nb, e))
+            hostp = coords + bytes((ctypes.c_uint32 * 2)(0, nb)) + int(sbuf).to_bytes(8, "little")
+            h2d(pbuf, np.frombuffer(hostp, np.uint8))
+            launch(fn, 128, DYN_SMEM, [tm, ctypes.c_uint64(pbuf)])
+            arr = d2h(gptr, alloc)
+            dfree(sbuf)
+        elif res == 0:
+            window = min(((c["dst_offset"] + nb + 1024 + 15) // 16) * 16, DYN_SMEM - 1024)
+            c["window"] = window
+            obuf = dalloc(window)
+            hostp = coords + bytes((ctypes.c_uint32 * 3)(c["dst_offset"], nb, window)) + b"\0" * 4 + \
+                int(obuf).to_bytes(8, "little") + int(status).to_bytes(8, "little")
+            h2d(pbuf, np.frombuffer(hostp, np.uint8))
+            h2d(status, np.zeros(2, np.int32))
+            launch(fn, 128, DYN_SMEM, [tm, ctypes.c_uint64(pbuf)])
+            st = d2h(status, 8).view(np.int32)
+            c["tx_complete"], c["tx_exact"] = int(st[0]), int(st[1])
+            arr = d2h(obuf, window)
+            dfree(obuf)
         dfree(gptr)
-        dfree(sbuf)
-        print(f"store case {i} done")
-    np.savez_compressed(os.path.join(out, "tma_stores.npz"), **arrays)
-    with open(os.path.join(out, "tma_stores.json"), "w") as f:
-        json.dump({"meta": meta(), "how": "global buffer prefilled with 0xEE; shared image (box bytes, element i "
-                   "= i+1) written at a 1024-aligned shared address; cp.async.bulk.tensor store + commit + "
-                   "wait_group 0; whole global buffer copied back", "cases": cases}, f)
+        c["fault"] = None
+        if arr is not None:
+            np.save(os.path.join(workdir, f"{i}.npy"), arr)
+        with open(os.path.join(workdir, f"{i}.json"), "w") as f:
+            json.dump(c, f)
+        print(f"{kind} case {i}: encode {res} {c.get('tx_complete', '')}{c.get('tx_exact', '')}")
+
+
+def run_resumable(kind: str, out: str):
+    """Drive tma_worker in subprocesses, recording a case that kills its context as a fault, then going on."""
+    workdir = os.path.join("/tmp", "capture_work_" + kind)
+    os.makedirs(workdir, exist_ok=True)
+    cases = gen_store_cases() if kind == "store" else gen_load_cases(kind == "tma_extra")
+    start = 0
+    while start < len(cases):
+        pend = os.path.join(workdir, "pending")
+        if os.path.exists(pend):
+            os.remove(pend)
+        r = subprocess.run([sys.executable, __file__, "--out", out, "--part", "worker", "--kind", kind,
+                            "--start", str(start)], capture_output=True, text=True)
+        print(r.stdout[-2000:], r.stderr[-1500:])
+        if r.returncode == 0:
+            break
+        if not os.path.exists(pend):
+            raise RuntimeError(f"worker for {kind} died before any case: {r.stderr[-2000:]}")
+        i = int(open(pend).read())
+        err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"rc {r.returncode}"
+        c = dict(cases[i], fault=err)
+        with open(os.path.join(workdir, f"{i}.json"), "w") as f:
+            json.dump(c, f)
+        print(f"{kind} case {i}: FAULT {err}")
+        start = i + 1
+    done, arrays = [], {}
+    for i in range(len(cases)):
+        with open(os.path.join(workdir, f"{i}.json")) as f:
+            done.append(json.load(f))
+        npy = os.path.join(workdir, f"{i}.npy")
+        if os.path.exists(npy):
+            arrays[f"case{i}"] = np.load(npy)
+    name = {"tma": "tma_loads", "tma_extra": "tma_loads_extra", "store": "tma_stores"}[kind]
+    np.savez_compressed(os.path.join(out, name + ".npz"), **arrays)
+    how = ("one CTA of 128 threads fills a 1024-aligned shared window with 0xA5, thread 0 issues "
+           "cp.async.bulk.tensor (tile) to window+dst_offset with an mbarrier expecting expect_bytes; "
+           "tx_complete = phase 0 completed, tx_exact = a following plain arrive completed phase 1 (no leftover "
+           "tx); the window is copied out (npz caseI). Global tensor bytes: element i of the allocation = i+1 "
+           "(little-endian, wrapped to the element width). fault = the error that killed the context.")
+    if kind == "store":
+        how = ("global buffer prefilled with 0xEE; a shared image of the box (element i = i+1) written at a "
+               "1024-aligned shared address; cp.async.bulk.tensor store + commit + wait_group 0; the whole global "
+               "buffer copied back (npz caseI). fault = the error that killed the context.")
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump({"meta": meta(), "how": how, "cases": done}, f)
 
 
 # ---------------------------------------------------------------------------------------------- WGMMA
@@ -877,10 +930,12 @@ def run_one(kind, c, repeat):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "silicon_out"))
-    ap.add_argument("--part", default="all", choices=["all", "diag", "one"] + PARTS)
+    ap.add_argument("--part", default="all", choices=["all", "diag", "one", "worker", "encode2"] + PARTS)
     ap.add_argument("--case", default="")
     ap.add_argument("--kind", default="load")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--parts", default="", help="comma-separated subset of parts for --part all")
     args = ap.parse_args()
     if args.part == "diag":
         diag = [("load", dict(dtype=0, rank=2, dims=[403, 70], strides=[448], box=[16, 5], estr=[1, 1], swizzle=0,
@@ -905,22 +960,26 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     if args.part == "all":
         summary = {}
-        for part in PARTS:
+        for part in (args.parts.split(",") if args.parts else PARTS):
             t0 = time.time()
             r = subprocess.run([sys.executable, __file__, "--out", args.out, "--part", part])
             summary[part] = {"rc": r.returncode, "seconds": round(time.time() - t0, 2)}
             print(f"== part {part}: rc={r.returncode} in {time.time() - t0:.1f}s", flush=True)
-        with open(os.path.join(args.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=1)
+        print(json.dumps(summary))
         return
     if args.part == "encode":
         init_driver()
         part_encode(args.out)
-    elif args.part in ("tma", "tma_extra"):
-        part_tma(args.out, args.part == "tma_extra")
-    elif args.part == "store":
-        part_store(args.out)
+    elif args.part == "encode2":
+        init_driver()
+        part_encode2(args.out)
+    elif args.part in ("tma", "tma_extra", "store"):
+        init_driver()
+        run_resumable(args.part, args.out)
+    elif args.part == "worker":
+        tma_worker(args.kind, os.path.join("/tmp", "capture_work_" + args.kind), args.start)
     elif args.part in ("wgmma", "wgmma_desc"):
+        init_driver()
         part_wgmma(args.out, args.part == "wgmma_desc")
 
 

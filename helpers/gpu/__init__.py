@@ -1,0 +1,54 @@
+"""GPU runtime of the course: NVRTC compile with a report, launches, tensor maps, device arrays, timing against
+cuBLAS, roofline, and crash-proof child-process runs. See docs/gpu.md.
+
+Importing this package is cheap and works on any machine: the CUDA libraries load on first use, and every call
+that needs a Hopper GPU says so in one line when there is none.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .errors import (
+    CompileError,
+    GpuContextLost,
+    GpuError,
+    KernelDeadlock,
+    KernelFault,
+    LaunchError,
+    NoHopperError,
+)
+
+_EXPORTS = {
+    "compiler": ("compile", "Kernel", "CompileReport", "nvrtc_version", "include_dirs", "cache_dir", "INCLUDE_DIR",
+                 "read_cubin", "find_kernel_names"),
+    "device": ("hopper_available", "no_hopper_reason", "skip_without_hopper", "require_hopper", "device_info",
+               "DeviceInfo", "context_lost", "H100_PEAK_BF16_TFLOPS", "H100_HBM_TBS"),
+    "arrays": ("DeviceArray", "to_device", "to_host", "empty", "zeros", "poison", "random", "random_host",
+               "bfloat16"),
+    "tensormaps": ("encode_tiled", "tensor_map", "tensor_map_2d"),
+    "launch": ("launch", "prepare", "Launcher", "wait"),
+    "timing": ("time_kernel", "Timing", "gemm_benchmark", "GemmBenchmark", "check_gemm"),
+    "cublas": ("cublas_gemm", "cublas_version", "gemm_launcher", "CublasUnavailable"),
+    "roofline": ("roofline_figure", "RooflinePoint", "gemm_point", "ridge_point", "attainable_tflops"),
+    "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult"),
+    "diagnostics": ("StuckRecord", "describe_error"),
+}
+_WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE) + ["CompileError", "GpuContextLost", "GpuError", "KernelDeadlock", "KernelFault",
+                            "LaunchError", "NoHopperError"]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'helpers.gpu' has no attribute {name!r}")
+    value = getattr(import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,137 @@
+"""Run GPU work in a child process with a time limit, so that a fault or a deadlock cannot break the notebook.
+
+The child is a fresh ``python -m helpers.gpu._child``: it gets the job pickled on stdin, writes the pickled
+answer to a file, and exits. A KernelFault/KernelDeadlock raised there is raised again here with the same
+sentence; a child that outlives the time limit is killed and reported as a deadlock. Its printed output is
+printed here afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import errors
+from .compiler import Kernel
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """Stands for a tensor map in an isolated launch: the child copies `array` to the GPU and passes a tensor
+    map over it (box in row-major order, like the array's shape)."""
+
+    array: Any
+    box: tuple[int, ...]
+    swizzle: int = 128
+    via: str = "driver"
+
+
+@dataclass
+class IsolatedResult:
+    """What an isolated launch gives back: the numpy arrays after the kernel ran, and how long it took."""
+
+    arrays: list[Any]
+    seconds: float
+    stdout: str
+
+
+def _python_path() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [here] + [p for p in sys.path if p and os.path.isdir(p)]
+    old = os.environ.get("PYTHONPATH")
+    return os.pathsep.join(paths + ([old] if old else []))
+
+
+def _run_child(job: dict[str, Any], timeout: float) -> Any:
+    env = dict(os.environ, PYTHONPATH=_python_path(), HELPERS_ISOLATED_CHILD="1", PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory(prefix="gpu-isolated-") as tmp:
+        answer = os.path.join(tmp, "answer.pkl")
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "helpers.gpu._child", answer], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        try:
+            out, _ = proc.communicate(pickle.dumps(job), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            _echo(out)
+            raise errors.KernelDeadlock(
+                f"deadlock: {job.get('what', 'the isolated run')} did not finish within {timeout:g} s, so its process "
+                "was stopped (a wait that nothing satisfies, or an endless loop). This notebook is unaffected."
+            ) from None
+        seconds = time.monotonic() - t0
+        text = out.decode(errors="replace")
+        if not os.path.exists(answer):
+            _echo(out)
+            code = proc.returncode
+            how = f"signal {-code}" if code < 0 else f"exit status {code}"
+            raise errors.KernelFault(f"the isolated run's process died ({how}) before answering. This notebook is "
+                                     "unaffected.")
+        with open(answer, "rb") as f:
+            status, payload = pickle.load(f)
+    if status == "ok":
+        return payload, seconds, text
+    _echo(out)
+    cls_name, message = payload
+    cls = getattr(errors, cls_name, None)
+    if isinstance(cls, type) and issubclass(cls, errors.GpuError):
+        raise cls(message + (" This notebook is unaffected." if issubclass(cls, errors.KernelFault) else ""))
+    raise RuntimeError(f"the isolated run raised {cls_name}: {message}")
+
+
+def _echo(out: bytes) -> None:
+    text = out.decode(errors="replace").strip()
+    if text:
+        print(text)
+
+
+def run_isolated(target: Kernel | Callable[..., Any] | str, *args: Any, timeout: float = 30.0,
+                 cluster: Any = None, **kwargs: Any) -> Any:
+    """Run GPU work in a child process, at most `timeout` seconds.
+
+    * ``run_isolated(kernel, grid, block, shared_mem, *kernel_args, cluster=None, timeout=10)``: numpy arrays
+      among the kernel arguments are copied to the GPU (and back afterwards), ``TensorMapArg(np_array, box)``
+      becomes a tensor map over a GPU copy of np_array; returns an IsolatedResult whose ``arrays`` are the numpy
+      argument arrays after the run, in argument order.
+    * ``run_isolated(func, *args, **kwargs)`` with a module-level function, or ``"package.module:function"`` /
+      ``"path/to/file.py:function"``: calls it in the child and returns its (picklable) result.
+
+    Raises KernelFault / KernelDeadlock with the plain-words sentence; this process stays healthy.
+    """
+    if isinstance(target, Kernel):
+        grid, block, smem, *kargs = args
+        job = {"kind": "launch", "kernel": target, "grid": grid, "block": block, "smem": smem, "args": kargs,
+               "cluster": cluster, "timeout": timeout, "what": f"kernel {target.name}"}
+        payload, seconds, text = _run_child(job, timeout)
+        if text.strip():
+            print(text.strip())
+        return IsolatedResult(payload, seconds, text)
+    if cluster is not None:
+        kwargs["cluster"] = cluster
+    if callable(target):
+        spec: Any = (target.__module__, target.__qualname__)
+        if target.__module__ == "__main__" or "<" in target.__qualname__:
+            raise ValueError("run_isolated needs a function defined in a module file (not in a notebook cell), or "
+                             "a kernel: pass the Kernel and its launch arguments instead")
+    elif isinstance(target, str) and ":" in target:
+        spec = tuple(target.rsplit(":", 1))
+    else:
+        raise ValueError("target must be a Kernel, a module-level function or 'module:function'")
+    job = {"kind": "call", "spec": spec, "args": args, "kwargs": kwargs, "what": f"{spec[0]}:{spec[1]}"}
+    payload, seconds, text = _run_child(job, timeout)
+    if text.strip():
+        print(text.strip())
+    return payload
+
+
+def launch_isolated(kernel: Kernel, grid: Any, block: Any, shared_mem: int, *args: Any, cluster: Any = None,
+                    timeout: float = 10.0) -> Sequence[Any]:
+    """Shorthand: run_isolated(kernel, ...) returning just the arrays."""
+    return run_isolated(kernel, grid, block, shared_mem, *args, cluster=cluster, timeout=timeout).arrays
