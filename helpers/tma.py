@@ -154,6 +154,9 @@ def box_elements(tmap: TensorMap, coords: Sequence[int], store: bool = False) ->
 
 
 def _check_coords(tmap: TensorMap, coords: Sequence[int], smem_address: int, store: bool) -> None:
+    if int(tmap.interleave) != 0:
+        raise TMAError("interleave-not-emulated", tmap.interleave, "copies with an interleaved layout (NC/8HWC8) "
+                       "are not modelled by the emulator; the course's GEMM uses Interleave.NONE.")
     if len(coords) != tmap.rank:
         raise TMAError("coords", tuple(coords), f"{len(coords)} coordinates given for a rank-{tmap.rank} tensor "
                        "map (give them innermost first, as in the PTX instruction).")

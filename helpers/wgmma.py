@@ -181,6 +181,11 @@ def mma_async(smem: np.ndarray, desc_a: int | Descriptor, desc_b: int | Descript
     :func:`dot_h100`, bit-exact on silicon); ``"exact"`` rounds the exact sum once to nearest.
     """
     _check_n(n)
+    with np.errstate(all="ignore"):  # NaN/Inf bit patterns in shared memory propagate like on the GPU
+        return _mma(smem, desc_a, desc_b, n, accum, scale_d, numerics)
+
+
+def _mma(smem, desc_a, desc_b, n, accum, scale_d, numerics) -> np.ndarray:
     a = read_operand(smem, desc_a, 64).astype(np.float64)
     b = read_operand(smem, desc_b, n).astype(np.float64)
     c = np.zeros((64, n))

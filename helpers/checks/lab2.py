@@ -346,16 +346,17 @@ def check_ring_parity(student: Callable[[int, int], tuple[int, int]]) -> None:
                 if got is None:
                     c.fail(f"tile {i}, {stages} stages: a pair (full parity, empty parity)")
                 fp, ep = got
-                # the producer may refill stage s once the consumer released it for tile i - stages
+                # the producer may refill stage s once the consumers released it for tile i - stages: its wait
+                # must not pass before that release (a race) and must pass after it (else a deadlock)
+                if i >= stages and _wait_passes(released[s] - 1, ep):
+                    c.fail(f"{stages} stages, tile {i}: the producer's wait on empty[{s}] (parity {ep}) passes "
+                           "before the consumers released the stage", hint=_ring_hint(i, stages, got),
+                           detail="    the producer would overwrite a tile still being read: a race")
                 if not _wait_passes(released[s], ep):
                     c.fail(f"{stages} stages, tile {i}: the producer waits on empty[{s}] for parity {ep}",
                            detail=f"    empty[{s}] has completed {released[s]} phases, so it is in phase "
                                   f"{released[s]} (parity {released[s] % 2}); a wait for parity {ep} blocks "
                                   "forever: deadlock", hint=_ring_hint(i, stages, got))
-                if i >= stages and _wait_passes(released[s] - 1, ep):
-                    c.fail(f"{stages} stages, tile {i}: the producer's wait on empty[{s}] (parity {ep}) would pass "
-                           "before the consumer released the stage", hint=_ring_hint(i, stages, got),
-                           detail="    the producer would overwrite a tile still being read: a race")
                 filled[s] += 1  # the tile lands
                 if not _wait_passes(filled[s], fp) or _wait_passes(filled[s] - 1, fp):
                     c.fail(f"{stages} stages, tile {i}: the consumer waits on full[{s}] for parity {fp}",

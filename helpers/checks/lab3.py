@@ -432,6 +432,24 @@ def _isolated(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, t
                "parity deadlocks")
 
 
+def _tiles_transposed(x: np.ndarray) -> np.ndarray:
+    m, n = x.shape
+    return x.reshape(m // 64, 64, n // 64, 64).transpose(0, 3, 2, 1).reshape(m, n)
+
+
+def _diagnose_kernel(got: np.ndarray, expected: np.ndarray) -> str:
+    """Name the mistake behind a wrong C from the GPU where the pattern tells."""
+    got = np.asarray(got, np.float64)
+    with np.errstate(invalid="ignore"):
+        if np.isnan(got).any():
+            return ("some elements were never written (C was poisoned with NaN): every thread stores its 32 registers, "
+                    "at rows m0 + …, columns n0 + …")
+        if np.allclose(got, _tiles_transposed(expected), rtol=1e-3, atol=1e-3):
+            return "every 64×64 tile is transposed: the row comes from warp and lane/4, the column from lane%4 and j"
+    return ("wrong values all over: check the descriptor bits (LBO 16, SBO 1024, bit 62 for 128B) and the 32-byte step "
+            "per K slice, as in your kslice_desc above, and the store map")
+
+
 def check_gemm_kernel(source: str, *, benchmark: bool = True, size: int = 4096) -> None:
     """Compile the lab's kernel and show its report (registers, spills, wgmma). With an H100: run it through
     gpu.run_isolated on random non-square shapes (C poisoned, every element against fp64 with the bf16 bound),
@@ -461,8 +479,7 @@ def check_gemm_kernel(source: str, *, benchmark: bool = True, size: int = 4096) 
         outs = _isolated(c, "your kernel", gpu_run, source, cases, timeout=120)
         for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
             c.array(f"M={m}, N={n}, K={k} on the GPU: every element against fp64", got, _f64(a) @ _f64(b).T,
-                    atol=grading.gemm_tolerance(a, _f64(b).T),
-                    hint="NaN: elements never written (C was poisoned); a pattern of X: descriptor or store map")
+                    atol=grading.gemm_tolerance(a, _f64(b).T), hint=_diagnose_kernel(got, _f64(a) @ _f64(b).T))
         if not benchmark:
             return
         bench = _isolated(c, f"the {size}³ benchmark", gpu_benchmark, source, size, timeout=300)

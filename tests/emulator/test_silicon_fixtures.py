@@ -35,8 +35,8 @@ def _alloc(c: dict) -> int:
     return ((extent + 255) // 256) * 256 + 256
 
 
-@pytest.mark.parametrize("name", ["tensormap_verdicts.json.gz", "tensormap_box_limit.json", "tma_loads.json", "tma_loads_extra.json",
-                                  "tma_stores.json", "wgmma.json", "wgmma_desc.json"])
+@pytest.mark.parametrize("name", ["tensormap_verdicts.json.gz", "tensormap_box_limit.json", "tma_loads.json",
+                                  "tma_loads_extra.json", "tma_stores.json", "wgmma.json", "wgmma_desc.json"])
 def test_fixture_metadata(name):
     meta = _json(name)["meta"]
     assert "H100" in meta["gpu"] and meta["driver_version"] and meta["date_utc"] and meta["made_by"]

@@ -359,6 +359,16 @@ def test_kernel_compile_error_is_reported(sol, no_gpu):
     _fails(lab3.check_gemm_kernel, src, match="does not compile")
 
 
+def test_kernel_failure_diagnoses():
+    rng = np.random.default_rng(3)
+    expected = rng.standard_normal((128, 192))
+    assert "transposed" in lab3._diagnose_kernel(lab3._tiles_transposed(expected), expected)
+    half = expected.copy()
+    half[64:] = np.nan
+    assert "never written" in lab3._diagnose_kernel(half, expected)
+    assert "descriptor bits" in lab3._diagnose_kernel(rng.standard_normal((128, 192)), expected)
+
+
 @pytest.mark.gpu
 def test_gpu_kernel_solution_passes_and_is_timed(sol, capsys):
     lab3.check_gemm_kernel(sol["GEMM_SRC"], benchmark=True, size=4096)

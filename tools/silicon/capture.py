@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (inline PTX strings are kept on one line each)
 """Capture the ground truth the Hopper emulator is tested against, on a real H100.
 
 Run on a machine with an sm_90 GPU (driver >= 12.x), cuda-bindings and NVRTC installed::
@@ -6,7 +7,8 @@ Run on a machine with an sm_90 GPU (driver >= 12.x), cuda-bindings and NVRTC ins
 
 It writes, each with the GPU name, driver version, date and this script's name in a ``meta`` record:
 
-- ``tensormap_verdicts.json``: the verdict (CUresult) of ``cuTensorMapEncodeTiled`` on generated argument sets;
+- ``tensormap_verdicts.json.gz``: the verdict (CUresult) of ``cuTensorMapEncodeTiled`` on 3022 generated
+  argument sets; ``tensormap_box_limit.json``: 39 probes of the driver's limit on a box's total size;
 - ``tma_loads.json`` + ``tma_loads.npz``: shared-memory windows written by TMA tile loads (every swizzle mode,
   several element sizes and box shapes, in-bounds and out-of-bounds boxes) and whether the transaction byte
   count was exactly the predicted one;
@@ -14,7 +16,10 @@ It writes, each with the GPU name, driver version, date and this script's name i
 - ``wgmma.json`` + ``wgmma.npz``: accumulator fragments of ``wgmma.mma_async m64nNk16.f32.bf16.bf16`` for
   several N with identifiable, small-integer and random inputs, and with deliberately varied descriptors.
 
-Each part runs in its own subprocess, so a fault in one part (a bad descriptor) cannot lose the others.
+Each part runs in its own subprocess, so a fault in one part (a bad descriptor) cannot lose the others; TMA
+cases run in a resumable worker, and a case that kills the CUDA context (the hardware refuses it) is recorded
+as a ``fault`` and the worker restarts after it. ``--part diag`` runs a few single-case diagnostics.
+Then ``python tools/silicon/pack_fixtures.py OUTDIR tests/data`` writes the committed fixtures.
 Self-contained: uses cuda.bindings (driver, NVRTC) and ctypes only.
 """
 
@@ -33,7 +38,7 @@ import time
 
 import numpy as np
 
-PARTS = ["encode", "tma", "tma_extra", "store", "wgmma", "wgmma_desc"]
+PARTS = ["encode", "encode2", "tma", "tma_extra", "store", "wgmma", "wgmma_desc"]
 
 # --------------------------------------------------------------------------------------------- driver glue
 
@@ -930,7 +935,7 @@ def run_one(kind, c, repeat):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "silicon_out"))
-    ap.add_argument("--part", default="all", choices=["all", "diag", "one", "worker", "encode2"] + PARTS)
+    ap.add_argument("--part", default="all", choices=["all", "diag", "one", "worker"] + PARTS)
     ap.add_argument("--case", default="")
     ap.add_argument("--kind", default="load")
     ap.add_argument("--repeat", type=int, default=1)
