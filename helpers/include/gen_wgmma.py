@@ -23,7 +23,8 @@ __device__ __forceinline__ void wgmma_m64n{n}k16_bf16(float (&d)[{r}], unsigned 
                                                      unsigned long long desc_b, bool accumulate = true) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{regs}}}, %{r}, %{r + 1}, p, 1, 1, %{r + 3}, %{r + 4};\\n}}\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
+      "{{{regs}}}, %{r}, %{r + 1}, p, 1, 1, %{r + 3}, %{r + 4};\\n}}\\n"
       : {outs}
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TA), "n"(TB));
 }}

@@ -48,7 +48,7 @@ def test_solution_notebook_has_sound_nbgrader_metadata(path: Path):
         meta = cell.metadata.get("nbgrader")
         text = cell.source
         if labgen.BEGIN in text:
-            assert meta and meta.get("solution"), f"a cell with a solution region lacks solution metadata:\n{text[:200]}"
+            assert meta and meta.get("solution"), f"a solution region without solution metadata:\n{text[:200]}"
         if meta:
             ids.append(meta.get("grade_id"))
             if meta.get("grade"):
