@@ -149,6 +149,9 @@ class MBarrier:
             raise MBarrierError(f"expect_tx({nbytes}) on {self._where()}: the pending transaction count would be "
                                 f"{self._tx + nbytes}, outside 0..{MAX_TX} bytes.")
         self._tx += nbytes
+        # bytes that landed early (count below 0) are balanced by this expect_tx: on the H100 that completes the
+        # phase when no arrivals are pending (seen on the chip, lesson 02's replay kernel)
+        self._maybe_complete()
 
     def arrive_expect_tx(self, nbytes: int) -> int:
         """``mbarrier.arrive.expect_tx``: ``expect_tx(nbytes)`` then ``arrive(1)``, atomically."""

@@ -463,7 +463,7 @@ def check_tma_wrapper(source: str) -> None:
         a = rng.integers(0, 1 << 16, size=(256, 320), dtype=np.uint16)
         r0, c0 = int(rng.integers(0, 4)) * 64, int(rng.integers(0, 5)) * 64
         out = np.full(64 * 64, 0xFFFF, dtype=np.uint16)
-        (_, got) = C.run_on_gpu(kk, 1, 128, 0, gpu.TensorMapArg(1, (64, 64), swizzle=0), a, out, np.int32(c0),
+        (_, got) = C.run_on_gpu(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out, np.int32(c0),
                                 np.int32(r0), what="my_tma_load_2d")
         c.array(f"the 64×64 tile at row {r0}, column {c0}, loaded on the GPU", got,
                 a[r0:r0 + 64, c0:c0 + 64].reshape(-1))
@@ -493,7 +493,7 @@ def check_copy_kernel(source: str) -> None:
         rows, cols = int(rng.integers(1, 5)) * 64, int(rng.integers(1, 7)) * 64
         a = rng.integers(0, 1 << 16, size=(rows, cols), dtype=np.uint16)
         out = np.full((rows, cols), 0xFFFF, dtype=np.uint16)
-        (_, got) = C.run_on_gpu(k, (cols // 64, rows // 64), 128, 0, gpu.TensorMapArg(1, (64, 64), swizzle=128), a,
+        (_, got) = C.run_on_gpu(k, (cols // 64, rows // 64), 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=128), a,
                                 out, np.int32(cols), what="copy_tiles")
         unswizzled = np.empty_like(a)
         for t in range(0, rows, 64):

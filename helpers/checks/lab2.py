@@ -234,7 +234,7 @@ def check_tx_wait(source: str) -> None:
         rng = grading.fresh_rng()
         a = rng.integers(0, 1 << 16, size=(128, 128), dtype=np.uint16)
         out = np.full(2 * 64 * 64, 0xFFFF, dtype=np.uint16)
-        (_, got) = C.run_on_gpu(kk, 1, 128, 0, gpu.TensorMapArg(1, (64, 64), swizzle=0), a, out,
+        (_, got) = C.run_on_gpu(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out,
                                 what="the expect_tx/try_wait self-test")
         expected = np.concatenate([a[:64, :64].ravel(), a[64:, 64:].ravel()])
         c.array("two TMA tiles waited for with your try_wait (phase 0, then phase 1)", got, expected,
@@ -414,7 +414,7 @@ def _run_row_sums(c: grading.Check, kernel: Any, what: str, timeout: float = 30.
     rows, n_tiles = 64 * int(rng.integers(1, 5)), int(rng.integers(5, 13))
     a = _int_bf16(rng, rows, 64 * n_tiles)
     sums = np.full(rows, np.nan, dtype=np.float32)
-    (_, got) = C.run_on_gpu(kernel, rows // 64, 128, 0, gpu.TensorMapArg(1, (64, 64), swizzle=128), a, sums,
+    (_, got) = C.run_on_gpu(kernel, rows // 64, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=128), a, sums,
                             np.int32(n_tiles), what=what, timeout=timeout)
     c.array(f"row sums of a {rows}×{64 * n_tiles} bf16 matrix ({n_tiles} tiles per block, each stage reused "
             f"{(n_tiles + 1) // 2} times) on the GPU", got, stream_reference(a),
@@ -550,7 +550,7 @@ def show_deadlock(source: str) -> None:
     if gpu.hopper_available():
         a = _int_bf16(np.random.default_rng(0), 64, 64 * 6)
         try:
-            gpu.run_isolated(k, 1, 128, 0, gpu.TensorMapArg(1, (64, 64), swizzle=128), a,
+            gpu.run_isolated(k, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=128), a,
                              np.zeros(64, np.float32), np.int32(6), timeout=30)
             print("the kernel finished: no deadlock")
         except gpu.GpuError as exc:

@@ -288,8 +288,6 @@ def test_emulator_wait_bits_match_the_h100(name):
     assert barrier.wait_bits(script).tolist() == measured
 
 
-@pytest.mark.xfail(strict=True, reason="helpers.mbarrier: expect_tx that brings the tx-count back to 0 does not "
-                   "complete the phase; on the H100 it does")
 def test_expect_tx_after_overshoot_completes_the_phase_as_on_the_h100():
     script = [("init", 1), ("arrive_expect_tx", 8192), ("complete_tx", 16384), ("expect_tx", 8192)]
     assert barrier.wait_bits(script).tolist() == [[0, 1], [0, 1], [0, 1], [1, 0]]

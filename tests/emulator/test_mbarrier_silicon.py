@@ -1,0 +1,25 @@
+"""The emulator's mbarrier gives the H100's test_wait answers after every step of every captured script."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.widgets import barrier
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mbarrier_h100.json"
+DATA = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"meta": {}, "cases": []}
+
+
+def test_fixture_is_there_and_says_where_it_came_from():
+    assert DATA["cases"], f"{FIXTURE} missing: run tools/silicon/capture_mbarrier.py on an H100"
+    assert "H100" in DATA["meta"]["gpu"] and DATA["meta"]["date"]
+    assert len(DATA["cases"]) >= 40
+
+
+@pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: c["name"])
+def test_emulator_matches_the_h100(case):
+    script = [tuple(step) for step in case["script"]]
+    assert barrier.wait_bits(script).tolist() == case["wait_bits"], f"script {script}"
