@@ -298,6 +298,7 @@ def swizzle_widget(mode: str = "128B", rows: int = 32, pattern: str = "down a co
     fig.update_xaxes(title_text="chunk", row=1, col=1)
     fig.update_xaxes(title_text="16-byte slot (banks 4s..4s+3)", row=1, col=2)
     fig.update_xaxes(title_text="bank", row=1, col=3)
+    fig.update_yaxes(title_text="quarter-warp", dtick=1, row=1, col=3)
     fig.update_layout(height=520, width=1000, margin={"l": 40, "r": 10, "t": 40, "b": 40})
     fig.update_annotations(font_size=12)
 

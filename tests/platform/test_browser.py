@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,13 +38,16 @@ def _free_port() -> int:
 
 @pytest.fixture
 def jupyterlab(tmp_path):
+    # serve a copy of the lessons: JupyterLab autosaves a notebook it ran, and committed notebooks stay clean
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "lessons", course / "lessons")
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"))
     log = open(tmp_path / "jupyterlab.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}", "--LabApp.expose_app_in_browser=True",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={course}", "--LabApp.expose_app_in_browser=True",
          "--ServerApp.disable_check_xsrf=True", "--allow-root"],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
