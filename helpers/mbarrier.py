@@ -128,15 +128,18 @@ class MBarrier:
         """``mbarrier.inval``: the object is no longer a barrier until the next ``init``."""
         self._init = False
 
+    def _check_arrivals(self, count: int, what: str) -> None:
+        if count < 1:
+            raise MBarrierError(f"{what} on {self._where()}: the count must be at least 1.")
+        if count > self._pending:
+            raise MBarrierError(f"{what} on {self._where()}: only {self._pending} of {self._expected} "
+                                "arrivals are still expected in this phase; more arrivals than the init count is "
+                                "an error on the GPU (the H100 traps; check the count given to init and who arrives).")
+
     def arrive(self, count: int = 1) -> int:
         """``mbarrier.arrive``: count ``count`` arrivals. Returns the phase the arrival belonged to (a token)."""
         self._need_init(f"arrive({count})")
-        if count < 1:
-            raise MBarrierError(f"arrive({count}) on {self._where()}: the count must be at least 1.")
-        if count > self._pending:
-            raise MBarrierError(f"arrive({count}) on {self._where()}: only {self._pending} of {self._expected} "
-                                "arrivals are still expected in this phase; more arrivals than the init count is "
-                                "undefined behaviour on the GPU (check the count given to init and who arrives).")
+        self._check_arrivals(count, f"arrive({count})")
         token = self._phase
         self._pending -= count
         self._maybe_complete()
@@ -154,9 +157,23 @@ class MBarrier:
         self._maybe_complete()
 
     def arrive_expect_tx(self, nbytes: int) -> int:
-        """``mbarrier.arrive.expect_tx``: ``expect_tx(nbytes)`` then ``arrive(1)``, atomically."""
-        self.expect_tx(nbytes)
-        return self.arrive(1)
+        """``mbarrier.arrive.expect_tx``: ``expect_tx(nbytes)`` and ``arrive(1)`` as one step.
+
+        The arrival belongs to the phase in progress even when the added bytes balance bytes that landed early:
+        on the H100, arrive.expect_tx on a phase whose arrivals are all in traps (tools/silicon/capture_mbarrier.py),
+        while a plain expect_tx there completes the phase.
+        """
+        what = f"arrive_expect_tx({nbytes})"
+        self._need_init(what)
+        self._check_arrivals(1, what)
+        if nbytes < 0 or self._tx + nbytes > MAX_TX:
+            raise MBarrierError(f"{what} on {self._where()}: the pending transaction count would be "
+                                f"{self._tx + nbytes}, outside 0..{MAX_TX} bytes.")
+        token = self._phase
+        self._tx += nbytes
+        self._pending -= 1
+        self._maybe_complete()
+        return token
 
     def complete_tx(self, nbytes: int) -> None:
         """``complete_tx``: ``nbytes`` transaction bytes landed (a TMA copy does this)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.mbarrier import MBarrierError
 from helpers.widgets import barrier
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mbarrier_h100.json"
@@ -22,4 +23,8 @@ def test_fixture_is_there_and_says_where_it_came_from():
 @pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: c["name"])
 def test_emulator_matches_the_h100(case):
     script = [tuple(step) for step in case["script"]]
-    assert barrier.wait_bits(script).tolist() == case["wait_bits"], f"script {script}"
+    if "fault" in case:  # the chip trapped: the emulator must refuse the script too, not model it silently
+        with pytest.raises(MBarrierError):
+            barrier.wait_bits(script)
+    else:
+        assert barrier.wait_bits(script).tolist() == case["wait_bits"], f"script {script}"
