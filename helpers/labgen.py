@@ -325,9 +325,9 @@ def validate(
             for p in r.problems:
                 print(f"     - {p}")
         else:
-            what = {"lab": "graded checks fail on the stubs", "solution": "graded checks pass",
-                    "lesson": "runs clean"}[r.kind]
-            print(f"ok   {rel} ({r.kind}: {n_graded} {what}; {r.seconds:.0f} s)")
+            what = {"lab": f"{n_graded} graded checks fail on the stubs", "solution": f"{n_graded} graded checks pass",
+                    "lesson": f"{len(r.cells)} code cells run clean"}[r.kind]
+            print(f"ok   {rel} ({r.kind}: {what}; {r.seconds:.0f} s)")
     print(f"{len(results) - bad} passed, {bad} failed")
     return 1 if bad else 0
 
