@@ -28,6 +28,7 @@ __all__ = [
     "check",
     "fresh_rng",
     "call_student",
+    "assert_rejects",
     "gemm_tolerance",
 ]
 
@@ -63,6 +64,23 @@ def call_student(fn: Callable[..., Any], *args: Any, what: str | None = None, **
     except NotImplementedError as exc:
         hint = f" (hint: {exc})" if str(exc) else ""
         raise CheckFailed(f"❌ {name} is not written yet: it still raises NotImplementedError{hint}") from None
+
+
+def assert_rejects(grader: Callable[[Any], Any], answer: Any, *needles: str) -> str:
+    """For tests of graders: ``grader(answer)`` must fail, and its message must name every needle.
+
+    Returns the failure message. A grader that accepts a wrong answer is a bug; this is how tests prove it doesn't.
+    """
+    try:
+        grader(answer)
+    except CheckFailed as exc:
+        text = str(exc)
+    else:
+        raise AssertionError(f"{getattr(grader, '__name__', 'the grader')} accepted a wrong answer: {answer!r}")
+    missing = [n for n in needles if n not in text]
+    if missing:
+        raise AssertionError(f"{missing} not in the failure message:\n{text}")
+    return text
 
 
 def _fmt(value: Any) -> str:

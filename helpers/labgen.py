@@ -136,6 +136,21 @@ def student_version(solution: Path) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+def solution_namespace(path: Path) -> dict:
+    """The names a lab notebook defines: its first code cell (the imports) and every solution cell, executed.
+
+    Tests use it to feed a solution's own answers to the graders, without running the whole notebook.
+    """
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    namespace: dict = {}
+    exec(code[0].source, namespace)  # noqa: S102 - the notebook's imports
+    for cell in code[1:]:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            exec(cell.source, namespace)  # noqa: S102
+    return namespace
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -4,38 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 from helpers import grading, tensormap, tma
+from helpers import labgen
 from helpers.checks import lab1
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _namespace(path: Path) -> dict:
-    """Execute the import cell and every exercise cell of a lab notebook; return the names they define."""
-    nb = nbformat.read(path, as_version=4)
-    ns: dict = {}
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    exec(code[0].source, ns)  # noqa: S102 - the notebook's imports
-    for cell in code:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            exec(cell.source, ns)  # noqa: S102
-    return ns
-
-
-SOL = _namespace(ROOT / "solutions" / "lab1_tma.ipynb")
-
-
-def _fails(grader, answer, *needles: str) -> str:
-    with pytest.raises(grading.CheckFailed) as info:
-        grader(answer)
-    text = str(info.value)
-    for n in needles:
-        assert n in text, f"{n!r} not in the failure message:\n{text}"
-    return text
+SOL = labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")
 
 
 # ------------------------------------------------------------------------------------------ solutions pass
@@ -49,13 +28,13 @@ def test_solution_passes(grader, name):
 
 
 def test_student_stubs_fail():
-    stub = _namespace(ROOT / "labs" / "lab1_tma.ipynb")
+    stub = labgen.solution_namespace(ROOT / "labs" / "lab1_tma.ipynb")
     for grader, name in [(lab1.check_map_args, "tensor_map_args"), (lab1.check_tile_coords, "tile_coords"),
                          (lab1.check_smem_image, "smem_image"), (lab1.check_max_box, "max_box_cols"),
                          (lab1.check_diagnose, "diagnose")]:
-        _fails(grader, stub[name], "not written yet", "hint")
-    _fails(lab1.check_tma_wrapper, stub["TMA_LOAD"], "#error stub", "cp.async.bulk.tensor.2d")
-    _fails(lab1.check_copy_kernel, stub["COPY_TILES"], "#error stub")
+        grading.assert_rejects(grader, stub[name], "not written yet", "hint")
+    grading.assert_rejects(lab1.check_tma_wrapper, stub["TMA_LOAD"], "#error stub", "cp.async.bulk.tensor.2d")
+    grading.assert_rejects(lab1.check_copy_kernel, stub["COPY_TILES"], "#error stub")
 
 
 # ------------------------------------------------------------------------------------------ the reference
@@ -87,11 +66,11 @@ def test_map_args_wrong_answers():
     def box_outer_first(a, br, bc):
         return {**sol(a, br, bc), "box_dim": (br, bc)}
 
-    _fails(lab1.check_map_args, outer_first, "innermost first")
-    _fails(lab1.check_map_args, with_inner_stride, "leave out the innermost stride")
-    _fails(lab1.check_map_args, in_elements, "global_strides")
-    _fails(lab1.check_map_args, box_outer_first, "box_dim")
-    _fails(lab1.check_map_args, lambda a, br, bc: (1, 2), "a dict")
+    grading.assert_rejects(lab1.check_map_args, outer_first, "innermost first")
+    grading.assert_rejects(lab1.check_map_args, with_inner_stride, "leave out the innermost stride")
+    grading.assert_rejects(lab1.check_map_args, in_elements, "global_strides")
+    grading.assert_rejects(lab1.check_map_args, box_outer_first, "box_dim")
+    grading.assert_rejects(lab1.check_map_args, lambda a, br, bc: (1, 2), "a dict")
 
 
 def test_map_args_row_pitch_matters():
@@ -110,10 +89,10 @@ def test_map_args_row_pitch_matters():
 
 
 def test_tile_coords_wrong_answers():
-    _fails(lab1.check_tile_coords, lambda tr, tc, br, bc: (tr * br, tc * bc), "innermost first")
-    _fails(lab1.check_tile_coords, lambda tr, tc, br, bc: (tc, tr), "element indices")
-    _fails(lab1.check_tile_coords, lambda tr, tc, br, bc: (tc * br, tr * bc), "box's width")
-    _fails(lab1.check_tile_coords, lambda tr, tc, br, bc: (0, 0))
+    grading.assert_rejects(lab1.check_tile_coords, lambda tr, tc, br, bc: (tr * br, tc * bc), "innermost first")
+    grading.assert_rejects(lab1.check_tile_coords, lambda tr, tc, br, bc: (tc, tr), "element indices")
+    grading.assert_rejects(lab1.check_tile_coords, lambda tr, tc, br, bc: (tc * br, tr * bc), "box's width")
+    grading.assert_rejects(lab1.check_tile_coords, lambda tr, tc, br, bc: (0, 0))
 
 
 def _swz(rule):
@@ -129,18 +108,18 @@ def _swz(rule):
 
 
 def test_smem_image_wrong_answers():
-    _fails(lab1.check_smem_image, _swz(lambda r, c, n, s: c), "unswizzled")
-    _fails(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ (r % 8)), "address bits 7")
-    _fails(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ r), "❌")
-    _fails(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ (r % n)), "❌")
-    _fails(lab1.check_smem_image, lambda box, s: np.ascontiguousarray(box).reshape(-1), "❌")
+    grading.assert_rejects(lab1.check_smem_image, _swz(lambda r, c, n, s: c), "unswizzled")
+    grading.assert_rejects(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ (r % 8)), "address bits 7")
+    grading.assert_rejects(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ r), "❌")
+    grading.assert_rejects(lab1.check_smem_image, _swz(lambda r, c, n, s: c if s == "NONE" else c ^ (r % n)), "❌")
+    grading.assert_rejects(lab1.check_smem_image, lambda box, s: np.ascontiguousarray(box).reshape(-1), "❌")
 
 
 def test_max_box_wrong_answers():
-    _fails(lab1.check_max_box, lambda d, s: 64, "❌")
-    _fails(lab1.check_max_box, lambda d, s: {"NONE": 256, "B32": 32, "B64": 64, "B128": 128}[s], "in bytes")
-    _fails(lab1.check_max_box, lambda d, s: 128 // SOL["ELEMENT_BYTES"][d], "❌")
-    _fails(lab1.check_max_box, lambda d, s: 256, "swizzle span")
+    grading.assert_rejects(lab1.check_max_box, lambda d, s: 64, "❌")
+    grading.assert_rejects(lab1.check_max_box, lambda d, s: {"NONE": 256, "B32": 32, "B64": 64, "B128": 128}[s], "in bytes")
+    grading.assert_rejects(lab1.check_max_box, lambda d, s: 128 // SOL["ELEMENT_BYTES"][d], "❌")
+    grading.assert_rejects(lab1.check_max_box, lambda d, s: 256, "swizzle span")
 
 
 def test_diagnose_wrong_answers():
@@ -161,36 +140,36 @@ def test_diagnose_wrong_answers():
                                spec["global_strides"], spec["box_dim"], (1, 1))
         return None
 
-    _fails(lab1.check_diagnose, no_swizzle_rule, "swizzle span")
-    _fails(lab1.check_diagnose, inner_in_elements, "❌")
-    _fails(lab1.check_diagnose, cheat, "reason from the rules")
-    _fails(lab1.check_diagnose, lambda spec: None, "❌")
+    grading.assert_rejects(lab1.check_diagnose, no_swizzle_rule, "swizzle span")
+    grading.assert_rejects(lab1.check_diagnose, inner_in_elements, "❌")
+    grading.assert_rejects(lab1.check_diagnose, cheat, "reason from the rules")
+    grading.assert_rejects(lab1.check_diagnose, lambda spec: None, "❌")
 
 
 def test_tma_wrapper_wrong_answers():
     src = SOL["TMA_LOAD"]
-    _fails(lab1.check_tma_wrapper, src.replace('"r"(c0), "r"(c1)', '"r"(c1), "r"(c0)'), "innermost first")
-    _fails(lab1.check_tma_wrapper, src.replace('"r"(dst_s), "l"(tmap), "r"(c0), "r"(c1), "r"(bar_s)',
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace('"r"(c0), "r"(c1)', '"r"(c1), "r"(c0)'), "innermost first")
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace('"r"(dst_s), "l"(tmap), "r"(c0), "r"(c1), "r"(bar_s)',
                                                '"r"(bar_s), "l"(tmap), "r"(c0), "r"(c1), "r"(dst_s)'),
            "destination comes first")
-    _fails(lab1.check_tma_wrapper, src.replace('"r"(dst_s)', '"l"(dst)'), "generic pointer")
-    _fails(lab1.check_tma_wrapper, src.replace("tensor.2d", "tensor.1d").replace("{%2, %3}", "{%2}"), ".2d")
-    _fails(lab1.check_tma_wrapper, src.replace(".mbarrier::complete_tx::bytes", ""), "❌")
-    _fails(lab1.check_tma_wrapper, src.replace("asm volatile(", "if (0) asm volatile("), "cp.async.bulk")
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace('"r"(dst_s)', '"l"(dst)'), "generic pointer")
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace("tensor.2d", "tensor.1d").replace("{%2, %3}", "{%2}"), ".2d")
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace(".mbarrier::complete_tx::bytes", ""), "❌")
+    grading.assert_rejects(lab1.check_tma_wrapper, src.replace("asm volatile(", "if (0) asm volatile("), "cp.async.bulk")
 
 
 def test_copy_kernel_without_wait_fails():
     src = SOL["COPY_TILES"].replace("HOPPER_WAIT1(full, 0);", "")
-    _fails(lab1.check_copy_kernel, src, "waits on the barrier")
+    grading.assert_rejects(lab1.check_copy_kernel, src, "waits on the barrier")
 
 
 @pytest.mark.gpu
 def test_copy_kernel_unswizzled_read_fails_on_gpu():
     src = SOL["COPY_TILES"].replace("8 * ((c / 8) ^ (r % 8)) + c % 8", "c")
-    _fails(lab1.check_copy_kernel, src, "still swizzled")
+    grading.assert_rejects(lab1.check_copy_kernel, src, "still swizzled")
 
 
 @pytest.mark.gpu
 def test_tma_wrapper_swapped_coords_fails_on_gpu():
     """The static check already catches it; on the GPU the self-test would too (a transposed tile)."""
-    _fails(lab1.check_tma_wrapper, SOL["TMA_LOAD"].replace('"r"(c0), "r"(c1)', '"r"(c1), "r"(c0)'), "❌")
+    grading.assert_rejects(lab1.check_tma_wrapper, SOL["TMA_LOAD"].replace('"r"(c0), "r"(c1)', '"r"(c1), "r"(c0)'), "❌")

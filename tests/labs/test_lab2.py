@@ -4,38 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 from helpers import grading
+from helpers import labgen
 from helpers.checks import lab2
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _namespace(path: Path) -> dict:
-    """Execute the import cell and every exercise cell of a lab notebook; return the names they define."""
-    nb = nbformat.read(path, as_version=4)
-    ns: dict = {}
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    exec(code[0].source, ns)  # noqa: S102 - the notebook's imports
-    for cell in code:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            exec(cell.source, ns)  # noqa: S102
-    return ns
-
-
-SOL = _namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")
-
-
-def _fails(grader, answer, *needles: str) -> str:
-    with pytest.raises(grading.CheckFailed) as info:
-        grader(answer)
-    text = str(info.value)
-    for n in needles:
-        assert n in text, f"{n!r} not in the failure message:\n{text}"
-    return text
+SOL = labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")
 
 
 GRADERS = [(lab2.check_init_arrive, "MBAR_INIT_ARRIVE"), (lab2.check_tx_wait, "MBAR_TX_WAIT"),
@@ -51,8 +30,8 @@ def test_solution_passes(grader, name):
 
 @pytest.mark.parametrize("grader, name", GRADERS)
 def test_student_stub_fails(grader, name):
-    stub = _namespace(ROOT / "labs" / "lab2_mbarrier.ipynb")
-    _fails(grader, stub[name], "not written yet", "hint")
+    stub = labgen.solution_namespace(ROOT / "labs" / "lab2_mbarrier.ipynb")
+    grading.assert_rejects(grader, stub[name], "not written yet", "hint")
 
 
 # ------------------------------------------------------------------------------------------ the reference model
@@ -88,23 +67,23 @@ def _sol_src(name: str, old: str, new: str) -> str:
 
 def test_init_arrive_wrong_answers():
     addr = '"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(count)'
-    _fails(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", addr,
+    grading.assert_rejects(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", addr,
                                             '"r"(count), "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar)))'),
            "order of your %0")
-    _fails(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", addr, '"l"(bar), "r"(count)'), "generic pointer")
-    _fails(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", "mbarrier.init.shared::cta.b64",
+    grading.assert_rejects(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", addr, '"l"(bar), "r"(count)'), "generic pointer")
+    grading.assert_rejects(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", "mbarrier.init.shared::cta.b64",
                                             "mbarrier.init.b64"), "❌")
-    _fails(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", '"mbarrier.arrive.shared::cta.b64 %0, [%1];"',
+    grading.assert_rejects(lab2.check_init_arrive, _sol_src("MBAR_INIT_ARRIVE", '"mbarrier.arrive.shared::cta.b64 %0, [%1];"',
                                             '"mbarrier.arrive.shared::cta.b64 %0, [%1], 2;"'), "counts one arrival")
 
 
 def test_tx_wait_wrong_answers():
-    _fails(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;",
+    grading.assert_rejects(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;",
                                         "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"), "only adds bytes")
-    _fails(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "mbarrier.try_wait.parity", "mbarrier.test_wait.parity"),
+    grading.assert_rejects(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "mbarrier.try_wait.parity", "mbarrier.test_wait.parity"),
            "suspends")
-    _fails(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", '"r"(parity)', '"r"(parity ^ 1u)'), "parity operand")
-    _fails(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "p, [%1], %2;", "p, [%2], %1;"), "❌")
+    grading.assert_rejects(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", '"r"(parity)', '"r"(parity ^ 1u)'), "parity operand")
+    grading.assert_rejects(lab2.check_tx_wait, _sol_src("MBAR_TX_WAIT", "p, [%1], %2;", "p, [%2], %1;"), "❌")
 
 
 def _model(mutate):
@@ -114,7 +93,7 @@ def _model(mutate):
 
 
 def test_barrier_model_wrong_answers():
-    _fails(lab2.check_barrier_model, _model(lambda c, ev, st: (st[0] ^ 1, *st[1:])), "parity 0")
+    grading.assert_rejects(lab2.check_barrier_model, _model(lambda c, ev, st: (st[0] ^ 1, *st[1:])), "parity 0")
 
     def ignores_tx(count, events):
         phase, pending = 0, count
@@ -147,35 +126,35 @@ def test_barrier_model_wrong_answers():
         return [(p, 0 if q == count and i and p != SOL["barrier_model"](count, events[:i])[-1][0] else q, t)
                 for i, (p, q, t) in enumerate(SOL["barrier_model"](count, events))]
 
-    _fails(lab2.check_barrier_model, ignores_tx, "❌")
-    _fails(lab2.check_barrier_model, arrive_before_tx, "❌")
-    _fails(lab2.check_barrier_model, no_reset, "go back to the count")
-    _fails(lab2.check_barrier_model, lambda c, e: [(0, c, 0)] * len(e), "❌")
+    grading.assert_rejects(lab2.check_barrier_model, ignores_tx, "❌")
+    grading.assert_rejects(lab2.check_barrier_model, arrive_before_tx, "❌")
+    grading.assert_rejects(lab2.check_barrier_model, no_reset, "go back to the count")
+    grading.assert_rejects(lab2.check_barrier_model, lambda c, e: [(0, c, 0)] * len(e), "❌")
 
 
 def test_ring_parity_wrong_answers():
-    _fails(lab2.check_ring_parity, lambda i, s: (i % 2, (i % 2) ^ 1), "count uses of the stage")
-    _fails(lab2.check_ring_parity, lambda i, s: ((i // s) & 1, (i // s) & 1), "deadlock")
-    _fails(lab2.check_ring_parity, lambda i, s: (((i // s) & 1) ^ 1, (i // s) & 1), "❌")
-    _fails(lab2.check_ring_parity, lambda i, s: ((i // s) & 1, 1), "race")
+    grading.assert_rejects(lab2.check_ring_parity, lambda i, s: (i % 2, (i % 2) ^ 1), "count uses of the stage")
+    grading.assert_rejects(lab2.check_ring_parity, lambda i, s: ((i // s) & 1, (i // s) & 1), "deadlock")
+    grading.assert_rejects(lab2.check_ring_parity, lambda i, s: (((i // s) & 1) ^ 1, (i // s) & 1), "❌")
+    grading.assert_rejects(lab2.check_ring_parity, lambda i, s: ((i // s) & 1, 1), "race")
 
 
 def test_stream_kernel_static_wrong_answer():
     src = _sol_src("ROW_SUMS", "my_mbar_expect_tx(&full[s], TILE_BYTES);\n      my_mbar_arrive(&full[s]);",
                    "hopper::mbar_arrive_expect_tx(&full[s], TILE_BYTES);")
-    _fails(lab2.check_stream_kernel, src, "my_mbar_expect_tx")
+    grading.assert_rejects(lab2.check_stream_kernel, src, "my_mbar_expect_tx")
 
 
 def test_bug_diagnosis_wrong_answers():
     for letter in "acd":
-        _fails(lab2.check_bug_diagnosis, lambda letter=letter: letter, "hint")
-    _fails(lab2.check_bug_diagnosis, lambda: "e", "one of")
+        grading.assert_rejects(lab2.check_bug_diagnosis, lambda letter=letter: letter, "hint")
+    grading.assert_rejects(lab2.check_bug_diagnosis, lambda: "e", "one of")
 
 
 def test_bug_fix_wrong_answers():
-    _fails(lab2.check_bug_fix, lambda s: s, "bytes full[s] expects", "64 × 64 × 2")
-    _fails(lab2.check_bug_fix, lambda s: s.replace("sizeof(float)", "1"), "64 × 64 × 2")
-    _fails(lab2.check_bug_fix, lambda s: 42, "returns the kernel source")
+    grading.assert_rejects(lab2.check_bug_fix, lambda s: s, "bytes full[s] expects", "64 × 64 × 2")
+    grading.assert_rejects(lab2.check_bug_fix, lambda s: s.replace("sizeof(float)", "1"), "64 × 64 × 2")
+    grading.assert_rejects(lab2.check_bug_fix, lambda s: 42, "returns the kernel source")
 
 
 def test_emulated_deadlock_report():
@@ -187,13 +166,13 @@ def test_emulated_deadlock_report():
 @pytest.mark.gpu
 def test_stream_kernel_wrong_parity_deadlocks_on_gpu():
     src = _sol_src("ROW_SUMS", "HOPPER_WAIT(empty, s, (use & 1) ^ 1);", "HOPPER_WAIT(empty, s, use & 1);")
-    _fails(lab2.check_stream_kernel, src, "deadlock", "empty[0]")
+    grading.assert_rejects(lab2.check_stream_kernel, src, "deadlock", "empty[0]")
 
 
 @pytest.mark.gpu
 def test_stream_kernel_missing_release_deadlocks_on_gpu():
     src = _sol_src("ROW_SUMS", "    my_mbar_arrive(&empty[s]);\n", "    if (t == 0) my_mbar_arrive(&empty[s]);\n")
-    _fails(lab2.check_stream_kernel, src, "deadlock")
+    grading.assert_rejects(lab2.check_stream_kernel, src, "deadlock")
 
 
 @pytest.mark.gpu
