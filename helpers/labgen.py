@@ -244,7 +244,7 @@ def _grade_info(cell) -> tuple[bool, str | None]:
     return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
 
 
-def execute(path: Path, timeout: int = 900) -> list[CellResult]:
+def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list[CellResult]:
     """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
     from nbclient import NotebookClient
 
@@ -254,6 +254,9 @@ def execute(path: Path, timeout: int = 900) -> list[CellResult]:
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
+    if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
+        save_to.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")
     results = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -312,6 +315,7 @@ def validate(
     only: str | None = None,
     jobs: int = 2,
     root: Path = ROOT,
+    save_to: Path | None = None,
 ) -> int:
     """Execute notebooks and apply the rules; prints one line per notebook, returns 0 when all are fine."""
     targets = [(p, k) for p, k in notebooks(kinds, root) if only is None or only in p.name]
@@ -321,7 +325,7 @@ def validate(
         t0 = time.time()
         res = NotebookResult(path, kind)
         try:
-            res.cells = execute(path)
+            res.cells = execute(path, save_to=save_to)
             res.problems = judge(path, kind, res.cells)
         except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
             res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
@@ -406,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--kind", action="append", choices=["lesson", "solution", "lab"])
     v.add_argument("--only", help="only notebooks whose file name contains this")
     v.add_argument("--jobs", type=int, default=2)
+    v.add_argument("--save-executed", type=Path, help="also write the executed notebooks (with outputs) here")
     sub.add_parser("strip", help="remove outputs from every notebook")
     sub.add_parser("nbgrader", help="lay the course out for nbgrader in nbgrader/ and generate the assignments")
     args = parser.parse_args(argv)
@@ -417,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         return generate(force=args.force)
     if args.cmd == "check":
         return check()
-    return validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs)
+    return validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs, save_to=args.save_executed)
 
 
 if __name__ == "__main__":
