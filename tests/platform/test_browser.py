@@ -104,9 +104,18 @@ def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab):
                 " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }",
                 timeout=240_000,
             )
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-            page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
-            page.wait_for_timeout(1000)
+            # attached first: JupyterLab may not paint cells outside the viewport until they are scrolled to
+            page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+            plot = page.locator(".js-plotly-plot").first
+            # scroll through JupyterLab's own API: a windowed notebook hides the cells it has not scrolled to
+            page.evaluate(
+                "async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
+                " nb.activeCellIndex = i; await nb.scrollToItem(i, 'center'); }"
+            )
+            page.wait_for_timeout(1500)
+            box = plot.bounding_box()
+            assert box and box["width"] > 100 and box["height"] > 100, f"the plotly figure has no size: {box}"
             errors = page.locator('[data-mime-type="application/vnd.jupyter.error"]')
             error_texts = [errors.nth(i).inner_text()[:500] for i in range(errors.count())]
             plots = page.locator(".js-plotly-plot").count()
