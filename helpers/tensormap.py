@@ -108,16 +108,21 @@ def swizzle_span(swizzle: Swizzle | int) -> int:
     return _SPAN[int(swizzle)]
 
 
-class TensorMapError(ValueError):
-    """An argument ``cuTensorMapEncodeTiled`` would refuse (the driver returns CUDA_ERROR_INVALID_VALUE).
-
-    ``rule`` is a short id (e.g. ``"stride-multiple-of-16"``), ``value`` the offending value.
-    """
+class RuleError(ValueError):
+    """Something the hardware or driver refuses: ``rule`` is a short id a grader can test, ``value`` the offending
+    value, and the message says it in plain words. The emulator's errors (tensor maps, TMA, WGMMA) are these."""
 
     def __init__(self, rule: str, value: object, message: str):
         super().__init__(f"[{rule}] {message}")
         self.rule = rule
         self.value = value
+
+
+class TensorMapError(RuleError):
+    """An argument ``cuTensorMapEncodeTiled`` would refuse (the driver returns CUDA_ERROR_INVALID_VALUE).
+
+    ``rule`` is a short id (e.g. ``"stride-multiple-of-16"``), ``value`` the offending value.
+    """
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tensormap import OOBFill, Swizzle, TensorMap, swizzle_span
+from .tensormap import OOBFill, RuleError, Swizzle, TensorMap, swizzle_span
 
 __all__ = [
     "TMAError", "load_tile", "store_tile", "tx_bytes", "swizzle_chunk", "swizzled_offset", "unswizzled_offset",
@@ -34,13 +34,8 @@ _MASK = {0: 0, 32: 1, 64: 3, 128: 7}
 _NAN_FILL = np.array([0xF7, 0x7F] * 4, np.uint8)
 
 
-class TMAError(ValueError):
+class TMAError(RuleError):
     """A copy the H100 would refuse (the kernel dies with an illegal-instruction or misaligned-address error)."""
-
-    def __init__(self, rule: str, value: object, message: str):
-        super().__init__(f"[{rule}] {message}")
-        self.rule = rule
-        self.value = value
 
 
 def _mode_span(mode: Swizzle | int) -> int:
@@ -238,6 +233,12 @@ def load_tile(tmap: TensorMap, gmem: np.ndarray | bytes, coords: Sequence[int], 
     return view[smem_address:smem_address + smem_footprint(tmap)]
 
 
+def _chunk_destinations(n_chunks: int, span: int, smem_address: int) -> np.ndarray:
+    """Index of the 16-byte chunk where dense chunk i lands, for an image placed at ``smem_address``."""
+    addr = smem_address + np.arange(n_chunks) * 16
+    return (swizzled_offset(addr, span) - smem_address) // 16
+
+
 def swizzle_image(dense: np.ndarray, mode: Swizzle | int, smem_address: int = 0) -> np.ndarray:
     """Apply a swizzle to a dense image of whole span-wide rows placed at ``smem_address`` (128-byte aligned)."""
     dense = np.asarray(dense, np.uint8).reshape(-1)
@@ -245,10 +246,8 @@ def swizzle_image(dense: np.ndarray, mode: Swizzle | int, smem_address: int = 0)
     if span == 0:
         return dense.copy()
     chunks = dense.reshape(-1, 16)
-    addr = smem_address + np.arange(chunks.shape[0]) * 16
-    dst = (swizzled_offset(addr, span) - smem_address) // 16
     out = np.empty_like(chunks)
-    out[dst] = chunks
+    out[_chunk_destinations(chunks.shape[0], span, smem_address)] = chunks
     return out.reshape(-1)
 
 
@@ -259,9 +258,7 @@ def unswizzle_image(image: np.ndarray, mode: Swizzle | int, smem_address: int = 
     if span == 0:
         return image.copy()
     chunks = image.reshape(-1, 16)
-    addr = smem_address + np.arange(chunks.shape[0]) * 16
-    src = (swizzled_offset(addr, span) - smem_address) // 16
-    return chunks[src].reshape(-1)
+    return chunks[_chunk_destinations(chunks.shape[0], span, smem_address)].reshape(-1)
 
 
 def store_tile(tmap: TensorMap, smem_image: np.ndarray, gmem: np.ndarray | bytearray, coords: Sequence[int],

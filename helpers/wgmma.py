@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tensormap import Swizzle
+from .tensormap import RuleError, Swizzle
 
 __all__ = [
     "Descriptor", "WGMMAError", "make_descriptor", "decode_descriptor", "operand_addresses", "read_operand",
@@ -38,13 +38,8 @@ _SWIZZLE_OF_LAYOUT = {v: k for k, v in LAYOUT_OF_SWIZZLE.items()}
 _SPAN_OF_LAYOUT = {0: 0, 1: 128, 2: 64, 3: 32}
 
 
-class WGMMAError(ValueError):
+class WGMMAError(RuleError):
     """An operand or shape the instruction cannot take (named rule, offending value)."""
-
-    def __init__(self, rule: str, value: object, message: str):
-        super().__init__(f"[{rule}] {message}")
-        self.rule = rule
-        self.value = value
 
 
 @dataclass(frozen=True)

@@ -148,8 +148,9 @@ def check_tile_coords(student: Callable[[int, int, int, int], tuple[int, int]]) 
     rng = grading.fresh_rng()
     with grading.check("Lab 1 · tile coordinates", seed=rng.seed) as c:
         for _ in range(8):
-            box_rows, box_cols = (int(x) for x in rng.choice([8, 16, 32, 64, 128], size=2))
-            tr, tc = (int(x) for x in rng.integers(1, 60, size=2))
+            # rows ≠ cols and tile row ≠ tile column, so that each plausible mistake gives a different answer
+            box_rows, box_cols = (int(x) for x in rng.choice([8, 16, 32, 64, 128], size=2, replace=False))
+            tr, tc = (int(x) for x in rng.choice(np.arange(1, 60), size=2, replace=False))
             got = grading.call_student(student, tr, tc, box_rows, box_cols, what="tile_coords")
             exp = (tc * box_cols, tr * box_rows)
             g = _as_tuple(got)
@@ -287,7 +288,18 @@ def check_max_box(student: Callable[[str, str], int]) -> None:
 
 
 def _random_spec(rng: np.random.Generator, broken: str | None) -> dict[str, Any]:
-    """A tensor-map spec that breaks exactly the rule ``broken`` (or none)."""
+    """A tensor-map spec that breaks exactly the rule ``broken`` (or none).
+
+    ``broken="legal-16-bytes-not-16-elements"`` gives a legal map whose inner box row is 16 bytes but fewer than 16
+    elements, which tells apart a 16-byte rule checked in bytes from one checked in elements.
+    """
+    if broken == "legal-16-bytes-not-16-elements":
+        spec = _random_spec(rng, None)
+        spec["dtype"] = str(rng.choice([d for d, size in DTYPES.items() if size >= 2]))
+        item = DTYPES[spec["dtype"]]
+        spec["global_strides"] = (spec["global_dim"][0] * item,)
+        spec["box_dim"] = (16 // item, spec["box_dim"][1])
+        return spec
     dtype = str(rng.choice(list(DTYPES)))
     item = DTYPES[dtype]
     swizzle = str(rng.choice(SWIZZLES[1:]))
@@ -329,7 +341,7 @@ def check_diagnose(student: Callable[[dict], str | None]) -> None:
 
     rng = grading.fresh_rng()
     with grading.check("Lab 1 · why was the map refused?", seed=rng.seed) as c:
-        targets: list[str | None] = [*RULES, *RULES, None, None, None, None]
+        targets: list[str | None] = [*RULES, *RULES, None, None, None, "legal-16-bytes-not-16-elements"]
         rng.shuffle(targets)  # type: ignore[arg-type]
         for target in targets:
             spec = _random_spec(rng, target)
