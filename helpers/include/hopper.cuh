@@ -4,8 +4,9 @@
 // explains it. It compiles under NVRTC with no CUDA toolkit: it includes nothing, and uses only built-in types.
 //
 //   addresses   smem_u32                      generic -> 32-bit shared-memory address
-//   mbarrier    mbar_init, mbar_fence_init, mbar_arrive, mbar_arrive_expect_tx, mbar_expect_tx,
-//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster
+//   mbarrier    mbar_init, mbar_fence_init, mbar_arrive (once or count), mbar_arrive_expect_tx, mbar_expect_tx,
+//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster, mbar_inval
+//   named bars  named_bar_sync, named_bar_arrive (bar.sync / bar.arrive with an id and a thread count)
 //               HOPPER_WAIT(array, i, parity) / HOPPER_WAIT1(bar, parity): bounded waits that name the barrier
 //   fences      fence_proxy_async (shared::cta), fence_proxy_async_global, fence_proxy_async_all
 //   TMA         tma_load_1d..5d, tma_load_2d_multicast, tma_store_1d..5d, tma_store_commit,
@@ -116,6 +117,19 @@ __device__ __forceinline__ unsigned long long mbar_arrive(void* bar) {
   return state;
 }
 
+/// Arrive `count` times at once (one instruction; count >= 1); returns the state token of the phase.
+__device__ __forceinline__ unsigned long long mbar_arrive(void* bar, unsigned count) {
+  unsigned long long state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(smem_u32(bar)), "r"(count)
+               : "memory");
+  return state;
+}
+
+/// Invalidate an mbarrier so its 8 bytes can be reused as ordinary shared memory (or re-initialised).
+__device__ __forceinline__ void mbar_inval(void* bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 /// Add `bytes` to the phase's expected transaction count, then arrive once (one instruction, no race).
 __device__ __forceinline__ void mbar_arrive_expect_tx(void* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
@@ -180,6 +194,19 @@ __device__ __forceinline__ void mbar_wait(void* bar, unsigned parity, const char
 #define HOPPER_WAIT1(bar, parity) ::hopper::mbar_wait(&(bar), (parity), #bar, -1)
 
 namespace hopper {
+
+// ---------------------------------------------------------------------------------------------- named barriers
+// The 16 hardware barriers of a block (id 0 is the one __syncthreads() uses). bar.sync waits until `count`
+// threads (a multiple of 32, counted by warps) have arrived at barrier `id`; bar.arrive adds this warp's
+// arrival without waiting, so a producer group can signal a consumer group that waits with bar.sync.
+/// Wait at named barrier `id` until `count` threads have arrived (this warp included).
+__device__ __forceinline__ void named_bar_sync(unsigned id, unsigned count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+/// Arrive at named barrier `id` (of `count` threads) without waiting.
+__device__ __forceinline__ void named_bar_arrive(unsigned id, unsigned count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 
 // ---------------------------------------------------------------------------------------------- fences
 /// Order this thread's generic-proxy shared-memory writes (stores, mbarrier init) before later async-proxy
@@ -310,8 +337,11 @@ __device__ __forceinline__ void tma_store_wait() {
 }
 
 // ---------------------------------------------------------------------------------------------- wgmma
-/// Order register and shared-memory accesses before the first wgmma of a group (needed whenever the
-/// accumulators were touched by other instructions).
+/// Order this warpgroup's earlier *register* accesses (the accumulators, and an A operand held in registers)
+/// before the wgmma that follows: needed before the first wgmma, and whenever ordinary instructions touched the
+/// accumulators since the last one. It does not order shared memory: a tile written by ordinary stores
+/// (st.shared) must be made visible to the tensor core with fence_proxy_async() instead. Tiles written by TMA
+/// need neither: the mbarrier wait that delivers them is the ordering.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 /// Close the group of wgmma operations issued so far by this warpgroup.
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

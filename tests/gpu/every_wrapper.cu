@@ -11,6 +11,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   mbar_arrive_expect_tx(&full[0], 8192);
   mbar_expect_tx(&full[1], 16);
   mbar_arrive(&one);
+  mbar_arrive(&one, 2);
+  named_bar_arrive(1, 64); named_bar_sync(2, 384);
   tma_load_1d(tile, &tm, &full[0], 0);
   tma_load_2d(tile, &tm, &full[0], 0, 1);
   tma_load_3d(tile, &tm, &full[0], 0, 1, 2);
@@ -37,6 +39,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   wgmma_fence_operands(d64);
   if (warpgroup_id() == 0) setmaxnreg_inc<240>(); else setmaxnreg_dec<40>();
   cluster_arrive(); cluster_wait(); cluster_sync();
+  mbar_inval(&one);
   unsigned r = cluster_ctarank() + cluster_nctarank() + map_shared_rank(tile, 0);
   float s = r;
   for (int i = 0; i < 32; ++i) s += d64[i] + d128[i] + d256[i] + d128[i+32] + d256[i+96];
