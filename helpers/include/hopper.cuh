@@ -66,7 +66,9 @@ struct StuckRecord {
   char label[64];          // the barrier's name in the source, NUL-terminated
 };
 
-__device__ __noinline__ void report_stuck(const void* bar, unsigned parity, const char* label, int index,
+// Inlined on purpose: a real call inside a consumer's K loop makes ptxas keep every live accumulator across the
+// call, and a 128-accumulator warpgroup (m64n256k16) then fails register allocation even at setmaxnreg 240.
+__device__ __forceinline__ void report_stuck(const void* bar, unsigned parity, const char* label, int index,
                                           long long cycles) {
   if (hopper_diag_addr != 0 && atomicCAS(&hopper_diag_claim, 0, 1) == 0) {
     StuckRecord* r = reinterpret_cast<StuckRecord*>(hopper_diag_addr);
