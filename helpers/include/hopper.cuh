@@ -14,6 +14,7 @@
 //   wgmma       wgmma_fence, wgmma_commit, wgmma_wait<N>, make_smem_desc,
 //               wgmma_m64n{8,16,32,64,96,128,192,256}k16_bf16, wgmma_bf16<N>
 //   registers   setmaxnreg_inc<R>, setmaxnreg_dec<R>
+//   flags       flag_load_acquire, flag_store_release, flag_add_release, flag_wait_geq (GPU-scope handoff)
 //   clusters    cluster_ctarank, cluster_nctarank, cluster_arrive, cluster_wait, cluster_sync, map_shared_rank
 //
 // Bounded waits. Every wait loop here gives up after HOPPER_WAIT_BUDGET clock cycles (default 2e9, about one
@@ -74,7 +75,7 @@ __device__ __forceinline__ void report_stuck(const void* bar, unsigned parity, c
     StuckRecord* r = reinterpret_cast<StuckRecord*>(hopper_diag_addr);
     r->parity = parity;
     r->index = index;
-    r->bar_smem = smem_u32(bar);
+    r->bar_smem = bar != nullptr ? smem_u32(bar) : 0xFFFFFFFFu;  // no barrier: a global flag
     r->block[0] = blockIdx.x;
     r->block[1] = blockIdx.y;
     r->block[2] = blockIdx.z;
@@ -579,6 +580,36 @@ __device__ __forceinline__ unsigned map_shared_rank(const void* smem, unsigned c
   unsigned r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(smem)), "r"(cta));
   return r;
+}
+
+// ---------------------------------------------------------------------------------------------- flags
+// Flags in global memory that blocks of one grid use to hand work to each other (split-K / Stream-K fix-up).
+// The writer stores its data, meets its block's other writers at a barrier, then one thread releases the flag;
+// the reader acquires the flag, then meets its block at a barrier before reading. Release/acquire at GPU scope
+// makes the data written before the release visible to every read after the acquire.
+/// Load a 32-bit flag with acquire semantics at GPU scope.
+__device__ __forceinline__ unsigned flag_load_acquire(const unsigned* flag) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+/// Store a 32-bit flag with release semantics at GPU scope.
+__device__ __forceinline__ void flag_store_release(unsigned* flag, unsigned value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+/// Add to a 32-bit flag with release semantics at GPU scope (no result).
+__device__ __forceinline__ void flag_add_release(unsigned* flag, unsigned value) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+/// Spin (bounded, like mbar_wait) until *flag >= value, acquiring it. A deadlock report names `label`[index].
+__device__ __forceinline__ void flag_wait_geq(const unsigned* flag, unsigned value, const char* label = nullptr,
+                                              int index = -1) {
+  if (flag_load_acquire(flag) >= value) return;
+  const long long start = clock64();
+  while (flag_load_acquire(flag) < value) {
+    const long long waited = clock64() - start;
+    if (waited > HOPPER_WAIT_BUDGET) report_stuck(nullptr, value, label, index, waited);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------- misc

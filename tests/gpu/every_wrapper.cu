@@ -40,6 +40,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   if (warpgroup_id() == 0) setmaxnreg_inc<240>(); else setmaxnreg_dec<40>();
   cluster_arrive(); cluster_wait(); cluster_sync();
   mbar_inval(&one);
+  unsigned* fl = reinterpret_cast<unsigned*>(out);
+  flag_wait_geq(fl, 0u); flag_store_release(fl, flag_load_acquire(fl) + 1); flag_add_release(fl, 1);
   unsigned r = cluster_ctarank() + cluster_nctarank() + map_shared_rank(tile, 0);
   float s = r;
   for (int i = 0; i < 32; ++i) s += d64[i] + d128[i] + d256[i] + d128[i+32] + d256[i+96];
