@@ -46,7 +46,7 @@ lab5_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const int steps = K / BK;
+  const int steps = (K + BK - 1) / BK;
   if (threadIdx.x == 0) {
     hopper::tma_prefetch(&tmap_a);
     hopper::tma_prefetch(&tmap_b);
