@@ -1,7 +1,9 @@
 // Lab 7: Stream-K on the Lab 6 kernel.
 //
-// C[M][N] (bf16) = A[M][K] · B[N][K]ᵀ. Same blocks, clusters, multicast, ring and epilogue as Lab 6, but the
-// work is no longer handed out in whole tiles: the iteration space (pairs of tiles × K steps, pair-major) is cut
+// C[M][N] (bf16) = A[M][K] · B[N][K]ᵀ. Same blocks, clusters, multicast, ring and epilogue as Lab 6. With
+// LAB7_HYBRID (the default) every cluster first takes the same number of whole pairs, round-robin as in Lab 6,
+// leaving between one and two waves' worth of pairs (all of them when there are fewer than two waves); those
+// are no longer handed out in whole tiles: the iteration space (pairs of tiles × K steps, pair-major) is cut
 // into one contiguous, equal range per cluster, so every SM gets the same number of K steps whatever the number
 // of tiles. A range may start or end inside a pair: that pair is then computed by several clusters (splits), each
 // over its own K steps, and put back together in K order through a workspace in global memory:
@@ -21,6 +23,9 @@
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
+#ifndef LAB7_SCALE_D
+#define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#endif
 #ifndef LAB7_GROUP
 #define LAB7_GROUP 8   // pairs along M in one raster group
 #endif
@@ -57,11 +62,42 @@ __device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const flo
   }
 }
 
-// The piece of pair p that the range [g0, g1) of the iteration space covers: K steps [ka, kb).
-__device__ __forceinline__ void piece(int p, int steps, long long g0, long long g1, int& ka, int& kb) {
-  const long long t0 = (long long)p * steps;
-  ka = (int)(max(g0, t0) - t0);
-  kb = (int)(min(g1, t0 + steps) - t0);
+#ifndef LAB7_HYBRID
+#define LAB7_HYBRID 1  // 1: whole pairs for all but the last one or two waves, Stream-K for those; 0: all Stream-K
+#endif
+
+// This cluster's work: first its whole pairs of the data-parallel part (round-robin, as in Lab 6), then its range
+// of the Stream-K part walked from the end backwards. Work item w → pair p and its K steps [ka, kb).
+struct Work {
+  int dp_pairs, dp_mine, steps, p_first, p_last;  // Stream-K pairs p_first..p_last (global pair indices)
+  long long per, g0, g1;                            // this cluster's range [g0, g1) of the Stream-K iterations
+  __device__ __forceinline__ int items() const { return dp_mine + (p_last - p_first + 1); }
+  __device__ __forceinline__ void item(int w, int cluster_id, int clusters, int& p, int& ka, int& kb) const {
+    if (w < dp_mine) {
+      p = cluster_id + w * clusters;
+      ka = 0;
+      kb = steps;
+      return;
+    }
+    p = p_last - (w - dp_mine);
+    const long long t0 = (long long)(p - dp_pairs) * steps;
+    ka = (int)(max(g0, t0) - t0);
+    kb = (int)(min(g1, t0 + steps) - t0);
+  }
+};
+
+__device__ __forceinline__ Work plan(int pairs, int steps, int cluster_id, int clusters) {
+  Work W;
+  W.steps = steps;
+  W.dp_pairs = (LAB7_HYBRID && pairs >= 2 * clusters) ? (pairs / clusters - 1) * clusters : 0;
+  W.dp_mine = W.dp_pairs / clusters;  // a multiple of clusters: every cluster gets the same number
+  const long long total = (long long)(pairs - W.dp_pairs) * steps;
+  W.per = (total + clusters - 1) / clusters;
+  W.g0 = min(total, cluster_id * W.per);
+  W.g1 = min(total, W.g0 + W.per);
+  W.p_first = W.dp_pairs + (int)(W.g0 / steps);
+  W.p_last = W.g1 > W.g0 ? W.dp_pairs + (int)((W.g1 - 1) / steps) : W.p_first - 1;
+  return W;
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
@@ -80,9 +116,7 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
   const int pairs_m = (M + 2 * BM - 1) / (2 * BM), pairs_n = (N + BN - 1) / BN;
   const int pairs = pairs_m * pairs_n;
   const int steps = (K + BK - 1) / BK;
-  const long long total = (long long)pairs * steps, per = (total + clusters - 1) / clusters;
-  const long long g0 = min(total, cluster_id * per), g1 = min(total, g0 + per);
-  const int p_first = (int)(g0 / steps), p_last = g1 > g0 ? (int)((g1 - 1) / steps) : p_first - 1;
+  const Work W = plan(pairs, steps, cluster_id, clusters);
   if (threadIdx.x == 0) {
     hopper::tma_prefetch(&tmap_a);
     hopper::tma_prefetch(&tmap_b);
@@ -99,10 +133,10 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     hopper::setmaxnreg_dec<24>();
     if (tid == 0) {
       int it = 0;  // uses of the ring so far, across pieces
-      for (int p = p_last; p >= p_first; --p) {
-        int pm, pn, ka, kb;
+      for (int w = 0; w < W.items(); ++w) {
+        int p, pm, pn, ka, kb;
+        W.item(w, cluster_id, clusters, p, ka, kb);
         pair_coords(p, pairs_m, pairs_n, pm, pn);
-        piece(p, steps, g0, g1, ka, kb);
         const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
         for (int k = ka; k < kb; ++k, ++it) {
           const int s = it % STAGES;
@@ -121,13 +155,15 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     unsigned char* mine = cbuf + c * 2 * SUB_BYTES;
     int it = 0;
     float d[BN / 2];
-    for (int p = p_last; p >= p_first; --p) {
-      int pm, pn, ka, kb;
+    for (int w = 0; w < W.items(); ++w) {
+      int p, pm, pn, ka, kb;
+      W.item(w, cluster_id, clusters, p, ka, kb);
       pair_coords(p, pairs_m, pairs_n, pm, pn);
-      piece(p, steps, g0, g1, ka, kb);
       const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
+#if !LAB7_SCALE_D
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
+#endif
       for (int k = ka; k < kb; ++k, ++it) {
         const int s = it % STAGES;
         HOPPER_WAIT(full, s, (it / STAGES) & 1);
@@ -137,7 +173,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
           hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
-                                        hopper::make_smem_desc(b + 32 * kk, 16, 1024));
+                                        hopper::make_smem_desc(b + 32 * kk, 16, 1024),
+                                        !LAB7_SCALE_D || k > ka || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
@@ -148,8 +185,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 
       // ---- Stream-K fix-up, when this piece is not the whole pair
       if (ka != 0 || kb != steps) {
-        const long long first_g = (long long)p * steps;
-        const int owner = (int)(first_g / per);          // lowest cluster touching pair p: the slot
+        const long long first_g = (long long)(p - W.dp_pairs) * steps;
+        const int owner = (int)(first_g / W.per);          // lowest cluster touching pair p: the slot
         const unsigned order = (unsigned)(cluster_id - owner);  // 0 for the first split, then 1, 2, ...
         float* ws = workspace + ((long long)owner * CLUSTER + rank) * (BM * BN) + c * (64 * BN) + tid;
         unsigned* flag = flags + owner * CLUSTER + rank;

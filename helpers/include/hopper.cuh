@@ -5,7 +5,7 @@
 //
 //   addresses   smem_u32                      generic -> 32-bit shared-memory address
 //   mbarrier    mbar_init, mbar_fence_init, mbar_arrive (once or count), mbar_arrive_expect_tx, mbar_expect_tx,
-//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster, mbar_inval
+//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster(_release), mbar_inval
 //   named bars  named_bar_sync, named_bar_arrive (bar.sync / bar.arrive with an id and a thread count)
 //               HOPPER_WAIT(array, i, parity) / HOPPER_WAIT1(bar, parity): bounded waits that name the barrier
 //   fences      fence_proxy_async (shared::cta), fence_proxy_async_global, fence_proxy_async_all
@@ -145,8 +145,22 @@ __device__ __forceinline__ void mbar_expect_tx(void* bar, unsigned bytes) {
                : "memory");
 }
 
-/// Arrive on the barrier at the same offset in the shared memory of block `cta` of this cluster.
+/// Arrive on the barrier at the same offset in the shared memory of block `cta` of this cluster (`cta` may be
+/// this block's own rank). Default semantics (release at CTA scope): enough to say "my reads of that stage are
+/// done" (the wgmma that read it has retired), which is all a consumer's EMPTY arrival reports. It compiles to a
+/// bare remote arrive; the .release.cluster form below costs a GPU-wide memory barrier (MEMBAR.ALL.GPU) first.
 __device__ __forceinline__ void mbar_arrive_cluster(void* bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
+      "r"(cta)
+      : "memory");
+}
+
+/// The same arrival with release semantics at cluster scope: this thread's earlier memory writes become visible
+/// to the threads of block `cta` that wait on the barrier. Needed when the arrival hands over data written with
+/// ordinary stores (e.g. a shared-memory buffer in the other block); not needed to hand back a stage.
+__device__ __forceinline__ void mbar_arrive_cluster_release(void* bar, unsigned cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
       "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),

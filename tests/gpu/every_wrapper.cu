@@ -24,6 +24,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   HOPPER_WAIT1(one, 0);
   bool t = mbar_test_wait(&full[1], 1) && mbar_try_wait(&full[1], 0);
   mbar_arrive_cluster(&full[1], 0);
+  mbar_arrive_cluster_release(&full[1], 0);
   fence_proxy_async(); fence_proxy_async_global(); fence_proxy_async_all();
   tma_store_1d(&tm, tile, 0); tma_store_2d(&tm, tile, 0, 1); tma_store_3d(&tm, tile, 0, 1, 2);
   tma_store_4d(&tm, tile, 0, 1, 2, 3); tma_store_5d(&tm, tile, 0, 1, 2, 3, 4);
