@@ -29,11 +29,12 @@ strides = Quiz(
 )
 
 row_stride = Quiz(
-    "A row-major 8192×8192 bf16 matrix: what is globalStrides[0], the byte stride of dimension 1 (rows)?",
-    answer=16384,
-    hint="one whole row, in bytes",
-    explanation="8192 elements × 2 bytes = 16,384 bytes from one row to the next.",
-    wrong=(8192, 2, 16386, 128),
+    "A row-major bf16 matrix has 8192 rows of 3000 columns, each row padded to 3008 elements. What is "
+    "globalStrides[0], the byte stride of dimension 1 (rows)?",
+    answer=6016,
+    hint="one whole row as it sits in memory, padding included, in bytes",
+    explanation="3008 elements × 2 bytes = 6,016 bytes from one row to the next (a multiple of 16, as required).",
+    wrong=(6000, 3008, 16384, 2, 3000),
 )
 
 coords = Quiz(
