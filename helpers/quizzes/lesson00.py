@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from helpers.grading import Quiz
+from helpers.grading import Quiz, parse_number
 
 
 def _number(response: object) -> float | None:
-    text = str(response).strip().replace(",", "").replace("_", "").replace(" ", "")
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    return parse_number(response)  # "295", "295 FLOP/B", "2,048" (platform: numbers as students type them)
 
 
 def _near(target: float, rel: float, hint_low: str, hint_high: str) -> Callable[[object], tuple[bool, str]]:
