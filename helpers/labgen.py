@@ -216,7 +216,8 @@ def check(root: Path = ROOT) -> int:
     for p in problems:
         print(f"labs/ out of date: {p}", file=sys.stderr)
     if problems:
-        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand)", file=sys.stderr)
+        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand; a student's work lives "
+              "in my-work/, which `make lab` fills)", file=sys.stderr)
     return 1 if problems else 0
 
 
