@@ -320,15 +320,16 @@ def timeline(steps: list[Step]) -> dict[str, list]:
 
 
 #: the "now" chart: what the barrier is still waiting for, one bar (and one colour) each
-NOW_BARS = ("arrivals pending", "tx-count (KiB)", "in flight (KiB)")
+NOW_BARS = ("arrivals pending", "tx-count", "bytes in flight")
 _NOW_COLORS = ("#4c78a8", "#f28e2b", "#8fb8de")
 
 
 def now_bars(step: Step) -> tuple[list[float], list[str]]:
-    """The heights of :data:`NOW_BARS` after a step, and the labels printed on them."""
+    """The heights of :data:`NOW_BARS` after a step (arrivals, then bytes in KiB, so both show on one axis)
+    and the labels printed on them, with their units."""
     s = step.state
     return ([s.pending_arrivals, s.tx_count / 1024, step.in_flight / 1024],
-            [str(s.pending_arrivals), f"{s.tx_count:,} B", f"{step.in_flight:,} B"])
+            [str(s.pending_arrivals), f"{s.tx_count / 1024:g} KiB", f"{step.in_flight / 1024:g} KiB"])
 
 
 def barrier_stepper_widget(count: int = 1, nbytes: int = 8192):

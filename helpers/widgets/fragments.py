@@ -284,7 +284,7 @@ def descriptor_widget():
     from helpers.widgets.figure import WidgetBox, controls, discrete_colorscale, integer_axis, new_figure
 
     step_pick = w.ToggleButtons(options=[("32 bytes (right)", 32), ("16 bytes (wrong)", 16)], value=32,
-                                description="step", style={"button_width": "9em"})
+                                description="step", style={"button_width": "auto"})
     k_pick = w.IntSlider(value=0, min=0, max=3, description="wgmma k")
     bits_html = w.HTML()
     fig = new_figure(height=470, width=600, top=_TOP_AXIS_MARGIN)

@@ -362,12 +362,15 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     step_s = w.IntSlider(k0, 0, max(start.k_steps - 1, 1), description="K step", style=wide)
     info = w.HTML()
 
-    fig = new_figure(height=360, rows=1, cols=3, subplot_titles=("A", "B", "C"), horizontal_spacing=0.07)
+    fig = new_figure(height=380, rows=1, cols=3, subplot_titles=("A", "B", "C"), horizontal_spacing=0.08)
     for col in (1, 2, 3):
         fig.add_trace(go.Heatmap(z=[[0]], zmin=0, zmax=2, colorscale=_COLORS, showscale=False, xgap=1,
                                  ygap=1, hovertemplate="tile row %{y}, tile col %{x}<extra></extra>"),
                       row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
+    for col, (x, y) in enumerate((("K step", "tile row"), ("tile col", "K step"), ("tile col", "tile row")), 1):
+        fig.update_xaxes(title_text=x, title_standoff=4, row=1, col=col)
+        fig.update_yaxes(title_text=y, title_standoff=4, row=1, col=col)
     for col in (1, 2, 3):  # a frame around this step's tile, so it is found at any size of the grid
         fig.add_shape(type="rect", x0=0, x1=1, y0=0, y1=1, line={"color": "#d62728", "width": 2}, row=1, col=col)
     def plan() -> TilePlan:
