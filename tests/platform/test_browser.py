@@ -185,7 +185,8 @@ MEASURE = """(i) => {
   });
   const area = cell.node.querySelector('.jp-OutputArea');
   return {width: out.clientWidth, overflow: out.scrollWidth - out.clientWidth, past, cut, plots,
-          text: area.innerText, errors: area.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"]').length};
+          text: area.innerText,
+          errors: area.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"]').length};
 }"""
 
 MODEBAR = """(i) => {
