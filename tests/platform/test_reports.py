@@ -29,6 +29,8 @@ CELLS = [
     "raise grading.CheckFailed('❌ the kernel no longer defines TILE_BYTES')",
     # 7: a passing check
     "with grading.check('Lab 0 · fine') as c:\n    c.equal('one', 1, 1)",
+    # 8: the CUDA and its compilation in one cell
+    'k = gpu.compile(r"""\n__global__ void k2(int* x) {\n    x[0] = oops;\n}\n""")',
 ]
 
 
@@ -83,3 +85,8 @@ def test_nvrtc_errors_name_the_line_of_the_students_cell(outputs):
 def test_a_passing_check_has_no_error(outputs):
     assert not [o for o in outputs[7] if o["output_type"] == "error"]
     assert _text(outputs[7]).endswith("✓ Lab 0 · fine: the check passed\n")
+
+
+def test_nvrtc_errors_in_the_compiling_cell_itself(outputs):
+    text = "\n".join(_error(outputs[8])["traceback"])
+    assert 'line 3 of your cell [9]: identifier "oops" is undefined' in text and "3 | x[0] = oops;" in text
