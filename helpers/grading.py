@@ -12,9 +12,9 @@ and raises :class:`CheckFailed`, so nbclient and nbgrader see the failure. NaN n
 
 In a notebook the report is shown once, as the cell's error, with no traceback into the course's code; an
 exception raised inside the student's own function is reported with the student's frames only. Values print as
-plain numbers (:func:`plain`), counts with their plural (:func:`plural`). The symbols are ✓ and ✗, which every
-common font has (the emoji ✅/❌ are not in Debian's default fonts, and still work in messages: they are
-written as ✓/✗).
+plain numbers (:func:`plain`), counts with their plural (:func:`plural`). The symbols are ✓ and ✗: plain text
+that Debian's default DejaVu fonts have, where the emoji ✅ / ❌ need an emoji font (a grader's message may still
+use the emoji: they are written as ✓ / ✗).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = [
     "parse_number",
 ]
 
-#: the verdict symbols: in every common font (DejaVu, Liberation Mono, Menlo, Consolas), unlike ✅ / ❌
+#: the verdict symbols: in Debian's default DejaVu fonts (a test asks fontconfig), unlike ✅ / ❌
 PASS, FAIL = "✓", "✗"
 _EMOJI = {"✅": PASS, "❌": FAIL, "✔️": PASS, "❎": FAIL}
 
