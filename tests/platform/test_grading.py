@@ -264,3 +264,18 @@ def test_report_symbols_are_in_debians_default_fonts():
         assert "DejaVu Sans Mono" in found, f"{symbol!r} (U+{ord(symbol):04X}) is not in DejaVu Sans Mono"
     emoji = subprocess.run(["fc-list", ":charset=2705", "family"], capture_output=True, text=True).stdout
     assert "DejaVu" not in emoji  # why the reports do not use ✅
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_numeric_quiz_accepts_the_answer_however_typed_and_never_a_neighbour(seed):
+    rng = np.random.default_rng(seed)
+    answer = int(rng.integers(1, 10**7))
+    q = grading.Quiz("?", answer=answer, wrong=(answer + 1,))
+    styles = [str(answer), f"{answer:,}", f"{answer:_}", f"{answer:,}".replace(",", " "), f" {answer}.0 ",
+              f"{answer} FLOP/B", f"{answer:,} bytes", f"{answer:.6e}" if answer < 10**6 else str(answer)]
+    for text in styles:
+        assert q.judge(text)[0], text
+    for wrong in (answer + 1, answer - 1, answer * 10, answer // 10 if answer >= 10 else answer + 2, answer * 1024):
+        for text in (str(wrong), f"{wrong:,}", f"{wrong} FLOP/B"):
+            assert not q.judge(text)[0], text
+    assert not q.judge(f"{answer:,}"[:-1])[0]  # a digit short: never read as the answer
