@@ -348,7 +348,10 @@ class FixupResult:
         if self.ok:
             return (f"{self.tiles} tiles × {self.k_steps} K steps on {self.ctas} CTAs ({self.schedule}): every tile "
                     "reduced once, in K order")
-        return "\n".join(([self.deadlock] if self.deadlock else []) + self.problems)
+        lines = ([self.deadlock] if self.deadlock else []) + self.problems[:4]
+        if len(self.problems) > 4:
+            lines.append(f"… and {len(self.problems) - 4} more problem(s) of the same kind")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -767,14 +770,20 @@ class _Sim:
         return f"{who} would raise it next, but it is itself waiting ({m.instr.kind} of tile {m.instr.piece.tile})."
 
 
-def _prov_text(prov: tuple) -> str:
-    parts = []
+def _prov_text(prov: tuple, limit: int = 6) -> str:
+    """``tile 3 [0, 4) + [4, 9) + …``: the pieces a sum was built from, in the order they were added."""
+    parts, last_tile = [], None
     for p in prov:
         if p == ("poison",):
-            parts.append("never written: poison")
-        else:
-            launch, t, a, b = p
-            parts.append(f"tile {t} [{a}, {b})" + (f" of launch {launch}" if launch > 1 else ""))
+            parts.append("never-written memory")
+            last_tile = None
+            continue
+        launch, t, a, b = p
+        text = f"[{a}, {b})" + (f" of launch {launch}" if launch > 1 else "")
+        parts.append(text if t == last_tile else f"tile {t} {text}")
+        last_tile = t
+    if len(parts) > limit:
+        parts = parts[:limit - 2] + [f"… ({len(parts) - limit + 1} more)"] + parts[-1:]
     return " + ".join(parts) if parts else "nothing"
 
 
@@ -798,6 +807,9 @@ def _judge_provenance(prov: tuple, want: tuple, launch: int, tile: int) -> str |
                 "bits then depend on which CTA got there first — not deterministic")
     missing = [p for p in want if p not in prov]
     extra = [p for p in prov if prov.count(p) > 1]
+    if len(prov) == 1 and len(want) > 1 and prov[0] == want[-1]:
+        return ("it holds only the final split's own K steps: the splits before it were never added (load_add the "
+                "workspace before the epilogue)")
     bits = []
     if missing:
         bits.append(f"the split(s) {_prov_text(tuple(missing))} are missing (read before they were visible, or "
