@@ -235,24 +235,39 @@ HYBRID_EDGES = [
 ]
 
 
+def _hybrid_variants(ctas: int, tiles: int, k_steps: int) -> list[tuple[list[list[sk.Piece]], str]]:
+    """Plausible wrong hybrid work lists of every CTA, each with what is wrong with it."""
+    dp = sk.data_parallel_tiles(tiles, ctas)
+    alt = (tiles // ctas) * ctas
+    each = dp // ctas
+
+    def whole(c: int, first: int, stop: int, step: int) -> list[sk.Piece]:
+        return [sk.Piece(t, 0, k_steps) for t in range(first, stop, step)]
+
+    def sk_part(c: int, d: int, offset: int) -> list[sk.Piece]:
+        return sk.stream_k_pieces(c, ctas, tiles - d, k_steps, offset)
+
+    cs = range(ctas)
+    return [
+        ([sk_part(c, 0, 0) for c in cs],
+         f"with {tiles} tiles on {ctas} CTAs the first {dp} tiles go out whole (all but the last one or two waves); "
+         "only the rest is cut into Stream-K ranges"),
+        ([whole(c, c, alt, ctas) + sk_part(c, alt, alt) for c in cs],
+         "keep one to two waves for Stream-K: dp = (tiles // ctas - 1) · ctas (0 when tiles < 2·ctas); with less "
+         "than a wave left, each CTA's range is short and the fix-ups dominate"),
+        ([whole(c, c * each, c * each + each, 1) + sk_part(c, dp, dp) for c in cs],
+         "hand out the whole tiles round-robin: CTA c takes tiles c, c + ctas, c + 2·ctas, … (as in Lab 6)"),
+        ([whole(c, c, dp, ctas) + sk_part(c, dp, 0) for c in cs],
+         f"the Stream-K tiles are numbered from dp = {dp}: add dp to the tiles of your stream_k_pieces"),
+        ([sk_part(c, dp, dp) + whole(c, c, dp, ctas) for c in cs], "whole tiles first, then the Stream-K pieces"),
+    ]
+
+
 def _hybrid_hint(parts: list[list[tuple[int, int, int]]], want: list[list[sk.Piece]], ctas: int, tiles: int,
                  k_steps: int) -> str:
-    dp = sk.data_parallel_tiles(tiles, ctas)
-    whole0 = [p for p in parts[0] if p[1] == 0 and p[2] == k_steps]
-    if parts == [[tuple(p) for p in sk.stream_k_pieces(x, ctas, tiles, k_steps)] for x in range(ctas)] and dp:
-        return (f"with {tiles} tiles on {ctas} CTAs the first {dp} tiles go out whole (all but the last one or two "
-                "waves); only the rest is cut into Stream-K ranges")
-    alt = (tiles // ctas) * ctas
-    if alt != dp and parts == [[sk.Piece(t, 0, k_steps) for t in range(x, alt, ctas)]
-                               + sk.stream_k_pieces(x, ctas, tiles - alt, k_steps, alt) for x in range(ctas)]:
-        return ("keep one to two waves for Stream-K: dp = (tiles // ctas - 1) · ctas (0 when tiles < 2·ctas); with "
-                "less than a wave left, each CTA's range is short and the fix-ups dominate")
-    if dp and ctas > 1 and [p[0] for p in whole0][:2] == [0, 1]:
-        return "hand out the whole tiles round-robin: CTA c takes tiles c, c + ctas, c + 2·ctas, … (as in Lab 6)"
-    if dp and any(p[0] < dp for w in parts for p in w if not (p[1] == 0 and p[2] == k_steps)):
-        return f"the Stream-K tiles are numbered from dp = {dp}: add dp to the tiles of your stream_k_pieces"
-    if dp and parts and parts[0] and not (parts[0][0][1] == 0 and parts[0][0][2] == k_steps):
-        return "whole tiles first, then the Stream-K pieces"
+    for variant, why in _hybrid_variants(ctas, tiles, k_steps):
+        if variant != want and parts == [[tuple(p) for p in w] for w in variant]:
+            return why
     return _partition_hint(parts, want, ctas, tiles, k_steps)
 
 
