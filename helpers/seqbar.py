@@ -278,9 +278,10 @@ class SeqBarStepper:
             return self.arrive(g)
         raise ValueError(f"action {action!r}: 'wait' or 'arrive'")
 
-    def run(self, programs: list[list[str]], max_steps: int = 10_000) -> list[SeqStep]:
+    def run(self, programs: list[list[str]], max_steps: int = 10_000,
+            stop: tuple[str, ...] = ("deadlock", "violation", "lapped", "error")) -> list[SeqStep]:
         """Run a list of actions per group, round-robin over the groups that can act, until all are done, a
-        deadlock, or an invariant breaks. Returns the steps taken."""
+        deadlock, or a step of a kind in ``stop``. Returns the steps taken."""
         pcs = [0] * self.length
         start = len(self.steps)
         for _ in range(max_steps):
@@ -291,7 +292,7 @@ class SeqBarStepper:
                 step = self.do(g, programs[g][pcs[g]])
                 pcs[g] += 1
                 progressed = True
-                if step.kind in ("deadlock", "violation", "lapped", "error"):
+                if step.kind in stop or step.kind == "deadlock":
                     return self.steps[start:]
             if not progressed:
                 if any(self.blocked) and not self.deadlocked:

@@ -20,16 +20,23 @@ __all__ = ["PRESETS", "play", "slot_grid", "step_timeline", "seqbar_stepper_widg
 
 _OK = ["wait", "arrive"] * 4
 
-#: name -> (stepper arguments, programs per group, what it shows)
-PRESETS: dict[str, tuple[dict, list[list[str]], str]] = {
-    "ping-pong (correct)": ({}, [_OK, _OK], "MMA and epilogue alternate between the groups, in order"),
+#: name -> (stepper arguments, programs per group, what it shows, step kinds that end the run)
+PRESETS: dict[str, tuple[dict, list[list[str]], str, tuple[str, ...]]] = {
+    "ping-pong (correct)": ({}, [_OK, _OK], "MMA and epilogue alternate between the groups, in order",
+                            ("violation", "lapped", "error")),
     "group 0 leaves out its last arrive": (
-        {}, [_OK[:-1], _OK], "group 1 waits for a turn that never comes: deadlock"),
+        {}, [_OK[:-1], _OK], "group 1 waits for a turn that never comes: deadlock", ("violation", "lapped", "error")),
     "group 1's cursor built for depth 1": (
-        {"cursor_depths": (2, 1)}, [_OK * 2, _OK * 2], "the groups wait on different slots: deadlock"),
+        {"cursor_depths": (2, 1)}, [_OK * 2, _OK * 2], "the groups wait on different slots: deadlock",
+        ("violation", "lapped", "error")),
     "group 0 arrives without waiting": (
-        {}, [["arrive", "arrive"], _OK], "group 0 hands on a turn it never had: order broken"),
-    "group 0 waits twice": ({}, [["wait", "wait", "arrive"], _OK], "it re-enters without handing on: order broken"),
+        {}, [["arrive", "arrive"], _OK], "group 0 hands on a turn it never had: order broken",
+        ("violation", "lapped", "error")),
+    "group 0 waits twice": ({}, [["wait", "wait", "arrive"], _OK], "it re-enters without handing on: order broken",
+                            ("violation", "lapped", "error")),
+    "group 0 runs ahead, never waiting": (
+        {}, [["arrive"] * 3, []], "its third arrival laps a slot whose phase group 1 never consumed",
+        ("lapped", "error")),
 }
 
 _KIND_COLOR = {"passes": "#2ca02c", "unblocked": "#2ca02c", "arrive": "#4c78a8", "blocked": "#f2b134",
@@ -38,10 +45,11 @@ _KIND_COLOR = {"passes": "#2ca02c", "unblocked": "#2ca02c", "arrive": "#4c78a8",
 
 def play(preset: str | None = None, programs: list[list[str]] | None = None, **kwargs) -> SeqBarStepper:
     """Run a preset (or ``programs`` with stepper ``kwargs``) on a fresh stepper; returns it (``.steps``)."""
+    stop: tuple[str, ...] = ("violation", "lapped", "error")
     if preset is not None:
-        kwargs, programs, _ = PRESETS[preset]
+        kwargs, programs, _, stop = PRESETS[preset]
     stepper = SeqBarStepper(**kwargs)
-    stepper.run(programs or [])
+    stepper.run(programs or [], stop=stop)
     return stepper
 
 
