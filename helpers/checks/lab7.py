@@ -203,6 +203,21 @@ def _check_parts(c: grading.Check, parts: list[list[tuple[int, int, int]]], want
                    got if len(got) <= 8 else f"{got[:8]} …", hint=hint_fn(parts, want, ctas, tiles, k_steps))
 
 
+def _grade_partition(c: grading.Check, fn: Callable[..., list], name: str, cases: list[tuple[int, int, int]],
+                     edges: list[tuple], schedule: str, hint_fn: Callable[..., str]) -> None:
+    """Every CTA's list from ``fn`` against the kernel's (``schedule``), case by case; one ✓ per edge case."""
+    for i, (ctas, tiles, k_steps) in enumerate(cases):
+        parts = _student_parts(c, fn, ctas, tiles, k_steps, name)
+        want = sk.partition(tiles, k_steps, ctas, schedule)
+        _check_parts(c, parts, want, ctas, tiles, k_steps, f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)}",
+                     hint_fn)
+        if i < len(edges):
+            extra = f", {sk.data_parallel_tiles(tiles, ctas)} whole" if schedule == "hybrid" else ""
+            c.ok(f"{edges[i][3]} ({tiles} tiles × {k_steps} K steps, {_ctas(ctas)}{extra}): every iteration once, "
+                 "the kernel's pieces in its order")
+    c.ok(f"{len(cases) - len(edges)} random sizes: the same")
+
+
 def check_stream_k_pieces(stream_k_pieces: Callable[[int, int, int, int], list], *, seed: int | None = None) -> None:
     """Grade ``stream_k_pieces(cta, ctas, tiles, k_steps)``: every CTA's pieces, exactly the kernel's, on the edge
     cases of :data:`PARTITION_EDGES` and random sizes; every iteration covered once."""
@@ -210,15 +225,7 @@ def check_stream_k_pieces(stream_k_pieces: Callable[[int, int, int, int], list],
     with grading.check("Lab 7 · the Stream-K ranges", seed=rng.seed) as c:
         cases = [e[:3] for e in PARTITION_EDGES]
         cases += [(int(rng.integers(1, 20)), int(rng.integers(1, 12)), int(rng.integers(1, 20))) for _ in range(25)]
-        for i, (ctas, tiles, k_steps) in enumerate(cases):
-            parts = _student_parts(c, stream_k_pieces, ctas, tiles, k_steps, "stream_k_pieces")
-            want = [sk.stream_k_pieces(x, ctas, tiles, k_steps) for x in range(ctas)]
-            _check_parts(c, parts, want, ctas, tiles, k_steps, f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)}",
-                         _partition_hint)
-            if i < len(PARTITION_EDGES):
-                c.ok(f"{PARTITION_EDGES[i][3]} ({tiles} tiles × {k_steps} K steps, {_ctas(ctas)}): every iteration "
-                     "once, the kernel's pieces in its order")
-        c.ok(f"{len(cases) - len(PARTITION_EDGES)} random sizes: the same")
+        _grade_partition(c, stream_k_pieces, "stream_k_pieces", cases, PARTITION_EDGES, "stream-k", _partition_hint)
 
 
 #: (ctas, tiles, k_steps, what) for the hybrid work list
@@ -280,15 +287,7 @@ def check_work_list(work_list: Callable[[int, int, int, int], list], *, seed: in
         for _ in range(20):
             ctas = int(rng.integers(1, 12))
             cases.append((ctas, int(rng.integers(1, 5 * ctas + 3)), int(rng.integers(1, 10))))
-        for i, (ctas, tiles, k_steps) in enumerate(cases):
-            parts = _student_parts(c, work_list, ctas, tiles, k_steps, "work_list")
-            want = sk.partition(tiles, k_steps, ctas, "hybrid")
-            _check_parts(c, parts, want, ctas, tiles, k_steps, f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)}",
-                         _hybrid_hint)
-            if i < len(HYBRID_EDGES):
-                c.ok(f"{HYBRID_EDGES[i][3]} ({tiles} tiles on {_ctas(ctas)}, {sk.data_parallel_tiles(tiles, ctas)} "
-                     "whole): the kernel's work lists")
-        c.ok(f"{len(cases) - len(HYBRID_EDGES)} random sizes: the same")
+        _grade_partition(c, work_list, "work_list", cases, HYBRID_EDGES, "hybrid", _hybrid_hint)
 
 
 # =========================================================================================================
