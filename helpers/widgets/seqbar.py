@@ -57,9 +57,10 @@ def slot_grid(step: SeqStep) -> dict[str, list]:
     """For the slot picture: ``z`` (completed phases, [index][group]), ``text`` (phase and pending arrivals),
     ``cursors`` ((group, index) each group's cursor points at) and ``inside`` ((group, index) sections in use)."""
     z = [[s.phase for s in row] for row in step.slots]
-    text = [[f"{s.name}<br>phase {s.phase} · parity {s.parity}<br>{s.pending_arrivals}/{s.expected} pending"
-             for s in row] for row in step.slots]
     cursors = [(g, c.index) for g, c in enumerate(step.cursors)]
+    text = [[f"{s.name}<br>phase {s.phase} · parity {s.parity}<br>{s.pending_arrivals}/{s.expected} pending"
+             + (f"<br><b>group {g} waits here for parity {step.cursors[g].phase}</b>" if (g, i) in cursors else "")
+             for g, s in enumerate(row)] for i, row in enumerate(step.slots)]
     inside = [(g, i) for g, i in enumerate(step.inside) if i is not None]
     return {"z": z, "text": text, "cursors": cursors, "inside": inside}
 
@@ -91,13 +92,11 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
             buttons.append(b)
     status, log = w.HTML(), w.HTML()
     fig = go.FigureWidget(make_subplots(rows=1, cols=2, column_widths=[0.42, 0.58],
-                                        subplot_titles=("slots [section][group] (completed phases)",
+                                        subplot_titles=("slots [section][group]; red: where each group waits",
                                                         "steps (colour: what happened)")))
-    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], texttemplate="%{text}", colorscale="Blues", showscale=False,
+    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], texttemplate="%{text}", textfont={"size": 11}, colorscale="Blues",
+                             showscale=False,
                              hoverinfo="skip", zmin=0), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[], y=[], mode="markers+text", marker={"size": 26, "symbol": "square-open",
-                                                                       "line": {"width": 3}, "color": "#d62728"},
-                             text=[], textposition="top center", hoverinfo="skip"), row=1, col=1)
     fig.add_trace(go.Scatter(x=[], y=[], mode="markers", marker={"size": 12}, hovertemplate="%{text}<extra></extra>"),
                   row=1, col=2)
     fig.update_xaxes(title="group", dtick=1, row=1, col=1)
@@ -118,12 +117,12 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
                                tuple(s.blocked))
                 grid = slot_grid(snap)
             fig.data[0].z, fig.data[0].text = grid["z"], grid["text"]
-            fig.data[1].x = [g for g, _ in grid["cursors"]]
-            fig.data[1].y = [i for _, i in grid["cursors"]]
-            fig.data[1].text = [f"cursor {g}" for g, _ in grid["cursors"]]
+            fig.layout.shapes = [{"type": "rect", "xref": "x", "yref": "y", "x0": g - 0.47, "x1": g + 0.47,
+                                  "y0": i - 0.47, "y1": i + 0.47, "line": {"color": "#d62728", "width": 3}}
+                                 for g, i in grid["cursors"]]
             t = step_timeline(steps)
-            fig.data[2].x, fig.data[2].y, fig.data[2].text = t["x"], t["y"], t["text"]
-            fig.data[2].marker.color = t["color"]
+            fig.data[1].x, fig.data[1].y, fig.data[1].text = t["x"], t["y"], t["text"]
+            fig.data[1].marker.color = t["color"]
         if steps:
             last = steps[-1]
             color = _KIND_COLOR.get(last.kind, "#999")

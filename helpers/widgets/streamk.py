@@ -28,15 +28,17 @@ SHAPES = {"1024×1024×16384 (16 pairs for 66 clusters)": (1024, 1024, 16384),
 KIND_COLORS = {"compute": "#4c78a8", "wait": "#d62728", "fixup": "#f58518", "epilogue": "#54a24b"}
 
 
-def space_grid(tiles: int, k_steps: int, ctas: int, schedule: str, max_cells: int = 64) -> np.ndarray:
-    """(rows, cols) CTA index that computes each (tile, K step), folded: a cell covering several iterations shows
-    the CTA of its first one."""
+def space_grid(tiles: int, k_steps: int, ctas: int, schedule: str, max_cells: int = 64
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid, tiles, K steps): the CTA index that computes each (tile, K step), folded to at most ``max_cells`` per
+    side (a cell covering several iterations shows the CTA of its first one), with the tile and K step of each row
+    and column."""
     grid = np.full((tiles, k_steps), -1, np.int64)
     for c, work in enumerate(sk.partition(tiles, k_steps, ctas, schedule)):
         for t, a, b in work:
             grid[t, a:b] = c
     rstep, cstep = -(-tiles // max_cells), -(-k_steps // max_cells)
-    return grid[::rstep, ::cstep]
+    return grid[::rstep, ::cstep], np.arange(0, tiles, rstep), np.arange(0, k_steps, cstep)
 
 
 def gantt(pred: sk.Prediction) -> dict[str, dict[str, list]]:
@@ -83,11 +85,11 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
     fig = go.FigureWidget(make_subplots(rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.14,
                                         horizontal_spacing=0.08, subplot_titles=(" ", " ", " ", " ")))
     for col in (1, 2):
-        fig.add_trace(go.Heatmap(z=[[0]], colorscale="Turbo", showscale=False,
+        fig.add_trace(go.Heatmap(z=[[0]], colorscale="Turbo", showscale=False, zmin=0,
                                  hovertemplate="tile %{y}, K step %{x}: cluster %{z}<extra></extra>"), row=1, col=col)
         for kind, color in KIND_COLORS.items():
             fig.add_trace(go.Bar(x=[], base=[], y=[], orientation="h", marker_color=color, name=kind,
-                                 showlegend=col == 1, customdata=[],
+                                 showlegend=col == 2, customdata=[],
                                  hovertemplate=kind + " · tile %{customdata}<extra></extra>"), row=2, col=col)
     fig.update_layout(height=560, width=880, barmode="overlay", bargap=0.05,
                       margin={"l": 50, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.08})
@@ -104,7 +106,9 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
         with fig.batch_update():
             for col, p in enumerate(preds.values()):
                 base = col * (1 + len(KIND_COLORS))
-                fig.data[base].z = space_grid(p.tiles, p.k_steps, p.ctas, p.schedule)
+                grid, rows, cols = space_grid(p.tiles, p.k_steps, p.ctas, p.schedule)
+                heat = fig.data[base]
+                heat.z, heat.y, heat.x, heat.zmax = grid, rows, cols, p.ctas - 1
                 bars = gantt(p)
                 for i, kind in enumerate(KIND_COLORS):
                     tr = fig.data[base + 1 + i]
@@ -113,6 +117,7 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
                 fig.layout.annotations[col].text = _title(p, measured)
                 fig.layout.annotations[col].font = {"size": 11}
                 fig.update_xaxes(range=[0, t_max * 1.02], row=2, col=col + 1)
+                fig.update_yaxes(range=[p.ctas - 0.5, -0.5], autorange=False, row=2, col=col + 1)
         dp, other = preds["data-parallel"], preds[sched.value]
         n_waves = sk.waves(dp.tiles, dp.ctas)
         last = dp.tiles - (n_waves - 1) * dp.ctas

@@ -57,7 +57,7 @@ def striped_widget(threads: int = 64, elements: int = 1024, columns: int = 64):
     fig.add_trace(go.Scatter(x=[], y=[], mode="markers", marker={"symbol": "square-open", "size": 9,
                                                                  "color": "white", "line": {"width": 2}},
                              hoverinfo="skip", name="warp 0's access"))
-    fig.update_yaxes(autorange="reversed", title="row of the slot (each row = columns consecutive elements)")
+    fig.update_yaxes(autorange="reversed", title=f"row ({columns} elements each)")
     fig.update_xaxes(title="element within the row")
     fig.update_layout(height=360, width=880, margin={"l": 60, "r": 10, "t": 30, "b": 40}, showlegend=False)
 
