@@ -408,3 +408,16 @@ def test_notebook_has_a_graded_check_per_step():
     graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
               if c["metadata"].get("nbgrader", {}).get("grade")]
     assert graded == ["lab7-space", "lab7-ranges", "lab7-hybrid", "lab7-striped", "lab7-fixup", "lab7-kernel"]
+
+
+# ------------------------------------------------------------------------------------------- several rules at once
+def test_answers_breaking_several_rules_at_once():
+    def floor_and_forward(cta, ctas, tiles, k_steps):
+        return list(reversed(floor_ranges(cta, ctas, tiles, k_steps)))
+
+    _rejected_on_every_seed(lambda a, seed: lab7.check_stream_k_pieces(a, seed=seed), floor_and_forward,
+                            "computed by no CTA")
+    relaxed_no_reset = _plan(release="relaxed", reset=False)
+    _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
+    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed),
+                            (last_stripe_left_out, blocked_load_add), "never written")
