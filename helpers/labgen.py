@@ -236,7 +236,10 @@ def lab_data(root: Path = ROOT) -> dict:
             if variable:
                 source = _assigned_string(cell.source, variable, where)
                 skeleton, _ = _clear_regions(source, where, markdown=False, collapse=True)
-                kernels[lab] = {"variable": variable, "notebook": sol.name, "source": skeleton.strip("\n") + "\n"}
+                solved = "\n".join(line for line in source.split("\n") if BEGIN not in line and END not in line
+                                   and hints_mod.parse_hint(line) is None)
+                kernels[lab] = {"variable": variable, "notebook": sol.name, "source": skeleton.strip("\n") + "\n",
+                                "solved": hints_mod.encode(solved.strip("\n") + "\n")}
     return {"version": 1, "exercises": dict(sorted(exercises.items())), "kernels": dict(sorted(kernels.items()))}
 
 

@@ -350,13 +350,16 @@ def kernel_diff(old: str, new: str, old_label: str, new_label: str, *, note: str
 
 def lab_diff(prev_lab: str, lab: str, *, prev_source: str | None = None, prev_label: str | None = None,
              note: str | None = None) -> _Html:
-    """What ``lab`` changes in ``prev_lab``'s kernel (both as students see them: the parts they write are one
-    ``// ✎`` line), with the previous step's measured speed."""
+    """What ``lab`` changes in ``prev_lab``'s kernel: the previous kernel as solved (this lab gives those lines
+    anyway), this lab's as students see it (the parts they write are one ``// ✎`` line), with the previous step's
+    measured speed."""
     kernels = _kernels()
     if lab not in kernels:
         return _Html("<i>run make labs: the kernels' skeletons are missing</i>", "run make labs")
+    from helpers.hints import decode
+
     new = kernels[lab]["source"]
-    old = prev_source if prev_source is not None else kernels.get(prev_lab, {}).get("source", "")
+    old = prev_source if prev_source is not None else decode(kernels.get(prev_lab, {}).get("solved", ""))
     measured = MEASURED.get(prev_lab)
     label = prev_label or f"Lab {prev_lab[3:]}'s kernel"
     if note is None:
