@@ -106,6 +106,10 @@ class Flow:
 
     # ---------------------------------------------------------------------------------------------- parsing
     def _parse(self, body: str) -> None:
+        files = dict(re.findall(r'\.file\s+(\d+)\s+"([^"]*)"', self.ptx))
+        cell = next((n for n, path in files.items() if not path.endswith((".cuh", ".h", ".hpp"))), "1")
+        loc = re.compile(r"inlined_at\s+" + cell + r"\s+(\d+)")
+        direct = re.compile(r"\.loc\s+" + cell + r"\s+(\d+)")
         asm = False
         line: int | None = None
         buf = ""
@@ -118,7 +122,7 @@ class Flow:
                 asm = False
                 continue
             if text.startswith(".loc"):
-                m = re.search(r"inlined_at\s+1\s+(\d+)", text) or re.match(r"\.loc\s+1\s+(\d+)", text)
+                m = loc.search(text) or direct.match(text)
                 if m:
                     line = int(m.group(1)) - self.line_offset
                 continue

@@ -425,6 +425,8 @@ def _rule_hint(rule: str | None, got: Any, spec: dict[str, Any]) -> str:
     if rule is not None and got in broken and got != rule:
         return (f"this map breaks {' and '.join(broken)}: name the first in the order of the table ({rule}), as "
                 "the emulator does")
+    if isinstance(got, str) and got in RULES and got not in broken:
+        return _kept_hint(got, spec)
     return {
         None: "every rule holds for this map: return None",
         "address-alignment": "the tensor's global address must be a multiple of 16 bytes",
@@ -435,6 +437,21 @@ def _rule_hint(rule: str | None, got: Any, spec: dict[str, Any]) -> str:
         "box-inner-exceeds-swizzle": "with a swizzle, the box's inner row (box_dim[0] × element size) may be at "
                                      "most the swizzle span (32, 64 or 128 bytes); exactly the span is fine",
     }.get(rule, "")
+
+
+def _kept_hint(rule: str, spec: dict[str, Any]) -> str:
+    """Why this map keeps the rule the student named."""
+    inner = spec["box_dim"][0] * DTYPES[spec["dtype"]]
+    span = SPAN[spec["swizzle"]]
+    return {
+        "address-alignment": f"the address {spec['global_address']:#x} is a multiple of 16 bytes",
+        "stride-alignment": f"the stride {spec['global_strides'][0]} bytes is a multiple of 16",
+        "box-range": f"every box dimension of {spec['box_dim']} is between 1 and 256, both ends included",
+        "box-inner-multiple-of-16": f"the inner row is {spec['box_dim'][0]} × {DTYPES[spec['dtype']]} = {inner} "
+                                    "bytes, a multiple of 16: count bytes, not elements",
+        "box-inner-exceeds-swizzle": (f"the inner row is {inner} bytes and the {spec['swizzle']} span {span}: "
+                                      "exactly the span is fine" if span else "without a swizzle there is no span"),
+    }[rule]
 
 
 def _broken_rules(spec: dict[str, Any]) -> list[str]:

@@ -402,14 +402,17 @@ def _model_hint(ev: tuple[str, int], before: tuple[int, int, int], got: tuple[in
     completes = exp[0] != before[0]
     if len(got) == 3 and got[0] not in (0, 1):
         return "return the parity (the phase number modulo 2), not the phase number"
+    if kind == "arrive_expect_tx" and got == (before[0] ^ 1, count, value):
+        return "arrive_expect_tx adds the bytes first, then arrives: the phase cannot complete while they are due"
+    if kind in ("expect_tx", "arrive_expect_tx") and exp[2] != 0 and got[2] == 0:
+        return ("track the pending bytes: expect_tx and arrive_expect_tx add them, complete_tx takes them away, and a "
+                "phase completes only when they are back to zero")
     if completes and got[0] == before[0]:
         return ("this event completes the phase: both the pending arrivals and the pending bytes reach zero, so the "
                 "parity flips")
     if completes and got[1:] != (count, 0):
         return "when a phase completes, the pending arrivals go back to the count and the bytes to 0"
     if not completes and got[0] != before[0]:
-        if kind == "arrive_expect_tx":
-            return "arrive_expect_tx adds the bytes first, then arrives: the phase cannot complete while they are due"
         return ("a phase completes only when the pending arrivals AND the pending bytes are both zero; here "
                 f"{exp[1]} arrivals and {exp[2]} bytes are still due")
     if kind == "complete_tx" and got[2] != exp[2]:
@@ -494,7 +497,9 @@ STAGE_BYTES = 2 * 64 * 64 * 2
 def protocol_checks(c: grading.Check, ptx: str, compiled: str, kernel: str | None, *, loads: int = 2) -> Any:
     """The load loop's protocol, read from every path of the PTX; one ✓ line per rule that holds."""
     proto = read_protocol(ptx, KERNEL_NAME if KERNEL_NAME in ptx else _entry(ptx), compiled, kernel)
-    c.true(f"the producer issues {loads} TMA loads per stage (A and B)", len(proto.loads) >= loads,
+    per_use = len({i.line for i in proto.loads})  # the producer's code may be inlined more than once
+    c.true(f"the producer issues {loads} TMA loads per stage (A and B)", per_use >= loads,
+           detail=f"    found {per_use} load statement{'s' if per_use != 1 else ''}",
            hint="thread 0 loads step j's A tile and B tile into stage j % STAGES: two my_tma_load_2d")
     if proto.ambiguous:
         c.ok("(full and empty barriers share a variable here, so the rules below that tell them apart are skipped)")
