@@ -34,7 +34,7 @@ __all__ = ["Region", "Exercise", "hint", "answer", "hint_text", "answer_text", "
 DATA = Path(__file__).resolve().parent / "data" / "labs.json"
 _HINT = re.compile(r"^\s*(?:#|//)\s*HINT(?:\s+(\d))?\s*:\s*(.+?)\s*$")
 #: a solution line shorter than this (whitespace removed) is too generic to count as giving the answer away
-MIN_LEAK_CHARS = 10
+MIN_LEAK_CHARS = 7
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _solution_lines(solution: str) -> list[str]:
         if not s or s.startswith(("#", "//")):
             continue
         s = _normalised(s).rstrip(";:,{")
-        if len(s) >= MIN_LEAK_CHARS:
+        if len(s) >= MIN_LEAK_CHARS and re.search(r"[A-Za-z0-9]", s):
             lines.append(s)
     return lines
 
