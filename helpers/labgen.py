@@ -2,11 +2,14 @@
 
 ``solutions/`` is the single source of truth. In a solution notebook:
 
-- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). A line
-  ``# HINT: …`` inside it becomes the hint of the stub. In Python the region becomes
+- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). Its tiered
+  hints (``# HINT: …`` what to do, required; ``# HINT 1: …``, ``# HINT 2: …`` on request; see helpers.hints)
+  stay out of the student notebook except tier 0, which becomes the stub's text. In Python the region becomes
   ``raise NotImplementedError("<hint>")``; in CUDA source (marker lines starting with ``//``) it becomes an
   ``#error`` line with the hint, so the kernel fails to compile with that sentence until the student writes it;
-  in Markdown it becomes ``YOUR ANSWER HERE``.
+  in Markdown it becomes ``YOUR ANSWER HERE``. Tiers 0 and 1 may not contain a line of the solution.
+- ``make labs`` also writes ``helpers/data/labs.json``: every exercise's hints and (encoded) answer, and each
+  lab's kernel (cells marked ``{"labgen": {"kernel": "NAME"}}``) for the diffs the labs open with.
 - ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` fence checks the student never sees.
 - check cells carry nbgrader metadata (``grade: true``, ``grade_id``, ``points``).
 
