@@ -652,7 +652,9 @@ def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> Non
     from helpers import gpu
 
     k = gpu.compile(HEADER + source, KERNEL_NAME)
-    if gpu.skip_without_hopper(k, checked="nothing: this cell runs the kernel"):
+    if not C.on_hardware():
+        print(f"{k.report.summary()}; run skipped: a race shows on real hardware (no sm_90 GPU here: "
+              f"{gpu.no_hopper_reason()}); the replay below finds it without one")
         return
     rng = np.random.default_rng(2)
     a, b = C.make_operands(rng, size, size, size)

@@ -681,7 +681,7 @@ def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool
                                         "descriptors and the store are graded on the emulator above"):
             return
         C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_kernel)
-        if benchmark:
+        if benchmark and C.on_hardware():
             bench = C.run(C.gemm_benchmark, full_source, KERNEL_NAME, size, what=f"the {size}³ benchmark",
                           timeout=300)
             c.ok(f"timed: {bench.summary()}")

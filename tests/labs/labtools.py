@@ -28,7 +28,7 @@ def rejects(grader: Callable[..., Any], answer: Any, *needles: str, seeds: int |
                 text = str(exc)
             else:
                 raise AssertionError(f"{grader.__name__} accepted a wrong answer with seed {seed}")
-        missing = [n for n in needles if not re.search(n, text, re.S)]
+        missing = [n for n in needles if not re.search(n.replace("❌", "(?:❌|✗)"), text, re.S)]  # either symbol
         if missing:
             raise AssertionError(f"seed {seed}: {missing} not in the failure message:\n{text}")
         first = first or text
