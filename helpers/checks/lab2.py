@@ -699,6 +699,9 @@ def replay(program_for_warp: Callable[[int, Callable[[int, int], float]], Callab
             stage = re.search(r"stage (\d+)", str(exc))
             if stage:
                 _story(p, int(stage.group(1)))
+            if isinstance(exc, pl.OverwriteBeforeEmpty):
+                print("(the replay counts a warp as reading a stage until that warp arrives on empty after its "
+                      "reads: an arrival before the reads releases nothing it has read)")
             return False
     print(f"{runs} schedule{'s' if runs > 1 else ''}: every tile streamed through, no hazard, no deadlock")
     return True
@@ -715,7 +718,7 @@ def _story(p: Any, stage: int, last: int = 14) -> None:
              "release": "(counted as releasing fill {phase})", "phase_complete": "{barrier} completes phase {phase}"}
     for e in events[-last:]:
         text = kinds.get(e.kind, e.kind).format(barrier=e.barrier, phase=e.phase)
-        print(f"  t={e.time:7.1f}  {e.role:>7}  {text}")
+        print(f"  t={e.time:7.1f}  {'' if e.role == '-' else e.role:>7}  {text}")
 
 
 def check_bug_diagnosis(diagnosis: Callable[[], str]) -> None:
