@@ -472,20 +472,21 @@ extern "C" __global__ void __launch_bounds__(128) selftest_wgmma(const unsigned 
 
 
 def _normalised(ins: C.Instr) -> tuple[str, list[str]]:
-    """An instruction with its registers replaced by their kind: f32 accumulators F, 64-bit R64, predicates P."""
+    """An instruction with its registers replaced by their kind, in words ("32 fp32 registers", "a predicate")."""
     kinds = []
     for op in C.split_operands(ins.operands):
         if op.startswith("{"):
             regs = [r.strip() for r in op.strip("{}").split(",")]
-            kinds.append(f"{{{len(regs)} × " + ("F" if all(r.startswith("%f") for r in regs) else "?") + "}")
+            kinds.append(f"{len(regs)} " + ("fp32 registers" if all(r.startswith("%f") for r in regs) else
+                                            "registers, not all fp32"))
         elif re.fullmatch(r"%rd\d+", op):
-            kinds.append("R64")
+            kinds.append("a 64-bit register")
         elif re.fullmatch(r"%r\d+", op):
-            kinds.append("R32")
+            kinds.append("a 32-bit register")
         elif re.fullmatch(r"-?\d+", op):
-            kinds.append(op)
+            kinds.append(f"the immediate {op}")
         else:
-            kinds.append("P")
+            kinds.append("a predicate")
     return ins.opcode, kinds
 
 
