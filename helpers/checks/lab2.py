@@ -558,7 +558,8 @@ def _diagnose_gemm(got: np.ndarray, ref: np.ndarray) -> str:
             return ("some elements were never written (C was poisoned with NaN): the epilogue writes every thread's "
                     "32 outputs")
         if np.allclose(got, C.tiles_transposed(ref), rtol=1e-3, atol=1e-3):
-            return "every 64×64 tile is transposed: check the coordinates of the A and B loads (innermost first)"
+            return ("every 64×64 tile is transposed: the A and B tiles were swapped (check the two loads' maps and "
+                    "coordinates, innermost first)")
     return ("wrong values: a stage read before it landed or after it was refilled, or the loads' coordinates "
             "(step j's A tile is at (j·64, m0), its B tile at (j·64, n0))")
 

@@ -302,8 +302,9 @@ def check_one_product(one_product: Callable[[np.ndarray, int, int, int], np.ndar
             sa, sb = a[:, 16 * k:16 * k + 16], b[:, 16 * k:16 * k + 16]
             expected = _f64(sa) @ _f64(sb).T
             if np.allclose(got, expected.T, rtol=1e-3, atol=1e-3) and not np.allclose(got, expected, 1e-3, 1e-3):
-                c.fail(what, hint="the result is transposed: register (t, j) goes to fragment_coords(t, j) = "
-                       "(row, col) of C, with rows from A and columns from B")
+                c.fail(what, hint="the result is the transpose of A·Bᵀ, which two mistakes give alike: the A and "
+                       "B descriptors swapped (desc-a describes the tile at a_addr), or register (t, j) placed at "
+                       "(col, row) instead of fragment_coords(t, j) = (row, col)")
             c.array(what + " against A[:, 16k:16k+16] · B[:, 16k:16k+16]ᵀ in fp64", got, expected,
                     atol=grading.gemm_tolerance(sa, _f64(sb).T), hint=_diagnose_product(img, a_addr, b_addr, k, got))
 
@@ -622,7 +623,9 @@ def _diagnose_kernel(got: np.ndarray, expected: np.ndarray) -> str:
             return ("some elements were never written (C was poisoned with NaN): every thread stores its 32 "
                     "registers, at rows m0 + …, columns n0 + …")
         if np.allclose(got, C.tiles_transposed(expected), rtol=1e-3, atol=1e-3):
-            return "every 64×64 tile is transposed: the row comes from warp and lane/4, the column from lane%4 and j"
+            return ("every 64×64 tile is transposed, which two mistakes give alike: the A and B descriptors swapped "
+                    "in the wgmma, or the store's row and column swapped (the row comes from warp and lane/4, the "
+                    "column from lane%4 and j)")
     return ("wrong values all over: check the descriptor bits (LBO 16, SBO 1024, bit 62 for 128B) and the 32-byte "
             "step per K slice, as in your kslice_desc above, and the store map")
 
