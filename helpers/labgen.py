@@ -2,11 +2,14 @@
 
 ``solutions/`` is the single source of truth. In a solution notebook:
 
-- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). A line
-  ``# HINT: …`` inside it becomes the hint of the stub. In Python the region becomes
+- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). Its tiered
+  hints (``# HINT: …`` what to do, required; ``# HINT 1: …``, ``# HINT 2: …`` on request; see helpers.hints)
+  stay out of the student notebook except tier 0, which becomes the stub's text. In Python the region becomes
   ``raise NotImplementedError("<hint>")``; in CUDA source (marker lines starting with ``//``) it becomes an
   ``#error`` line with the hint, so the kernel fails to compile with that sentence until the student writes it;
-  in Markdown it becomes ``YOUR ANSWER HERE``.
+  in Markdown it becomes ``YOUR ANSWER HERE``. Tiers 0 and 1 may not contain a line of the solution.
+- ``make labs`` also writes ``helpers/data/labs.json``: every exercise's hints and (encoded) answer, and each
+  lab's kernel (cells marked ``{"labgen": {"kernel": "NAME"}}``) for the diffs the labs open with.
 - ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` fence checks the student never sees.
 - check cells carry nbgrader metadata (``grade: true``, ``grade_id``, ``points``).
 
@@ -34,12 +37,13 @@ from pathlib import Path
 
 import nbformat
 
+from helpers import hints as hints_mod
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ".labgen.json"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-_HINT = re.compile(r"^\s*(?:#|//)\s*HINT:\s*(.+?)\s*$")
 
 __all__ = ["GenerationError", "student_version", "generate", "check", "validate"]
 
@@ -51,15 +55,65 @@ class GenerationError(ValueError):
 # ---------------------------------------------------------------------------------------------------------
 # solution -> student
 # ---------------------------------------------------------------------------------------------------------
+@dataclass
+class SolutionRegion:
+    """One ``### BEGIN SOLUTION`` region: its hints by tier and its solution lines (hint lines left out)."""
+
+    hints: dict[int, str]
+    lines: list[str]
+    language: str  # python | cuda | markdown
+
+    @property
+    def tiers(self) -> list[str]:
+        return [self.hints[t] for t in sorted(self.hints)]
+
+    @property
+    def solution(self) -> str:
+        return "\n".join(self.lines)
+
+
 def _stub(indent: str, hint: str, language: str) -> list[str]:
     if language == "markdown":
         return [indent + "YOUR ANSWER HERE"]
     if language == "cuda":
-        return [indent + "// YOUR CODE HERE", f'#error "not written yet: {hint}"']
+        text = hint.replace("\\", "\\\\").replace('"', '\\"')
+        return [indent + "// YOUR CODE HERE", f'#error "not written yet: {text}"']
     return [indent + "# YOUR CODE HERE", indent + f"raise NotImplementedError({hint!r})"]
 
 
-def _clear_regions(source: str, where: str, markdown: bool) -> tuple[str, int]:
+def _region(lines: list[str], where: str, language: str) -> SolutionRegion:
+    """Split a region into hints and solution lines; enforce the hint rules (tier 0 present unless Markdown,
+    tiers numbered without gaps, neither tier 0 nor tier 1 holding a line of the solution)."""
+    hints: dict[int, str] = {}
+    body = []
+    for line in lines:
+        parsed = hints_mod.parse_hint(line)
+        if parsed is None:
+            body.append(line)
+            continue
+        tier, text = parsed
+        if tier in hints:
+            raise GenerationError(f"{where}: two '# HINT {tier}:' lines in one solution region")
+        hints[tier] = text
+    if language != "markdown" and 0 not in hints:
+        raise GenerationError(f"{where}: the solution region has no '# HINT: …' line")
+    if hints and sorted(hints) != list(range(len(hints))):
+        raise GenerationError(f"{where}: hint tiers {sorted(hints)} have a gap (HINT, HINT 1, HINT 2, …)")
+    region = SolutionRegion(hints, body, language)
+    for tier in (0, 1):
+        if tier in hints:
+            leaked = hints_mod.leaked_lines(hints[tier], region.solution)
+            if leaked:
+                name = "HINT" if tier == 0 else "HINT 1"
+                raise GenerationError(f"{where}: '# {name}:' gives the answer away: it contains the solution line "
+                                      f"{leaked[0]!r} (hints 0 and 1 say what to do and where to look, not the code)")
+    return region
+
+
+def _clear_regions(source: str, where: str, markdown: bool, *, exercise: str | None = None, lab: str | None = None,
+                   found: list[SolutionRegion] | None = None, collapse: bool = False) -> tuple[str, int]:
+    """Replace every solution region by its stub (or, with ``collapse``, by one ``// ✎ <hint>`` line) and drop
+    hidden tests. Returns the new source and the number of regions; ``found`` collects the regions."""
     lines = source.split("\n")
     out: list[str] = []
     region: list[str] | None = None
@@ -89,10 +143,14 @@ def _clear_regions(source: str, where: str, markdown: bool) -> tuple[str, int]:
                 raise GenerationError(f"{where}, line {n}: {END} without a begin")
             indent = re.match(r"\s*", begin_line).group(0)
             language = "markdown" if markdown else ("cuda" if begin_line.strip().startswith("//") else "python")
-            hints = [m.group(1) for m in map(_HINT.match, region) if m]
-            if not hints and not markdown:
-                raise GenerationError(f"{where}, line {n}: the solution region has no '# HINT: …' line")
-            out.extend(_stub(indent, hints[0] if hints else "", language))
+            info = _region(region, f"{where}, line {n}", language)
+            if found is not None:
+                found.append(info)
+            tier0 = info.hints.get(0, "")
+            if collapse:
+                out.append(f"{indent}{'//' if language == 'cuda' else '#'} ✎ {tier0}")
+            else:
+                out.extend(_stub(indent, hints_mod.stub_text(tier0, exercise, lab, len(info.hints) > 1), language))
             region = None
             count += 1
             continue
@@ -120,9 +178,13 @@ def student_version(solution: Path) -> str:
     nb = nbformat.read(solution, as_version=4)
     _strip_outputs(nb)
     regions = 0
+    lab = hints_mod.lab_of(solution.name)
     for i, cell in enumerate(nb.cells):
         where = f"{solution.name}, cell {i}"
-        new, n = _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown")
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        exercise = hints_mod.exercise_id(gid) if gid else None
+        new, n = _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown", exercise=exercise,
+                                lab=lab)
         cell.source = new
         regions += n
     if regions == 0:
@@ -150,6 +212,58 @@ def solution_namespace(path: Path) -> dict:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             exec(cell.source, namespace)  # noqa: S102
     return namespace
+
+
+def lab_data(root: Path = ROOT) -> dict:
+    """What ``make labs`` writes to ``helpers/data/labs.json``: every exercise's hints and (encoded) answer, and
+    each lab's kernel as students see it (solution regions collapsed to one ``// ✎`` line), for the diff cells.
+
+    A solution cell names its kernel with the metadata ``{"labgen": {"kernel": "VARIABLE"}}``: the cell assigns
+    the kernel's CUDA source, as one string literal, to that variable.
+    """
+    exercises: dict[str, dict] = {}
+    kernels: dict[str, dict] = {}
+    for sol in _solutions(root):
+        nb = nbformat.read(sol, as_version=4)
+        lab = hints_mod.lab_of(sol.name)
+        for i, cell in enumerate(nb.cells):
+            where = f"{sol.name}, cell {i}"
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            found: list[SolutionRegion] = []
+            _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown", found=found)
+            code = [r for r in found if r.language != "markdown"]
+            if code and gid:
+                exercises[hints_mod.exercise_id(gid)] = {
+                    "lab": lab, "notebook": sol.name,
+                    "regions": [{"hints": r.tiers, "answer": hints_mod.encode(r.solution)} for r in code]}
+            variable = cell.metadata.get("labgen", {}).get("kernel")
+            if variable:
+                source = _assigned_string(cell.source, variable, where)
+                skeleton, _ = _clear_regions(source, where, markdown=False, collapse=True)
+                solved = "\n".join(line for line in source.split("\n") if BEGIN not in line and END not in line
+                                   and hints_mod.parse_hint(line) is None)
+                kernels[lab] = {"variable": variable, "notebook": sol.name, "source": skeleton.strip("\n") + "\n",
+                                "solved": hints_mod.encode(solved.strip("\n") + "\n")}
+    return {"version": 1, "exercises": dict(sorted(exercises.items())), "kernels": dict(sorted(kernels.items()))}
+
+
+def _assigned_string(source: str, variable: str, where: str) -> str:
+    """The string literal a cell assigns to ``variable`` (``X = r\"\"\"...\"\"\"``)."""
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return node.value.value
+            raise GenerationError(f"{where}: {variable} must be assigned one string literal (the kernel alone)")
+    raise GenerationError(f"{where}: the cell is marked as holding kernel {variable} but does not assign it")
+
+
+def lab_data_text(root: Path = ROOT) -> str:
+    return json.dumps(lab_data(root), indent=1, ensure_ascii=False) + "\n"
+
+
+LAB_DATA = Path("helpers") / "data" / "labs.json"
 
 
 def _digest(text: str) -> str:
@@ -188,6 +302,11 @@ def generate(force: bool = False, root: Path = ROOT) -> int:
         if not (root / "solutions" / name).exists():
             manifest.pop(name)
     (labs / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    data = root / LAB_DATA  # the hints, encoded answers and kernel skeletons (helpers.hints reads them)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    if not data.exists() or data.read_text() != lab_data_text(root):
+        data.write_text(lab_data_text(root))
+        print(f"wrote {LAB_DATA}")
     for target, beside in refused:
         print(
             f"kept {target.relative_to(root)}: it differs from what make labs last wrote (your edits?); "
@@ -208,6 +327,9 @@ def check(root: Path = ROOT) -> int:
             problems.append(f"{target.relative_to(root)} is missing")
         elif target.read_text() != student_version(sol):
             problems.append(f"{target.relative_to(root)} differs from what solutions/{sol.name} generates")
+    data = root / LAB_DATA
+    if not data.exists() or data.read_text() != lab_data_text(root):
+        problems.append(f"{LAB_DATA} differs from what solutions/ generates (the hints)")
     for lab in sorted(labs.glob("*.ipynb")):
         if lab.name.endswith(".new.ipynb"):
             continue

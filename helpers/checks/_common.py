@@ -1,4 +1,6 @@
-"""Pieces shared by the lab graders: compiling a student's CUDA, and reading the PTX it became.
+"""Pieces shared by the lab graders: calling the student's code, compiling a student's CUDA and reading the PTX it
+became, running a kernel (the one run path), carrying a student's wrappers from one lab to the next, and the
+diff each lab opens with.
 
 A wrapper written in inline PTX can be graded without a GPU: NVRTC compiles it (a stub's ``#error`` fails
 with its hint), and the PTX shows the instruction as the student wrote it, between ``// begin inline asm`` and
@@ -9,8 +11,16 @@ immediate), so a probe kernel that passes distinctive values can check the opera
 
 from __future__ import annotations
 
+import ast
+import difflib
+import html
+import json
 import re
+import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from helpers import grading
@@ -27,7 +37,14 @@ __all__ = [
     "run_on_gpu",
     "run",
     "runnable",
+    "call",
+    "carry",
+    "kernel_diff",
+    "on_hardware",
+    "MEASURED",
 ]
+
+HELPERS = Path(__file__).resolve().parents[1]
 
 
 def compile_student(source: str, name: str, *, what: str) -> Any:
@@ -38,10 +55,12 @@ def compile_student(source: str, name: str, *, what: str) -> Any:
         return gpu.compile(source, name)
     except gpu.CompileError as exc:
         text = str(exc)
-        m = re.search(r'not written yet: ([^"\n]*)', text)
+        m = re.search(r'not written yet(?: \((in Lab \d)\))?: ((?:[^"\\\n]|\\.)*)', text)
         if m:
+            where = f" {m.group(1)}" if m.group(1) else ""
+            hint = m.group(2).replace('\\"', '"').strip()
             raise grading.CheckFailed(
-                f"❌ {what} is not written yet: it still holds the #error stub (hint: {m.group(1).strip()})"
+                f"❌ {what} is not written yet{where}: it still holds the #error stub (hint: {hint})"
             ) from None
         raise grading.CheckFailed(f"❌ {what} does not compile:\n{text}") from None
 
@@ -151,18 +170,6 @@ def is_32bit_reg(operand: str) -> bool:
     return bool(re.fullmatch(r"%r\d+", operand.strip().strip("[]").strip()))
 
 
-def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
-               timeout: float = 30.0) -> list[Any]:
-    """Launch the student's kernel in a child process (``gpu.run_isolated``); numpy arrays among ``args`` come
-    back after the run. A fault or a deadlock becomes a CheckFailed carrying the runtime's sentence."""
-    from helpers import gpu
-
-    try:
-        return gpu.run_isolated(kernel, grid, block, smem, *args, timeout=timeout).arrays
-    except gpu.GpuError as exc:
-        raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}") from None
-
-
 def runnable(kernel: Any, checked: str) -> bool:
     """True when the kernel can run here (an H100 now; the course's PTX executor once it lands, through the same
     call). Otherwise prints the runtime's one line (registers, spills, what was checked instead) and returns
@@ -170,6 +177,13 @@ def runnable(kernel: Any, checked: str) -> bool:
     from helpers import gpu
 
     return not gpu.skip_without_hopper(kernel, checked=checked)
+
+
+def on_hardware() -> bool:
+    """True on a real Hopper GPU: timings, and problems too big for an emulated run, need one."""
+    from helpers import gpu
+
+    return gpu.hopper_available()
 
 
 def run(target: Any, *args: Any, what: str, timeout: float = 60.0) -> Any:
@@ -184,3 +198,258 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0) -> Any:
     except gpu.GpuError as exc:
         raise grading.CheckFailed(f"❌ {what} failed when it ran: {exc}") from None
     return result.arrays if isinstance(result, gpu.IsolatedResult) else result
+
+
+def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
+               timeout: float = 30.0) -> list[Any]:
+    """Launch a kernel through :func:`run`; numpy arrays among ``args`` come back after the run."""
+    return run(kernel, grid, block, smem, *args, what=what, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# calling the student's Python
+# ---------------------------------------------------------------------------------------------------------
+def _student_frames(tb: Any) -> list[traceback.FrameSummary]:
+    """The frames of a traceback that are the student's own code (not the course's, not a library's)."""
+    frames = traceback.extract_tb(tb)
+    return [f for f in frames if not f.filename.startswith(str(HELPERS)) and "site-packages" not in f.filename
+            and "/lib/python" not in f.filename]
+
+
+def call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "", **kwargs: Any) -> Any:
+    """Call the student's function inside a check. A stub's NotImplementedError says "not written yet" (with its
+    hint); any other exception fails the check with a ❌ line naming it and the student's own line."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        hint_text = f" (hint: {exc})" if str(exc) else ""
+        c.fail(f"{what} is not written yet: it still raises NotImplementedError{hint_text}")
+    except grading.CheckFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the student's error, reported in words
+        frames = _student_frames(exc.__traceback__)
+        detail = ""
+        if frames:
+            f = frames[-1]
+            detail = f"    in {f.name}, line {f.lineno} of your cell" + (f": {f.line}" if f.line else "")
+        c.fail(f"{what} raised {type(exc).__name__}: {exc}", detail=detail, hint=hint)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# carrying the student's wrappers from one lab to the next
+# ---------------------------------------------------------------------------------------------------------
+def _assigned_literal(source: str, variable: str) -> str | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return node.value.value
+    return None
+
+
+def _find_notebook(notebook: str, here: Path) -> Path | None:
+    stem = Path(notebook).stem
+    for cand in (here / notebook, here.parent / stem / notebook):  # side by side, or nbgrader's one folder each
+        if cand.exists():
+            return cand
+    return None
+
+
+def carry(notebook: str, variable: str, lab: str, *, here: Path | None = None,
+          check: Callable[[str], None] | None = None) -> str:
+    """The CUDA source the student's earlier lab ``notebook`` assigns to ``variable`` (read from the saved
+    notebook beside this one), so each lab builds on the student's own wrappers.
+
+    Never raises: a missing notebook or an unwritten stub gives source whose ``#error`` says so (the checks that
+    compile it report it). With ``check`` (that lab's grader), prints one line saying whether the carried code
+    still passes it."""
+    here = Path.cwd() if here is None else here
+    path = _find_notebook(notebook, here)
+    if path is None:
+        print(f"⚠ {variable}: {notebook} is not beside this notebook ({here}); the checks that use it will say so")
+        return f'#error "not written yet (in {lab}): {variable} comes from {notebook}, which was not found"\n'
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"⚠ {variable}: could not read {path.name}: {exc}")
+        return f'#error "not written yet (in {lab}): {notebook} could not be read"\n'
+    found = None
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            found = _assigned_literal(src, variable)
+            if found is not None:
+                break
+    if found is None:
+        print(f"⚠ {variable}: {path.name} has no cell assigning it")
+        return f'#error "not written yet (in {lab}): {notebook} does not define {variable}"\n'
+    found = found.replace('#error "not written yet: ', f'#error "not written yet (in {lab}): ')
+    saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+    status = ""
+    if "#error" in found:
+        status = ": not written yet there (so the checks here that use it fail until it is)"
+    elif check is not None:
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            try:
+                check(found)
+                status = f": ✓ it passes {lab}'s check"
+            except grading.CheckFailed as exc:
+                first = str(exc).strip().splitlines()[0]
+                status = f": ⚠ it does not pass {lab}'s check ({first}); fix it there first"
+        del out
+    print(f"{variable} from {path.name} (saved {saved}){status}")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the diff each lab opens with
+# ---------------------------------------------------------------------------------------------------------
+#: The measured speed of each lab's kernel at 4096³ on the H100, shown beside the diffs. None = not measured
+#: yet: tools/gpu_jobs/labs123/run.sh measures them and the lead fills them in (never a made-up number).
+MEASURED: dict[str, str | None] = {
+    "lab1": "a copy kernel: not a GEMM, no TFLOP/s",
+    "lab2": None,
+    "lab3": None,
+}
+
+
+def _kernels() -> dict[str, dict]:
+    path = HELPERS / "data" / "labs.json"
+    return json.loads(path.read_text()).get("kernels", {}) if path.exists() else {}
+
+
+class _Html:
+    def __init__(self, markup: str, text: str):
+        self.markup, self.text = markup, text
+
+    def _repr_html_(self) -> str:
+        return self.markup
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def kernel_diff(old: str, new: str, old_label: str, new_label: str, *, note: str = "", context: int = 2) -> _Html:
+    """A compact coloured unified diff of two kernels (HTML in a notebook, plain text elsewhere)."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="",
+                                      n=context))
+    styles = {"+": "background:#e6ffec;color:#1a7f37", "-": "background:#ffebe9;color:#cf222e",
+              "@": "color:#8250df;background:#f6f8fa"}
+    rows = []
+    for line in lines[2:]:
+        style = styles.get(line[:1], "color:#57606a")
+        rows.append(f'<div style="{style};white-space:pre">{html.escape(line) or "&nbsp;"}</div>')
+    added = sum(1 for x in lines[2:] if x.startswith("+"))
+    removed = sum(1 for x in lines[2:] if x.startswith("-"))
+    head = (f"<b>{html.escape(old_label)} → {html.escape(new_label)}</b>: {added} lines added, {removed} removed"
+            + (f"<br><span style='color:#57606a'>{html.escape(note)}</span>" if note else ""))
+    markup = (f'<div style="max-width:880px;font-size:12px">{head}<div style="font-family:monospace;'
+              f'max-height:480px;overflow:auto;border:1px solid #d0d7de;border-radius:6px;padding:4px 0;'
+              f'margin-top:4px">{"".join(rows)}</div></div>')
+    text = f"{old_label} -> {new_label}: {added} added, {removed} removed\n" + "\n".join(lines[2:])
+    return _Html(markup, text)
+
+
+def lab_diff(prev_lab: str, lab: str, *, prev_source: str | None = None, prev_label: str | None = None,
+             note: str | None = None) -> _Html:
+    """What ``lab`` changes in ``prev_lab``'s kernel: the previous kernel as solved (this lab gives those lines
+    anyway), this lab's as students see it (the parts they write are one ``// ✎`` line), with the previous step's
+    measured speed."""
+    kernels = _kernels()
+    if lab not in kernels:
+        return _Html("<i>run make labs: the kernels' skeletons are missing</i>", "run make labs")
+    from helpers.hints import decode
+
+    new = kernels[lab]["source"]
+    old = prev_source if prev_source is not None else decode(kernels.get(prev_lab, {}).get("solved", ""))
+    measured = MEASURED.get(prev_lab)
+    label = prev_label or f"Lab {prev_lab[3:]}'s kernel"
+    if note is None:
+        note = f"{label} on the H100 at 4096³: " + (measured if measured else "not measured yet (placeholder)")
+    return kernel_diff(old, new, label, f"Lab {lab[3:]}'s kernel", note=note)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the GEMM the labs grow: C (M × N, fp32) = A (M × K, bf16) · B (N × K, bf16)ᵀ, one block per 64 × 64 tile
+# ---------------------------------------------------------------------------------------------------------
+def make_operands(rng: Any, m: int, n: int, k: int) -> tuple[Any, Any]:
+    """Random bf16 A (m×k) and B (n×k, K-major), normal values."""
+    from ml_dtypes import bfloat16
+
+    return rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16)
+
+
+def gemm_shapes(rng: Any, count: int = 3, most: int = 12) -> list[tuple[int, int, int]]:
+    """Random non-square shapes, multiples of 64, M ≠ N, K ≠ N, K ≥ 128 (several K steps, every stage reused)."""
+    shapes: list[tuple[int, int, int]] = [(128, 192, 320)]
+    while len(shapes) < count:
+        m, n, k = (64 * int(x) for x in rng.integers(1, most + 1, size=3))
+        if m != n and k != n and k >= 128:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def gemm_run(source: str, name: str, cases: list[tuple[Any, Any]], runs: int = 1) -> list[Any]:
+    """(Runs in the isolated child.) Launch kernel ``name`` (grid N/64 × M/64, 128 threads) on each (A, B) with
+    C poisoned, ``runs`` times each; returns every C."""
+    import numpy as np
+
+    from helpers import gpu
+
+    kernel = gpu.compile(source, name)
+    out = []
+    for a, b in cases:
+        (m, k), n = a.shape, b.shape[0]
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        ta, tb = gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, 64, 64)
+        for _ in range(runs):
+            dc = gpu.poison((m, n), np.float32)
+            gpu.launch(kernel, (n // 64, m // 64), 128, 0, ta, tb, dc, np.int32(m), np.int32(n), np.int32(k))
+            out.append(dc.to_host())
+    return out
+
+
+def gemm_benchmark(source: str, name: str, size: int = 4096) -> Any:
+    """(Runs in the isolated child.) Kernel ``name`` at size³ beside cuBLAS: a gpu.GemmBenchmark."""
+    import numpy as np
+
+    from helpers import gpu
+
+    kernel = gpu.compile(source, name)
+
+    def make_launch(a: Any, b: Any, c: Any) -> Any:
+        (m, k), n = a.shape, b.shape[0]
+        ta, tb = gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64)
+        return gpu.prepare(kernel, (n // 64, m // 64), 128, 0, ta, tb, c, np.int32(m), np.int32(n), np.int32(k))
+
+    return gpu.gemm_benchmark(make_launch, size, size, size)
+
+
+def tiles_transposed(x: Any) -> Any:
+    m, n = x.shape
+    return x.reshape(m // 64, 64, n // 64, 64).transpose(0, 3, 2, 1).reshape(m, n)
+
+
+def check_gemm_runs(c: grading.Check, source: str, name: str, rng: Any, diagnose: Callable[[Any, Any], str],
+                    runs: int = 1) -> None:
+    """Run the lab's GEMM on random non-square shapes (C poisoned) and compare every element with fp64."""
+    import numpy as np
+
+    big = on_hardware()  # an emulated run (the PTX executor) gets the smallest shapes that still tell mistakes apart
+    shapes = gemm_shapes(rng, count=3 if big else 1)
+    runs = runs if big else 1
+    cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
+    outs = run(gemm_run, source, name, cases, runs, what=f"your {name}", timeout=180)
+    for i, ((m, n, k), (a, b)) in enumerate(zip(shapes, cases, strict=True)):
+        ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64).T
+        for r in range(runs):
+            got = outs[i * runs + r]
+            label = f"M={m}, N={n}, K={k}" + (f", run {r + 1} of {runs}" if runs > 1 else "")
+            c.array(f"{label}: every element against fp64", got, ref,
+                    atol=grading.gemm_tolerance(a, np.asarray(b, np.float64).T), hint=diagnose(got, ref))

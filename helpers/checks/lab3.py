@@ -1,6 +1,10 @@
 """Graders of Lab 3 (WGMMA): descriptors, the K-step addressing, the accumulator fragment map, one emulated
-m64n64k16, the fragment store, a whole GEMM on the emulator, and the CUDA kernel (compiled everywhere, run and
-timed beside cuBLAS on an H100).
+m64n64k16, the fragment store, a whole GEMM on the emulator, the student's own wgmma inline asm (compared with the
+header's), and the lab's kernel: Lab 2's load loop with the product on the tensor cores (compiled and read from
+its PTX everywhere; run, checked and timed beside cuBLAS where it can run).
+
+Every Python grader takes a ``seed``: fixed cases that tell apart every mistake the tests name come first, random
+ones on top.
 
 Conventions of the lab: A is M×K bf16 row-major, B is N×K bf16 row-major (K-major, the layout wgmma reads
 without transposing), C = A·Bᵀ is M×N fp32 row-major. Shared-memory tiles are 64×64 bf16, 128B-swizzled by TMA,
@@ -9,14 +13,22 @@ without transposing), C = A·Bᵀ is M×N fp32 row-major. Shared-memory tiles ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from helpers import grading
+from helpers.checks import _common as C
+from helpers.hints import answer, hint
 
 __all__ = [
+    "check_wgmma_asm",
+    "carry_wrappers",
+    "kernel_changes",
+    "hint",
+    "answer",
     "reference_descriptor",
     "reference_kslice_descriptor",
     "reference_fragment_coords",
@@ -38,6 +50,7 @@ SMEM_BYTES = 227 * 1024  # the most shared memory one block may use on an H100
 _MODE = {0: 0, 128: 1, 64: 2, 32: 3}  # swizzle bytes -> descriptor bits 62-63
 _SWIZZLE_OF_MODE = {v: k for k, v in _MODE.items()}
 KERNEL_NAME = "lab3_gemm"
+HEADER = "#include <hopper.cuh>\n"
 
 
 # ------------------------------------------------------------------------------------------- references
@@ -95,16 +108,19 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
-    """Call the student's function; an exception other than NotImplementedError fails the check in words."""
-    try:
-        return grading.call_student(fn, *args)
-    except grading.CheckFailed:
-        raise
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported to the student
-        c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
+def carry_wrappers() -> str:
+    """Your wrappers from Labs 1 and 2 (read from the notebooks beside this one): my_tma_load_2d, the mbarrier
+    wrappers and the wait loop, in the order the kernel needs them."""
+    from helpers.checks import lab1, lab2
+
+    return (C.carry("lab1_tma.ipynb", "TMA_LOAD", "Lab 1", check=lambda s: lab1.check_tma_load(s, rank=2))
+            + C.carry("lab2_mbarrier.ipynb", "MBAR_INIT_ARRIVE", "Lab 2", check=lab2.check_init_arrive)
+            + C.carry("lab2_mbarrier.ipynb", "MBAR_TX_WAIT", "Lab 2", check=lab2.check_tx_wait))
+
+
+def kernel_changes() -> Any:
+    """The diff this lab makes to Lab 2's kernel, with Lab 2's measured speed."""
+    return C.lab_diff("lab2", "lab3")
 
 
 # ------------------------------------------------------------------------------------------- 1 · descriptor
@@ -115,23 +131,27 @@ def _descriptor_hint(got: int, start: int, lbo: int, sbo: int, swizzle: int) -> 
         return "every offset is stored in units of 16 bytes: shift start, LBO and SBO right by 4"
     for wrong_mode in range(4):
         if wrong_mode != _MODE[swizzle] and got == (reference_descriptor(start, lbo, sbo, 0) | wrong_mode << 62):
-            want = _MODE[swizzle]
-            return (f"swizzle {swizzle} B is mode {want} in bits 62-63 (128B → 1, 64B → 2, 32B → 3, none → 0); "
-                    f"you wrote mode {wrong_mode}")
+            return (f"swizzle {swizzle} B is mode {_MODE[swizzle]} in bits 62-63 (128B → 1, 64B → 2, 32B → 3, none "
+                    f"→ 0); you wrote mode {wrong_mode}")
     return "start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, swizzle mode in 62-63"
 
 
-def check_descriptor(encode_desc: Callable[[int, int, int, int], int]) -> None:
-    """Grade ``encode_desc(start, lbo, sbo, swizzle)`` bit for bit on random fields and every swizzle mode."""
-    rng = grading.fresh_rng()
+#: (start, lbo, sbo, swizzle): every mode, the smallest and largest field values, LBO ≠ SBO, the course's tile.
+DESC_CASES = [(0x7400, 16, 1024, 128), (0, 16, 16, 0), (0x3FFF0, 0x3FFF0, 0x20, 64), (0x10, 0x100, 0x3FFF0, 32),
+              (0x1230, 0x40, 0x200, 128), (0x20000, 0x80, 0x400, 0)]
+
+
+def check_descriptor(encode_desc: Callable[[int, int, int, int], int], seed: int | None = None) -> None:
+    """Grade ``encode_desc(start, lbo, sbo, swizzle)`` bit for bit: fixed edge cases, then random fields for
+    every swizzle mode."""
+    rng = grading.fresh_rng(seed)
     with grading.check("Lab 3 · shared-memory matrix descriptor", seed=rng.seed) as c:
-        cases = [(int(16 * rng.integers(0, 2**14)), int(16 * rng.integers(1, 2**14)),
-                  int(16 * rng.integers(1, 2**14)), sw) for sw in (128, 64, 32, 0) for _ in range(6)]
-        tile = int(1024 * rng.integers(0, 200))
-        cases.append((tile, 16, 1024, 128))  # the tile descriptor the H100 ran
-        for n, (start, lbo, sbo, sw) in enumerate(cases):
+        cases = list(DESC_CASES)
+        cases += [(int(16 * rng.integers(0, 2**14)), int(16 * rng.integers(1, 2**14)), int(16 * rng.integers(1, 2**14)),
+                   sw) for sw in (128, 64, 32, 0) for _ in range(3)]
+        for start, lbo, sbo, sw in cases:
             what = f"encode_desc(start={start:#x}, lbo={lbo}, sbo={sbo}, swizzle={sw})"
-            got_raw = _call(c, what, encode_desc, start, lbo, sbo, sw)
+            got_raw = C.call(c, what, encode_desc, start, lbo, sbo, sw)
             got = _as_int(got_raw)
             expected = reference_descriptor(start, lbo, sbo, sw)
             if got is None:
@@ -140,10 +160,7 @@ def check_descriptor(encode_desc: Callable[[int, int, int, int], int]) -> None:
                 c.fail(what, f"{expected:#018x}", f"{got:#018x}" if 0 <= got < 2**64 else got,
                        detail=_field_diff(got & (2**64 - 1), expected),
                        hint=_descriptor_hint(got, start, lbo, sbo, sw))
-            if n % 6 == 5:
-                label = f"{sw}B swizzle" if sw else "no swizzle"
-                c.ok(f"6 random descriptors with {label}: bit-identical")
-        c.ok(f"the 128B K-major tile at {tile:#x}: {reference_descriptor(tile, 16, 1024, 128):#018x}")
+        c.ok(f"{len(cases)} descriptors bit-identical (every swizzle mode, both ends of every field)")
 
 
 # ------------------------------------------------------------------------------------------- 2 · K slices
@@ -151,8 +168,8 @@ def _kslice_hint(got: int, tile: int, k: int) -> str:
     if got == reference_descriptor(tile + 16 * k, 16, 1024, 128):
         return ("the start moved 16 bytes per slice: one slice is 16 bf16 values = 32 bytes along the row "
                 "(&sA[16*k] in C++ counts elements, not bytes)")
-    if got == reference_descriptor(tile + 16 * k * 128, 16, 1024, 128) or got == reference_descriptor(
-            tile + 2048 * k, 16, 1024, 128):
+    if got in (reference_descriptor(tile + 16 * k * 128, 16, 1024, 128),
+               reference_descriptor(tile + 2048 * k, 16, 1024, 128)):
         return "the slice moves along K, inside each 128-byte row, not down the rows of the tile"
     if got == reference_descriptor(tile + 32 * k, 1024, 16, 128):
         return "LBO and SBO are swapped: LBO = 16 bytes (bits 16-29), SBO = 1024 bytes (bits 32-45)"
@@ -164,15 +181,18 @@ def _kslice_hint(got: int, tile: int, k: int) -> str:
             "and swizzle are those of the 128B K-major tile")
 
 
-def check_kslice_descriptor(kslice_desc: Callable[[int, int], int]) -> None:
-    """Grade ``kslice_desc(tile_addr, k)`` bit for bit for random 1024-aligned tiles and k = 0..3."""
-    rng = grading.fresh_rng()
+def check_kslice_descriptor(kslice_desc: Callable[[int, int], int], seed: int | None = None) -> None:
+    """Grade ``kslice_desc(tile_addr, k)`` bit for bit: k = 0..3 for the first and last possible tile and random
+    1024-aligned ones."""
+    rng = grading.fresh_rng(seed)
     with grading.check("Lab 3 · descriptors of the four K slices", seed=rng.seed) as c:
-        tiles = [int(1024 * x) for x in rng.choice(np.arange(0, SMEM_BYTES // 1024 - 8), size=5, replace=False)]
+        last = SMEM_BYTES // 1024 * 1024 - TILE_BYTES
+        tiles = [0, last, 0x2000] + [int(1024 * x) for x in rng.choice(np.arange(1, last // 1024), size=3,
+                                                                        replace=False)]
         for tile in tiles:
             for k in range(4):
                 what = f"kslice_desc(tile_addr={tile:#x}, k={k})"
-                got = _as_int(_call(c, what, kslice_desc, tile, k))
+                got = _as_int(C.call(c, what, kslice_desc, tile, k))
                 expected = reference_kslice_descriptor(tile, k)
                 if got is None:
                     c.fail(what, "an int", got, hint="return the descriptor as a Python int")
@@ -183,14 +203,14 @@ def check_kslice_descriptor(kslice_desc: Callable[[int, int], int]) -> None:
 
 
 # ------------------------------------------------------------------------------------------- 3 · fragments
-def check_fragment_coords(fragment_coords: Callable[[int, int], tuple[int, int]]) -> None:
-    """Grade ``fragment_coords(t, j) -> (row, col)`` on all 128 threads × 32 registers."""
+def check_fragment_coords(fragment_coords: Callable[[int, int], tuple[int, int]], seed: int | None = None) -> None:
+    """Grade ``fragment_coords(t, j) -> (row, col)`` on all 128 threads × 32 registers (no randomness)."""
     with grading.check("Lab 3 · accumulator fragment map of m64n64k16") as c:
         rows = np.full((128, 32), -1, np.int64)
         cols = np.full((128, 32), -1, np.int64)
         for t in range(128):
             for j in range(32):
-                got = _call(c, f"fragment_coords({t}, {j})", fragment_coords, t, j)
+                got = C.call(c, f"fragment_coords({t}, {j})", fragment_coords, t, j)
                 try:
                     r, col = got
                     rows[t, j], cols[t, j] = int(r), int(col)
@@ -207,20 +227,14 @@ def check_fragment_coords(fragment_coords: Callable[[int, int], tuple[int, int]]
         if np.array_equal(rows, 16 * (t // 32) + t // 4 + 8 * ((j // 2) % 2)):
             hint_r = "use the lane (t % 32), not the thread index t, in lane/4"
         c.array("row of every (thread, register)", rows, exp_r, hint=hint_r)
-        c.array("column of every (thread, register)", cols, exp_c,
-                hint="col = 8·(j/4) + 2·(lane % 4) + j % 2")
-        flat = rows * 64 + cols
-        c.true("the 4096 registers cover the 64×64 tile exactly once", np.unique(flat).size == 4096)
+        c.array("column of every (thread, register)", cols, exp_c, hint="col = 8·(j/4) + 2·(lane % 4) + j % 2")
+        c.true("the 4096 registers cover the 64×64 tile exactly once", np.unique(rows * 64 + cols).size == 4096)
 
 
 # ------------------------------------------------------------------------------------------- shared pieces
 def make_operands(rng: np.random.Generator, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Random bf16 A (m×k) and B (n×k, K-major), normal values."""
-    from ml_dtypes import bfloat16
-
-    a = rng.standard_normal((m, k)).astype(bfloat16)
-    b = rng.standard_normal((n, k)).astype(bfloat16)
-    return a, b
+    return C.make_operands(rng, m, n, k)
 
 
 def _tmaps(a: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
@@ -258,29 +272,39 @@ def _as_float_array(c: grading.Check, what: str, got: Any, shape: tuple[int, ...
     return arr
 
 
+def _tile_bytes(x: np.ndarray, addr: int) -> np.ndarray:
+    from helpers import tensormap, tma
+
+    tm = tensormap.for_matrix(x.shape, tensormap.DataType.BFLOAT16, 64, 64, tensormap.Swizzle.B128)
+    return tma.load_tile(tm, x, (0, 0), smem_address=addr)
+
+
 # ------------------------------------------------------------------------------------------- 4 · one product
-def check_one_product(one_product: Callable[[np.ndarray, int, int, int], np.ndarray]) -> None:
-    """Grade ``one_product(smem, a_addr, b_addr, k)``: one m64n64k16 on the emulator, from a shared-memory image
-    the check builds with emulated TMA at random 1024-aligned addresses."""
-    rng = grading.fresh_rng()
+def check_one_product(one_product: Callable[[np.ndarray, int, int, int], np.ndarray],
+                      seed: int | None = None) -> None:
+    """Grade ``one_product(smem, a_addr, b_addr, k)``: one m64n64k16 on the emulator, for every slice k = 0..3,
+    from a shared-memory image the check builds with emulated TMA at 1024-aligned addresses."""
+    rng = grading.fresh_rng(seed)
     with grading.check("Lab 3 · one m64n64k16 on the emulator", seed=rng.seed) as c:
-        for k in rng.permutation(4)[:3]:
-            k = int(k)
-            a, b = make_operands(rng, 64, 64, 64)
-            while True:  # two non-overlapping 8 KB tiles, 1024-aligned, anywhere in a 64 KB image
+        places = [(0, TILE_BYTES), (0xC000, 0x2000)]
+        for k in range(4):
+            while len(places) <= k + 1:  # two non-overlapping 8 KB tiles, 1024-aligned, in a 64 KB image
                 a_addr, b_addr = (1024 * int(x) for x in rng.integers(0, 64 - 8 + 1, size=2))
                 if abs(a_addr - b_addr) >= TILE_BYTES:
-                    break
+                    places.append((a_addr, b_addr))
+            a_addr, b_addr = places[k]
+            a, b = make_operands(rng, 64, 64, 64)
             img = np.zeros(64 * 1024, np.uint8)
             img[a_addr:a_addr + TILE_BYTES] = _tile_bytes(a, a_addr)
             img[b_addr:b_addr + TILE_BYTES] = _tile_bytes(b, b_addr)
             what = f"one_product(smem, a_addr={a_addr:#x}, b_addr={b_addr:#x}, k={k})"
-            got = _as_float_array(c, what, _call(c, what, one_product, img.copy(), a_addr, b_addr, k), (64, 64))
+            got = _as_float_array(c, what, C.call(c, what, one_product, img.copy(), a_addr, b_addr, k), (64, 64))
             sa, sb = a[:, 16 * k:16 * k + 16], b[:, 16 * k:16 * k + 16]
             expected = _f64(sa) @ _f64(sb).T
             if np.allclose(got, expected.T, rtol=1e-3, atol=1e-3) and not np.allclose(got, expected, 1e-3, 1e-3):
-                c.fail(what, hint="the result is transposed: register (t, j) goes to fragment_coords(t, j) = "
-                       "(row, col) of C, with rows from A and columns from B")
+                c.fail(what, hint="the result is the transpose of A·Bᵀ, which two mistakes give alike: the A and "
+                       "B descriptors swapped (desc-a describes the tile at a_addr), or register (t, j) placed at "
+                       "(col, row) instead of fragment_coords(t, j) = (row, col)")
             c.array(what + " against A[:, 16k:16k+16] · B[:, 16k:16k+16]ᵀ in fp64", got, expected,
                     atol=grading.gemm_tolerance(sa, _f64(sb).T), hint=_diagnose_product(img, a_addr, b_addr, k, got))
 
@@ -289,8 +313,8 @@ def _diagnose_product(img: np.ndarray, a_addr: int, b_addr: int, k: int, got: np
     """Name the mistake when a wrong product equals what a plausible wrong descriptor gives."""
     from helpers import wgmma
 
-    def product(desc: Callable[[int, int], int]) -> np.ndarray:
-        return wgmma.fragments_to_tile(wgmma.mma_async(img, desc(a_addr, k), desc(b_addr, k), 64), 64)
+    def product(desc: Callable[[int, int], int], da: int = a_addr, db: int = b_addr) -> np.ndarray:
+        return wgmma.fragments_to_tile(wgmma.mma_async(img, desc(da, k), desc(db, k), 64), 64)
 
     variants = [
         (lambda t, kk: reference_descriptor(t + 16 * kk, 16, 1024, 128),
@@ -309,15 +333,13 @@ def _diagnose_product(img: np.ndarray, a_addr: int, b_addr: int, k: int, got: np
                 return why
         except Exception:  # noqa: BLE001 - a variant the emulator refuses is simply not the diagnosis
             continue
+    try:
+        if np.allclose(got, product(reference_kslice_descriptor, b_addr, a_addr).T, rtol=1e-4, atol=1e-4):
+            return "the A and B descriptors are swapped: desc_a describes the A tile (a_addr), desc_b the B tile"
+    except Exception:  # noqa: BLE001
+        pass
     return ("descriptors from kslice_desc(a_addr, k) and kslice_desc(b_addr, k); then place register (t, j) at "
             "fragment_coords(t, j)")
-
-
-def _tile_bytes(x: np.ndarray, addr: int) -> np.ndarray:
-    from helpers import tensormap, tma
-
-    tm = tensormap.for_matrix(x.shape, tensormap.DataType.BFLOAT16, 64, 64, tensormap.Swizzle.B128)
-    return tma.load_tile(tm, x, (0, 0), smem_address=addr)
 
 
 # ------------------------------------------------------------------------------------------- 5 · the store
@@ -337,166 +359,333 @@ def _random_shape(rng: np.random.Generator, lo: int = 1, hi: int = 4) -> tuple[i
             return m, n, k
 
 
-def check_store_tile(store_tile: Callable[[np.ndarray, np.ndarray, int, int], Any]) -> None:
-    """Grade ``store_tile(acc, C, m0, n0)``: fragments written to C[m0:m0+64, n0:n0+64] in place, nothing else."""
-    rng = grading.fresh_rng()
+def check_store_tile(store_tile: Callable[[np.ndarray, np.ndarray, int, int], Any], seed: int | None = None) -> None:
+    """Grade ``store_tile(acc, C, m0, n0)``: fragments written to C[m0:m0+64, n0:n0+64] in place, nothing else:
+    the first tile, the last one, and one in between of a NaN-poisoned non-square C."""
+    rng = grading.fresh_rng(seed)
     with grading.check("Lab 3 · storing the accumulators to C", seed=rng.seed) as c:
-        m, n, _ = _random_shape(rng, 2, 5)
-        C = np.full((m, n), np.nan, np.float32)
-        expected = C.copy()
-        tiles = {(int(rng.integers(0, m // 64)) * 64, int(rng.integers(0, n // 64)) * 64) for _ in range(3)}
-        for m0, n0 in sorted(tiles):
+        m, n = 192, 320
+        C_ = np.full((m, n), np.nan, np.float32)
+        expected = C_.copy()
+        tiles = [(0, 0), (m - 64, n - 64), (64, 128)]
+        tiles.append((int(rng.integers(0, m // 64)) * 64, int(rng.integers(0, n // 64)) * 64))
+        for m0, n0 in tiles:
             acc = rng.standard_normal((128, 32)).astype(np.float32)
-            what = f"store_tile(acc, C of shape {C.shape}, m0={m0}, n0={n0})"
-            _call(c, what, store_tile, acc, C, m0, n0,
-                  hint="write C[m0 + row, n0 + col] for (row, col) = fragment_coords(t, j)")
+            what = f"store_tile(acc, C of shape {C_.shape}, m0={m0}, n0={n0})"
+            C.call(c, what, store_tile, acc, C_, m0, n0,
+                   hint="write C[m0 + row, n0 + col] for (row, col) = fragment_coords(t, j)")
             expected[m0:m0 + 64, n0:n0 + 64] = fragments_to_tile(acc)
-            got_tile = C[m0:m0 + 64, n0:n0 + 64]
+            got_tile = C_[m0:m0 + 64, n0:n0 + 64]
             if np.array_equal(got_tile, fragments_to_tile(acc).T):
                 c.fail(what, hint="the tile is transposed: row of C from fragment_coords(t, j)[0], column from [1]")
             c.array(f"{what}: the tile", got_tile, expected[m0:m0 + 64, n0:n0 + 64],
                     hint="register (t, j) goes to C[m0 + row, n0 + col], (row, col) = fragment_coords(t, j); C is "
-                    "row-major (the notes' store is column-major: C[(n0 + col) * M + m0 + row])")
+                    "row-major (a common write-up stores column-major: C[(n0 + col) * M + m0 + row])")
             outside = np.isnan(expected)
             c.true(f"{what}: nothing written outside the tile (C is poisoned with NaN beforehand)",
-                   bool(np.isnan(C[outside]).all()),
-                   hint="only the 64×64 block at (m0, n0) of the row-major C may change")
+                   bool(np.isnan(C_[outside]).all()), hint="only the 64×64 block at (m0, n0) of the row-major C may "
+                   "change")
 
 
 # ------------------------------------------------------------------------------------------- 6 · whole GEMM
-def check_emulated_gemm(emulated_gemm: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]) -> None:
-    """Grade ``emulated_gemm(A, B, C)`` (TMA + wgmma on the emulator) on random non-square shapes: every element
-    of the poisoned C against fp64 with the bf16 bound."""
-    rng = grading.fresh_rng()
+def check_emulated_gemm(emulated_gemm: Callable[[np.ndarray, np.ndarray, np.ndarray], Any],
+                        seed: int | None = None) -> None:
+    """Grade ``emulated_gemm(A, B, C)`` (TMA + wgmma on the emulator): a fixed non-square shape with several tiles
+    and K steps, then a random one; every element of the poisoned C against fp64 with the bf16 bound."""
+    rng = grading.fresh_rng(seed)
     with grading.check("Lab 3 · the whole GEMM on the emulator", seed=rng.seed) as c:
-        for _ in range(2):
-            m, n, k = _random_shape(rng)
+        for m, n, k in [(128, 64, 128), _random_shape(rng)]:
             a, b = make_operands(rng, m, n, k)
-            C = np.full((m, n), np.nan, np.float32)
+            C_ = np.full((m, n), np.nan, np.float32)
             what = f"emulated_gemm on M={m}, N={n}, K={k}"
-            _call(c, what, emulated_gemm, a, b, C)
-            expected = _f64(a) @ _f64(b).T
-            c.array(f"{what}: C = A·Bᵀ against fp64", C, expected, atol=grading.gemm_tolerance(a, _f64(b).T),
-                    hint=_diagnose_gemm(a, b, C))
-
-
-# ------------------------------------------------------------------------------------------- 7 · the kernel
-def _gpu_shapes(rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Random non-square shapes for the H100 run: multiples of 64, K ≠ N, M ≠ N."""
-    shapes = []
-    while len(shapes) < 3:
-        m, n, k = (64 * int(x) for x in rng.integers(1, 13, size=3))
-        if m != n and k != n and k >= 128:
-            shapes.append((m, n, k))
-    return shapes
-
-
-def gpu_run(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """(Runs in the isolated child.) Launch the lab's kernel on each (A, B) with C poisoned; return each C."""
-    from helpers import gpu
-
-    kernel = gpu.compile(source, KERNEL_NAME)
-    out = []
-    for a, b in cases:
-        (m, k), n = a.shape, b.shape[0]
-        da, db = gpu.to_device(a), gpu.to_device(b)
-        dc = gpu.poison((m, n), np.float32)
-        ta, tb = gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, 64, 64)
-        gpu.launch(kernel, (n // 64, m // 64), 128, 0, ta, tb, dc, np.int32(m), np.int32(n), np.int32(k))
-        out.append(dc.to_host())
-    return out
-
-
-def gpu_benchmark(source: str, size: int = 4096) -> Any:
-    """(Runs in the isolated child.) The lab's kernel at size³ beside cuBLAS: a gpu.GemmBenchmark."""
-    from helpers import gpu
-
-    kernel = gpu.compile(source, KERNEL_NAME)
-
-    def make_launch(a: Any, b: Any, c: Any) -> Any:
-        (m, k), n = a.shape, b.shape[0]
-        ta, tb = gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64)
-        return gpu.prepare(kernel, (n // 64, m // 64), 128, 0, ta, tb, c, np.int32(m), np.int32(n), np.int32(k))
-
-    return gpu.gemm_benchmark(make_launch, size, size, size)
-
-
-def _isolated(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
-    from helpers import gpu
-
-    try:
-        return gpu.run_isolated(fn, *args, timeout=timeout)
-    except gpu.GpuError as exc:
-        c.fail(f"{what} failed on the GPU", detail=f"    {exc}",
-               hint="a wrong descriptor or shared-memory address can fault; a barrier waited on with the wrong "
-               "parity deadlocks")
-
-
-def _tiles_transposed(x: np.ndarray) -> np.ndarray:
-    m, n = x.shape
-    return x.reshape(m // 64, 64, n // 64, 64).transpose(0, 3, 2, 1).reshape(m, n)
-
-
-def _diagnose_kernel(got: np.ndarray, expected: np.ndarray) -> str:
-    """Name the mistake behind a wrong C from the GPU where the pattern tells."""
-    got = np.asarray(got, np.float64)
-    with np.errstate(invalid="ignore"):
-        if np.isnan(got).any():
-            return ("some elements were never written (C was poisoned with NaN): every thread stores its 32 registers, "
-                    "at rows m0 + …, columns n0 + …")
-        if np.allclose(got, _tiles_transposed(expected), rtol=1e-3, atol=1e-3):
-            return "every 64×64 tile is transposed: the row comes from warp and lane/4, the column from lane%4 and j"
-    return ("wrong values all over: check the descriptor bits (LBO 16, SBO 1024, bit 62 for 128B) and the 32-byte step "
-            "per K slice, as in your kslice_desc above, and the store map")
-
-
-def check_gemm_kernel(source: str, *, benchmark: bool = True, size: int = 4096) -> None:
-    """Compile the lab's kernel and show its report (registers, spills, wgmma). With an H100: run it through
-    gpu.run_isolated on random non-square shapes (C poisoned, every element against fp64 with the bf16 bound),
-    then time it at size³ beside cuBLAS. Without one: print the one-line notice (the emulator checks above graded
-    the same pieces)."""
-    from helpers import gpu
-
-    from ._common import compile_student, find_instrs
-
-    rng = grading.fresh_rng()
-    with grading.check("Lab 3 · the tensor-core GEMM kernel", seed=rng.seed) as c:
-        kernel = compile_student(source, KERNEL_NAME, what="your kernel")
-        report = kernel.report
-        c.ok(f"compiles: {report.summary()}")
-        mmas = [i for i in find_instrs(kernel.ptx, "wgmma.mma_async") if "m64n64k16" in i.opcode]
-        c.true("the kernel issues wgmma.mma_async m64n64k16", report.uses_wgmma and bool(mmas),
-               hint="call hopper::wgmma_m64n64k16_bf16(d, desc_a, desc_b) for each of the 4 K slices")
-        c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
-               hint="see kernel.report.log: wgmma_fence() before the first wgmma, commit and wait after")
-        c.true("no register spills", report.spill_bytes == 0,
-               hint="the accumulators must stay in registers: index d[] only with compile-time constants")
-        if gpu.skip_without_hopper(kernel, checked="descriptors, K-step addressing and the fragment store "
-                                   "(graded on the emulator above)"):
-            return
-        shapes = _gpu_shapes(rng)
-        cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
-        outs = _isolated(c, "your kernel", gpu_run, source, cases, timeout=120)
-        for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
-            c.array(f"M={m}, N={n}, K={k} on the GPU: every element against fp64", got, _f64(a) @ _f64(b).T,
-                    atol=grading.gemm_tolerance(a, _f64(b).T), hint=_diagnose_kernel(got, _f64(a) @ _f64(b).T))
-        if not benchmark:
-            return
-        bench = _isolated(c, f"the {size}³ benchmark", gpu_benchmark, source, size, timeout=300)
-        c.ok(f"timed: {bench.summary()}")
+            C.call(c, what, emulated_gemm, a, b, C_)
+            a64, b64 = _f64(a), _f64(b)
+            expected = a64 @ b64.T
+            tol = grading.gemm_tolerance(a64, b64.T)
+            ok = bool((np.abs(C_ - expected) <= tol).all())
+            c.array(f"{what}: C = A·Bᵀ against fp64", C_, expected, atol=tol,
+                    hint="" if ok else _diagnose_gemm(a64, b64, C_))
 
 
 def _diagnose_gemm(a: np.ndarray, b: np.ndarray, got: np.ndarray) -> str:
-    """Name the mistake when a wrong C equals what a plausible wrong loop gives."""
+    """Name the mistake when a wrong C equals what a plausible wrong loop gives (a, b in float64)."""
     k = a.shape[1]
     with np.errstate(invalid="ignore"):
         if np.isnan(got).any():
             return "some elements were never written (C was poisoned with NaN): store every tile of C"
-        last = _f64(a[:, k - 64:]) @ _f64(b[:, k - 64:]).T
+        last = a[:, k - 64:] @ b[:, k - 64:].T
         if np.allclose(got, last, rtol=1e-3, atol=1e-3):
             return "C holds only the last K step: keep the accumulators across K steps, zero them once per tile"
-        first = _f64(a[:, :64]) @ _f64(b[:, :64]).T
+        first = a[:, :64] @ b[:, :64].T
         if np.allclose(got, first, rtol=1e-3, atol=1e-3):
             return "C holds only the first K step: loop k0 over 0, 64, …, K - 64"
     return ("for every 64×64 tile: zero the accumulators; for every K step stage the tiles and issue the 4 slices, "
             "each adding to the accumulators; then store_tile once")
+
+
+# ------------------------------------------------------------------------------------------- 7 · your wgmma
+PROBE_WGMMA = r"""
+extern "C" __global__ void probe_wgmma(unsigned long long probe_da, unsigned long long probe_db, int probe_scale,
+                                       float* out) {
+  float d1[32], d2[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) { d1[j] = out[j]; d2[j] = out[32 + j]; }
+  hopper::wgmma_fence();
+  my_wgmma_m64n64k16(d1, probe_da, probe_db, probe_scale);
+  hopper::wgmma_m64n64k16_bf16(d2, probe_da, probe_db, probe_scale != 0);
+  hopper::wgmma_commit();
+  hopper::wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < 32; ++j) { out[j] = d1[j]; out[32 + j] = d2[j]; }
+}
+"""
+
+SELFTEST_WGMMA = r"""
+// Four K slices of a 64x64x64 product, once with your my_wgmma_m64n64k16 and once with the header's, from the same
+// swizzled tiles and the same starting accumulators; the first slice scales the accumulators by `scale` (0 or 1).
+extern "C" __global__ void __launch_bounds__(128) selftest_wgmma(const unsigned short* a_img,
+                                                                const unsigned short* b_img, const float* acc_in,
+                                                                float* out, int scale) {
+  __shared__ alignas(1024) unsigned short sA[64 * 64];
+  __shared__ alignas(1024) unsigned short sB[64 * 64];
+  const int t = threadIdx.x;
+  for (int i = t; i < 64 * 64; i += 128) { sA[i] = a_img[i]; sB[i] = b_img[i]; }
+  hopper::fence_proxy_async();  // ordinary stores, read next by the tensor cores (the async proxy)
+  __syncthreads();
+  float d1[32], d2[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) d1[j] = d2[j] = acc_in[t * 32 + j];
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    my_wgmma_m64n64k16(d1, hopper::make_smem_desc(sA + 16 * k, 16, 1024), hopper::make_smem_desc(sB + 16 * k, 16,
+                       1024), k > 0 ? 1 : scale);
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    hopper::wgmma_m64n64k16_bf16(d2, hopper::make_smem_desc(sA + 16 * k, 16, 1024),
+                                 hopper::make_smem_desc(sB + 16 * k, 16, 1024), k > 0 || scale != 0);
+  hopper::wgmma_commit();
+  hopper::wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < 32; ++j) { out[t * 32 + j] = d1[j]; out[4096 + t * 32 + j] = d2[j]; }
+}
+"""
+
+
+def _normalised(ins: C.Instr) -> tuple[str, list[str]]:
+    """An instruction with its registers replaced by their kind, in words ("32 fp32 registers", "a predicate")."""
+    kinds = []
+    for op in C.split_operands(ins.operands):
+        if op.startswith("{"):
+            regs = [r.strip() for r in op.strip("{}").split(",")]
+            kinds.append(f"{len(regs)} " + ("fp32 registers" if all(r.startswith("%f") for r in regs) else
+                                            "registers, not all fp32"))
+        elif re.fullmatch(r"%rd\d+", op):
+            kinds.append("a 64-bit register")
+        elif re.fullmatch(r"%r\d+", op):
+            kinds.append("a 32-bit register")
+        elif re.fullmatch(r"-?\d+", op):
+            kinds.append(f"the immediate {op}")
+        else:
+            kinds.append("a predicate")
+    return ins.opcode, kinds
+
+
+WGMMA_OPERANDS = ("accumulators d", "desc-a", "desc-b", "scale-d", "imm-scale-a", "imm-scale-b", "imm-trans-a",
+                  "imm-trans-b")
+WGMMA_WHY = {
+    "imm-scale-a": "imm-scale-a = 1 (-1 would negate A)", "imm-scale-b": "imm-scale-b = 1 (-1 would negate B)",
+    "imm-trans-a": "imm-trans-a = 0: the A tile is K-major, as wgmma reads it without a transpose",
+    "imm-trans-b": "imm-trans-b = 0: B is stored N×K, K-major, no transpose",
+    "scale-d": "scale-d is a predicate (p), set in the asm block from your scale_d argument: 0 overwrites D, 1 adds",
+    "desc-a": "a 64-bit descriptor (\"l\")", "desc-b": "a 64-bit descriptor (\"l\")",
+    "accumulators d": "32 fp32 registers, \"+f\"(d[0]) … \"+f\"(d[31]) in order",
+}
+
+
+def check_wgmma_asm(source: str) -> None:
+    """``my_wgmma_m64n64k16(d, desc_a, desc_b, scale_d)``: compiled beside the header's
+    hopper::wgmma_m64n64k16_bf16 in one probe kernel; the two wgmma instructions must match (normalised), every
+    operand traced to what the probe passed; where it can run, both give bit-identical accumulators."""
+    with grading.check("Lab 3 · your wgmma.mma_async m64n64k16") as c:
+        k = C.compile_student(HEADER + source + PROBE_WGMMA, "probe_wgmma", what="my_wgmma_m64n64k16")
+        c.ok("compiles for sm_90a")
+        mmas = C.find_instrs(k.ptx, "wgmma.mma_async", "probe_wgmma")
+        held = "; ".join(i.opcode for i in C.inline_asm(k.ptx, "probe_wgmma")) or "nothing"
+        c.true("your function issues one wgmma.mma_async (beside the header's)", len(mmas) == 2,
+               detail=f"    the inline asm held: {held}",
+               hint="my_wgmma_m64n64k16 is one asm volatile holding the wgmma.mma_async instruction (Lesson 03)")
+        mine, ref = mmas
+        c.equal("the full form", mine.opcode, ref.opcode,
+                hint="wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16: shape m64n64k16, fp32 accumulators, "
+                     "bf16 A and B")
+        (_, got), (_, exp) = _normalised(mine), _normalised(ref)
+        c.true("eight operands: d, desc-a, desc-b, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b",
+               len(got) == len(exp), detail=f"    got: {mine.line}")
+        for name, g, e in zip(WGMMA_OPERANDS, got, exp, strict=True):
+            c.true(f"{name}: {e} as in the header", g == e, detail=f"    yours: {g}; the header's: {e}",
+                   hint=WGMMA_WHY[name])
+        ops = C.split_operands(mine.operands)
+        origin = {C.resolve(k.ptx, ops[1]), C.resolve(k.ptx, ops[2])}
+        da, db = C.resolve(k.ptx, ops[1]), C.resolve(k.ptx, ops[2])
+        c.true("desc-a is the A descriptor the probe passed, desc-b the B one", da.endswith("param_0") and
+               db.endswith("param_1"), detail=f"    desc-a came from {da}, desc-b from {db}",
+               hint="the A descriptor comes first: %32 = desc_a, %33 = desc_b" if origin ==
+               {"probe_wgmma_param_0", "probe_wgmma_param_1"} else "pass desc_a and desc_b with \"l\" constraints")
+        _check_accumulator_order(c, k.ptx, mine)
+        _check_scale_d(c, k.ptx, mine)
+        if not C.runnable(k, checked="your wgmma instruction against the header's, operand by operand"):
+            return
+        _run_wgmma_selftest(c, source)
+
+
+def _check_accumulator_order(c: grading.Check, ptx: str, mine: C.Instr) -> None:
+    """Register j of the accumulator vector must be d[j]: the probe loads d[j] from out[j]."""
+    from helpers.checks._ptxflow import Flow
+
+    flow = Flow(ptx, "probe_wgmma")
+    regs = [r.strip() for r in C.split_operands(mine.operands)[0].strip("{}").split(",")]
+    order = []
+    for r in regs:
+        sites = flow.def_sites.get(r, set())
+        loads = [flow.ins[i] for i in sites if flow.ins[i].opcode.startswith("ld.global")]
+        off = None
+        if loads:
+            m = re.search(r"\+(\d+)\]", loads[0].operands)
+            off = int(m.group(1)) // 4 if m else 0
+        order.append(off)
+    if None in order:
+        c.ok("(the order of the accumulators could not be read from the PTX; the run checks it)")
+        return
+    c.true("the accumulator registers are d[0] … d[31], in order", order == list(range(32)),
+           detail=f"    your vector holds d{order[:8]}…", hint="list \"+f\"(d[0]), \"+f\"(d[1]), … \"+f\"(d[31]) in "
+           "this order: register j of the wgmma's D is the thread's accumulator j (the fragment layout)")
+
+
+def _check_scale_d(c: grading.Check, ptx: str, mine: C.Instr) -> None:
+    """scale-d: a predicate set inside the asm block from the probe's scale argument (probe_scale)."""
+    pred = C.split_operands(mine.operands)[3]
+    body = C.inline_asm(ptx, "probe_wgmma")
+    at = next(i for i, ins in enumerate(body) if ins.line == mine.line)
+    setp = [ins for ins in body[:at] if ins.opcode.startswith("setp") and C.split_operands(ins.operands)[0] == pred]
+    src = C.resolve(ptx, C.split_operands(setp[-1].operands)[1]) if setp else ""
+    c.true("scale-d is set from your scale_d argument", bool(setp) and src.endswith("param_2"),
+           detail=f"    scale-d is {pred}" + (f", set from {src}" if setp else ", not set in your asm block"),
+           hint="declare .reg .pred p; set it with setp.ne.b32 p, %34, 0 from scale_d, and pass p as scale-d")
+    truth = _setp_truth(setp[-1])
+    if truth is not None:
+        c.true("scale-d is true for scale_d = 1 (add to D) and false for 0 (overwrite D)", truth == (False, True),
+               detail=f"    your predicate for scale_d = 0, 1: {truth}", hint="p = (scale_d != 0): setp.ne with 0")
+
+
+def _setp_truth(setp: C.Instr) -> tuple[bool, bool] | None:
+    """(p for scale_d = 0, p for scale_d = 1) of ``setp.CMP.TYPE p, scale, imm``; None when it is not that."""
+    import operator
+
+    cmp = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+           "ge": operator.ge, "lo": operator.lt, "ls": operator.le, "hi": operator.gt, "hs": operator.ge}
+    ops = C.split_operands(setp.operands)
+    parts = setp.parts
+    if len(parts) < 2 or parts[1] not in cmp or len(ops) != 3 or not re.fullmatch(r"-?\d+", ops[2]):
+        return None
+    return tuple(bool(cmp[parts[1]](v, int(ops[2]))) for v in (0, 1))  # type: ignore[return-value]
+
+
+def _run_wgmma_selftest(c: grading.Check, source: str) -> None:
+    from helpers import wgmma
+
+    kk = C.compile_student(HEADER + source + SELFTEST_WGMMA, "selftest_wgmma", what="the wgmma self-test kernel")
+    rng = grading.fresh_rng()
+    a, b = make_operands(rng, 64, 64, 64)
+    img = stage_image(a, b, 0, 0, 0)
+    a_img, b_img = img[:TILE_BYTES].view(np.uint16).copy(), img[TILE_BYTES:].view(np.uint16).copy()
+    for scale in (0, 1):
+        acc = rng.standard_normal((128, 32)).astype(np.float32)
+        out = np.full(2 * 4096, np.nan, np.float32)
+        (_, _, _, got) = C.run(kk, 1, 128, 0, a_img, b_img, acc.reshape(-1), out, np.int32(scale),
+                               what="the wgmma self-test")
+        expected = acc if scale else np.zeros_like(acc)
+        for s in range(4):
+            expected = wgmma.mma_async(img, reference_kslice_descriptor(0, s),
+                                       reference_kslice_descriptor(TILE_BYTES, s), 64, expected)
+        c.array(f"scale_d = {scale}: your 4 wgmmas against the header's, run, bit for bit", got[:4096],
+                got[4096:], hint="same instruction, same inputs: any difference is in the operands you pass")
+        c.array(f"scale_d = {scale}: against the emulator's m64n64k16 (the H100's rounding)", got[:4096],
+                np.asarray(expected, np.float32).reshape(-1))
+
+
+# ------------------------------------------------------------------------------------------- 8 · the kernel
+def _diagnose_kernel(got: np.ndarray, expected: np.ndarray) -> str:
+    """Name the mistake behind a wrong C where the pattern tells."""
+    got = np.asarray(got, np.float64)
+    with np.errstate(invalid="ignore"):
+        if np.isnan(got).any():
+            return ("some elements were never written (C was poisoned with NaN): every thread stores its 32 "
+                    "registers, at rows m0 + …, columns n0 + …")
+        if np.allclose(got, C.tiles_transposed(expected), rtol=1e-3, atol=1e-3):
+            return ("every 64×64 tile is transposed, which two mistakes give alike: the A and B descriptors swapped "
+                    "in the wgmma, or the store's row and column swapped (the row comes from warp and lane/4, the "
+                    "column from lane%4 and j)")
+    return ("wrong values all over: check the descriptor bits (LBO 16, SBO 1024, bit 62 for 128B) and the 32-byte "
+            "step per K slice, as in your kslice_desc above, and the store map")
+
+
+def kernel_protocol(c: grading.Check, ptx: str, compiled: str, kernel: str | None) -> None:
+    """Lab 2's load-loop rules, and the wgmma's own: fence before the first wgmma, commit then wait before the
+    stage is released, wait_group 0."""
+    from helpers.checks import lab2
+
+    proto = lab2.protocol_checks(c, ptx, compiled, kernel)
+    bad = proto.mma_before_fence()
+    if bad is not None:
+        c.fail("a wgmma can run before any wgmma.fence", detail=f"    at {proto.where(bad)}",
+               hint="wgmma_fence() before the first wgmma: the accumulators were written by ordinary instructions")
+    c.ok("wgmma.fence before the first wgmma")
+    bad = proto.wait_before_commit()
+    if bad is not None:
+        c.fail("a wgmma.wait_group follows wgmmas that were never committed", detail=f"    at {proto.where(bad)}",
+               hint="wgmma_commit() closes the group of the step's 4 wgmmas; the wait then waits for that group")
+    bad = proto.release_before_retire()
+    if bad is not None:
+        c.fail("the stage is released while the step's wgmmas may still read it", detail=f"    at {proto.where(bad)}",
+               hint="the wgmma reads shared memory asynchronously: commit, wait for the group (wgmma_wait<0>()), "
+                    "then arrive on empty[s]")
+    waits = [proto.flow.value(i.ops()[0]) for i in proto.flow.ins if i.opcode.startswith("wgmma.wait_group")]
+    c.true("wgmma.wait_group 0 (every wgmma of the step retired before the release)", bool(waits) and
+           all(w == 0 for w in waits), detail=f"    wait_group operands: {waits}",
+           hint="with one group in flight allowed (wait_group 1) the step's own wgmmas may still read the stage you "
+                "release next; Lab 4 keeps one in flight and releases the previous stage instead")
+    c.ok("commit, then wait, then release: the stage goes back only after the tensor cores are done with it")
+    mmas = [i for i in proto.flow.ins if i.opcode.startswith("wgmma.mma_async")]
+    c.true("4 wgmma m64n64k16 per K step (the K loop's body)", len(mmas) >= 4 and all(
+        "m64n64k16" in i.opcode for i in mmas), detail=f"    found {len(mmas)}",
+           hint="BK = 64 is four k16 slices: four wgmmas per step, with #pragma unroll so d stays in registers")
+
+
+def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096) -> None:
+    """The lab's kernel ``lab3_gemm``. Compiled everywhere (report: registers, spills, wgmma), its protocol read
+    from every path of the PTX. Where it can run: random non-square shapes, every element against fp64, then timed
+    at size³ beside cuBLAS in the same run."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 3 · the tensor-core GEMM kernel", seed=rng.seed) as c:
+        full_source = HEADER + source
+        kern = C.compile_student(full_source, KERNEL_NAME, what="your kernel")
+        report = kern.report
+        c.ok(f"compiles: {report.summary()}")
+        c.true("the kernel issues wgmma (ptxas kept it)", report.uses_wgmma,
+               hint="the K step issues your my_wgmma_m64n64k16 four times")
+        kernel_protocol(c, kern.ptx, full_source, kernel)
+        notes = "\n".join(f"    {line.strip()}" for line in report.log.splitlines() if "serialized" in line)
+        c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized, detail=notes,
+               hint="ptxas serializes wgmma when it cannot prove the accumulators are left alone while a wgmma is "
+                    "in flight: fence before the first wgmma, commit and wait after, no accumulator access between")
+        c.true("no register spills", report.spill_bytes == 0,
+               hint="the accumulators must stay in registers: index d[] only with compile-time constants")
+        if not C.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
+                                        "descriptors and the store are graded on the emulator above"):
+            return
+        C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_kernel)
+        if benchmark and C.on_hardware():
+            bench = C.run(C.gemm_benchmark, full_source, KERNEL_NAME, size, what=f"the {size}³ benchmark",
+                          timeout=300)
+            c.ok(f"timed: {bench.summary()}")

@@ -1,386 +1,292 @@
-"""Lab 3 (WGMMA) graders, both ways: the solution passes; stubs and plausible wrong answers fail with a helpful
-message. The solution is taken from solutions/lab3_wgmma.ipynb itself, so the tests follow the notebook.
-
-Tests marked ``gpu`` run the kernel on an H100 (run them with ``pytest -m gpu tests/labs/test_lab3.py -s`` to see
-the TFLOP/s beside cuBLAS); elsewhere they are skipped.
-"""
+"""Lab 3 (WGMMA) graders, both ways: the solution passes; the stub and each named wrong answer fail on every one of
+200 seeds (Python) or on the CPU path (CUDA: the PTX and its protocol), with the hint that names the mistake."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import re
-from pathlib import Path
-
 import numpy as np
 import pytest
+from labtools import ROOT, accepts, rejects, swap
 
-from helpers import grading, wgmma
+from helpers import labgen, wgmma
 from helpers.checks import lab3
 
-ROOT = Path(__file__).resolve().parents[2]
+
+def _stub() -> dict:
+    return labgen.solution_namespace(ROOT / "labs" / "lab3_wgmma.ipynb")
 
 
-def _stub(*_args, **_kwargs):
-    raise NotImplementedError("write it")
+# ------------------------------------------------------------------------------------------ solutions and stubs
+PYTHON = [(lab3.check_descriptor, "encode_desc"), (lab3.check_kslice_descriptor, "kslice_desc"),
+          (lab3.check_fragment_coords, "fragment_coords"), (lab3.check_one_product, "one_product"),
+          (lab3.check_store_tile, "store_tile"), (lab3.check_emulated_gemm, "emulated_gemm")]
 
 
-@functools.cache
-def _script():
-    """tests/labs/gpu_lab3.py (the H100 script): the solution loader and the wrong kernels."""
-    spec = importlib.util.spec_from_file_location("gpu_lab3", Path(__file__).with_name("gpu_lab3.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.mark.parametrize("grader, name", PYTHON)
+def test_python_solutions_pass_and_stubs_fail(sol3, grader, name):
+    accepts(grader, sol3[name], seeds=2)
+    text = rejects(grader, _stub()[name], "not written yet", "lab3.hint", seeds=2)
+    assert "stuck?" in text
 
 
-@pytest.fixture(scope="module")
-def sol() -> dict:
-    """The solution notebook's definitions (every code cell except the graded checks)."""
-    return _script().solution_namespace()
+def test_cuda_solutions_pass_and_stubs_fail(sol3, wrappers, no_gpu):
+    accepts(lab3.check_wgmma_asm, sol3["WGMMA"], seeds=None)
+    out = accepts(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + sol3["LAB3_KERNEL"], seeds=None,
+                  kernel=sol3["LAB3_KERNEL"])
+    assert "compiled for sm_90a" in out and "wgmma" in out and "0 spills" in out and out.count("run skipped") == 1
+    stub = _stub()
+    rejects(lab3.check_wgmma_asm, stub["WGMMA"], "not written yet", seeds=None)
+    rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + stub["LAB3_KERNEL"], "not written yet", seeds=None)
 
 
-def _fails(check, student, *, match: str, capsys=None) -> str:
-    with pytest.raises(grading.CheckFailed) as info:
-        check(student)
-    msg = str(info.value)
-    assert re.search(match, msg, re.I | re.S), msg
-    return msg
-
-
-# ------------------------------------------------------------------------------------------- 1 · descriptor
-def test_descriptor_solution_passes(sol):
-    lab3.check_descriptor(sol["encode_desc"])
-
-
-def test_descriptor_matches_the_emulator_and_the_header(sol):
+def test_the_references_match_the_emulator_and_the_header(sol3):
     from helpers.tensormap import Swizzle
 
     for start, lbo, sbo in [(0x7400, 16, 1024), (0x10, 0x3FFF0, 0x20), (0x3FFF0, 0x100, 0x3FFF0)]:
         for sw, mode in ((0, Swizzle.NONE), (32, Swizzle.B32), (64, Swizzle.B64), (128, Swizzle.B128)):
-            assert sol["encode_desc"](start, lbo, sbo, sw) == wgmma.make_descriptor(start, lbo, sbo, mode)
+            assert sol3["encode_desc"](start, lbo, sbo, sw) == wgmma.make_descriptor(start, lbo, sbo, mode)
     header = (ROOT / "helpers" / "include" / "hopper.cuh").read_text()
     assert "swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull" in header
-
-
-def test_descriptor_stub_fails():
-    _fails(lab3.check_descriptor, _stub, match="not written yet")
-
-
-def test_descriptor_lbo_sbo_swapped_fails():
-    def swapped(start, lbo, sbo, swizzle):
-        return lab3.reference_descriptor(start, sbo, lbo, swizzle)
-
-    _fails(lab3.check_descriptor, swapped, match="LBO and SBO are swapped")
-
-
-def test_descriptor_without_shift_fails():
-    def unshifted(start, lbo, sbo, swizzle):
-        return start | lbo << 16 | sbo << 32 | {0: 0, 128: 1, 64: 2, 32: 3}[swizzle] << 62
-
-    _fails(lab3.check_descriptor, unshifted, match="shift start, LBO and SBO right by 4")
-
-
-def test_descriptor_wrong_swizzle_modes_fail():
-    # the TMA enum's numbers (128B = 3), and the "obvious" increasing order (32B = 1, 128B = 3)
-    for table in ({0: 0, 32: 1, 64: 2, 128: 3}, {0: 0, 128: 3, 64: 2, 32: 1}):
-        def wrong(start, lbo, sbo, swizzle, table=table):
-            return lab3.reference_descriptor(start, lbo, sbo, 0) | table[swizzle] << 62
-
-        _fails(lab3.check_descriptor, wrong, match="bits 62-63")
-
-
-def test_descriptor_hard_coded_fails():
-    _fails(lab3.check_descriptor, lambda *a: 0x4000004000010740, match="expected")
-
-
-def test_descriptor_float_fails():
-    _fails(lab3.check_descriptor, lambda *a: float(lab3.reference_descriptor(*a)), match="int")
-
-
-# ------------------------------------------------------------------------------------------- 2 · K slices
-def test_kslice_solution_passes(sol):
-    lab3.check_kslice_descriptor(sol["kslice_desc"])
-
-
-def test_kslice_16_byte_step_fails():
-    _fails(lab3.check_kslice_descriptor, lambda tile, k: lab3.reference_descriptor(tile + 16 * k, 16, 1024, 128),
-           match="32 bytes")
-
-
-def test_kslice_lbo_sbo_swapped_fails():
-    _fails(lab3.check_kslice_descriptor, lambda tile, k: lab3.reference_descriptor(tile + 32 * k, 1024, 16, 128),
-           match="swapped")
-
-
-def test_kslice_rows_instead_of_columns_fails():
-    # the notes' "B slice = rows 16-31": stepping 16 rows of 128 bytes
-    _fails(lab3.check_kslice_descriptor, lambda tile, k: lab3.reference_descriptor(tile + 2048 * k, 16, 1024, 128),
-           match="inside each 128-byte row")
-
-
-def test_kslice_wrong_swizzle_bit_fails():
-    _fails(lab3.check_kslice_descriptor,
-           lambda tile, k: lab3.reference_descriptor(tile + 32 * k, 16, 1024, 0) | 1 << 63, match="bit 62 set")
-
-
-def test_kslice_same_slice_every_time_fails():
-    _fails(lab3.check_kslice_descriptor, lambda tile, k: lab3.reference_descriptor(tile, 16, 1024, 128),
-           match="slice 0")
-
-
-def test_kslice_hard_coded_tile_fails():
-    _fails(lab3.check_kslice_descriptor, lambda tile, k: lab3.reference_kslice_descriptor(0, k), match="expected")
-
-
-def test_kslice_stub_fails():
-    _fails(lab3.check_kslice_descriptor, _stub, match="not written yet")
-
-
-# ------------------------------------------------------------------------------------------- 3 · fragments
-def test_fragment_solution_passes(sol):
-    lab3.check_fragment_coords(sol["fragment_coords"])
-
-
-def test_fragment_matches_the_emulator(sol):
     for t in range(128):
         for j in range(32):
-            assert sol["fragment_coords"](t, j) == wgmma.element_of(t, j, 64)
+            assert lab3.reference_fragment_coords(t, j) == wgmma.element_of(t, j, 64)
 
 
-def test_fragment_transposed_fails():
+# ------------------------------------------------------------------------------------------ 1 · descriptor
+def test_descriptor_wrong_answers():
+    ref = lab3.reference_descriptor
+    rejects(lab3.check_descriptor, lambda s, lbo, sbo, sw: ref(s, sbo, lbo, sw), "LBO and SBO are swapped")
+    rejects(lab3.check_descriptor, lambda s, lbo, sbo, sw: s | lbo << 16 | sbo << 32 | {0: 0, 128: 1, 64: 2, 32: 3}[sw]
+            << 62, "shift start, LBO and SBO right by 4")
+    for table in ({0: 0, 32: 1, 64: 2, 128: 3}, {0: 0, 128: 3, 64: 2, 32: 1}):  # the TMA enum; increasing order
+        rejects(lab3.check_descriptor, lambda s, lbo, sbo, sw, t=table: ref(s, lbo, sbo, 0) | t[sw] << 62,
+                "bits 62-63")
+    rejects(lab3.check_descriptor, lambda *a: 0x4000004000010740, "expected")
+    rejects(lab3.check_descriptor, lambda *a: float(ref(*a)), "an int")
+
+
+# ------------------------------------------------------------------------------------------ 2 · K slices
+def test_kslice_wrong_answers():
+    ref = lab3.reference_descriptor
+    rejects(lab3.check_kslice_descriptor, lambda t, k: ref(t + 16 * k, 16, 1024, 128), "32 bytes")
+    rejects(lab3.check_kslice_descriptor, lambda t, k: ref(t + 32 * k, 1024, 16, 128), "swapped")
+    rejects(lab3.check_kslice_descriptor, lambda t, k: ref(t + 2048 * k, 16, 1024, 128), "inside each 128-byte row")
+    rejects(lab3.check_kslice_descriptor, lambda t, k: ref(t + 32 * k, 16, 1024, 0) | 1 << 63, "bit 62 set")
+    rejects(lab3.check_kslice_descriptor, lambda t, k: ref(t, 16, 1024, 128), "slice 0")
+    rejects(lab3.check_kslice_descriptor, lambda t, k: lab3.reference_kslice_descriptor(0, k), "tile_addr")
+
+
+# ------------------------------------------------------------------------------------------ 3 · fragments
+def test_fragment_wrong_answers():
     def transposed(t, j):
         r, c = lab3.reference_fragment_coords(t, j)
         return c, r
 
-    _fails(lab3.check_fragment_coords, transposed, match="transposed")
-
-
-def test_fragment_thread_instead_of_lane_fails():
     def thread_not_lane(t, j):
         return 16 * (t // 32) + t // 4 + 8 * ((j // 2) % 2), 8 * (j // 4) + 2 * (t % 4) + j % 2
 
-    _fails(lab3.check_fragment_coords, thread_not_lane, match=r"lane \(t % 32\)")
-
-
-def test_fragment_row_and_column_halves_mixed_up_fails():
-    # registers 2,3 taken as the next 8 columns and registers 4..7 as the lower 8 rows
-    def mixed(t, j):
+    def mixed(t, j):  # registers 2, 3 taken as the next 8 columns and 4..7 as the lower 8 rows
         w, lane = divmod(t, 32)
         return 16 * w + lane // 4 + 8 * ((j // 4) % 2), 16 * (j // 8) + 8 * ((j // 2) % 2) + 2 * (lane % 4) + j % 2
 
-    _fails(lab3.check_fragment_coords, mixed, match="row of every")
+    rejects(lab3.check_fragment_coords, transposed, "transposed", seeds=None)
+    rejects(lab3.check_fragment_coords, thread_not_lane, r"lane \(t % 32\)", seeds=None)
+    rejects(lab3.check_fragment_coords, mixed, "row of every", seeds=None)
+    rejects(lab3.check_fragment_coords, lambda t, j: t * 32 + j, "pair of ints", seeds=None)
 
 
-def test_fragment_not_a_pair_fails():
-    _fails(lab3.check_fragment_coords, lambda t, j: t * 32 + j, match="pair of ints")
-
-
-def test_fragment_stub_fails():
-    _fails(lab3.check_fragment_coords, _stub, match="not written yet")
-
-
-# ------------------------------------------------------------------------------------------- 4 · one product
-def _one_product_with(sol, kslice, transpose=False, fixed_k=None):
+# ------------------------------------------------------------------------------------------ 4 · one product
+def _one_product_with(kslice, transpose=False, fixed_k=None, swap_ab=False):
     def one_product(smem, a_addr, b_addr, k):
         kk = k if fixed_k is None else fixed_k
-        frags = wgmma.mma_async(smem, kslice(a_addr, kk), kslice(b_addr, kk), 64)
-        tile = wgmma.fragments_to_tile(frags, 64)
+        da, db = kslice(a_addr, kk), kslice(b_addr, kk)
+        tile = wgmma.fragments_to_tile(wgmma.mma_async(smem, *((db, da) if swap_ab else (da, db)), 64), 64)
         return tile.T if transpose else tile
-
     return one_product
 
 
-def test_one_product_solution_passes(sol):
-    lab3.check_one_product(sol["one_product"])
+def test_one_product_wrong_answers():
+    ref = lab3.reference_descriptor
+    rejects(lab3.check_one_product, _one_product_with(lambda t, k: ref(t + 16 * k, 16, 1024, 128)),
+            "16 bf16 = 32 bytes")
+    rejects(lab3.check_one_product, _one_product_with(lab3.reference_kslice_descriptor, transpose=True),
+            "descriptors swapped", r"\(col, row\)")
+    rejects(lab3.check_one_product, _one_product_with(lab3.reference_kslice_descriptor, fixed_k=0), "slice 0's")
+    rejects(lab3.check_one_product, _one_product_with(lambda t, k: ref(t + 32 * k, 1024, 16, 128)),
+            "LBO and SBO swapped")
+    rejects(lab3.check_one_product, _one_product_with(lambda t, k: ref(t + 32 * k, 16, 1024, 0)),
+            "without the 128B swizzle")
+    rejects(lab3.check_one_product, _one_product_with(lab3.reference_kslice_descriptor, swap_ab=True),
+            "descriptors swapped", "fragment_coords")  # the same output as the transposed placement: both named
 
 
-def test_one_product_16_byte_step_fails(sol):
-    def k16(tile, k):
-        return lab3.reference_descriptor(tile + 16 * k, 16, 1024, 128)
-
-    _fails(lab3.check_one_product, _one_product_with(sol, k16), match="16 bf16 = 32 bytes")
-
-
-def test_one_product_transposed_fails(sol):
-    _fails(lab3.check_one_product, _one_product_with(sol, lab3.reference_kslice_descriptor, transpose=True),
-           match="transposed")
-
-
-def test_one_product_always_slice_0_fails(sol):
-    # k is drawn from 0..3 three times without repeats, so at least two draws are not slice 0
-    _fails(lab3.check_one_product, _one_product_with(sol, lab3.reference_kslice_descriptor, fixed_k=0),
-           match="slice 0's product")
-
-
-def test_one_product_swapped_descriptors_fail(sol):
-    _fails(lab3.check_one_product,
-           _one_product_with(sol, lambda tile, k: lab3.reference_descriptor(tile + 32 * k, 1024, 16, 128)),
-           match="LBO and SBO swapped")
-
-
-def test_one_product_stub_fails():
-    _fails(lab3.check_one_product, _stub, match="not written yet")
-
-
-# ------------------------------------------------------------------------------------------- 5 · the store
-def test_store_solution_passes(sol):
-    lab3.check_store_tile(sol["store_tile"])
-
-
-def test_store_transposed_fails():
+# ------------------------------------------------------------------------------------------ 5 · the store
+def test_store_wrong_answers():
     def transposed(acc, C, m0, n0):
         C[m0:m0 + 64, n0:n0 + 64] = wgmma.fragments_to_tile(acc, 64).T
 
-    _fails(lab3.check_store_tile, transposed, match="transposed")
-
-
-def test_store_column_major_as_in_the_notes_fails():
-    # the notes store C column-major: C[(n0 + col) * M + m0 + row]
-    def column_major(acc, C, m0, n0):
-        M = C.shape[0]
+    def column_major(acc, C, m0, n0):  # a common write-up's store: C[(n0 + col) * M + m0 + row]
         flat = C.reshape(-1)
         for t in range(128):
             for j in range(32):
                 r, c = lab3.reference_fragment_coords(t, j)
-                flat[(n0 + c) * M + m0 + r] = acc[t, j]
+                flat[(n0 + c) * C.shape[0] + m0 + r] = acc[t, j]
 
-    _fails(lab3.check_store_tile, column_major, match="column-major|outside the tile|raised")
-
-
-def test_store_half_the_registers_fails():
     def evens(acc, C, m0, n0):
         for t in range(128):
             for j in range(0, 32, 2):
                 r, c = lab3.reference_fragment_coords(t, j)
                 C[m0 + r, n0 + c] = acc[t, j]
 
-    _fails(lab3.check_store_tile, evens, match="NaN")
-
-
-def test_store_outside_the_tile_fails():
     def spills_over(acc, C, m0, n0):
         C[m0:m0 + 64, :] = 0.0
         C[m0:m0 + 64, n0:n0 + 64] = wgmma.fragments_to_tile(acc, 64)
 
-    _fails(lab3.check_store_tile, spills_over, match="outside the tile")
+    def swapped_origin(acc, C, m0, n0):
+        C[n0:n0 + 64, m0:m0 + 64] = wgmma.fragments_to_tile(acc, 64)
+
+    rejects(lab3.check_store_tile, transposed, "transposed")
+    rejects(lab3.check_store_tile, column_major, "column-major|outside the tile|raised")
+    rejects(lab3.check_store_tile, evens, "NaN")
+    rejects(lab3.check_store_tile, spills_over, "outside the tile")
+    rejects(lab3.check_store_tile, swapped_origin, "❌")
 
 
-def test_store_stub_fails():
-    _fails(lab3.check_store_tile, _stub, match="not written yet")
-
-
-# ------------------------------------------------------------------------------------------- 6 · whole GEMM
-def _gemm_with(kslice, reset_each_step=False, first_tile_only=False):
+# ------------------------------------------------------------------------------------------ 6 · whole GEMM
+def _gemm_with(kslice, reset_each_step=False, first_tile_only=False, first_step_only=False):
     def emulated_gemm(A, B, C):
         (M, K), N = A.shape, B.shape[0]
         for m0 in range(0, 64 if first_tile_only else M, 64):
             for n0 in range(0, N, 64):
                 acc = np.zeros((128, 32), np.float32)
-                for k0 in range(0, K, 64):
+                for k0 in range(0, 64 if first_step_only else K, 64):
                     if reset_each_step:
                         acc = np.zeros((128, 32), np.float32)
                     smem = lab3.stage_image(A, B, m0, n0, k0)
                     for k in range(4):
                         acc = wgmma.mma_async(smem, kslice(0, k), kslice(8192, k), 64, acc)
                 C[m0:m0 + 64, n0:n0 + 64] = wgmma.fragments_to_tile(acc, 64)
-
     return emulated_gemm
 
 
-def test_gemm_solution_passes(sol):
-    lab3.check_emulated_gemm(sol["emulated_gemm"])
+def _numpy_gemm(step):
+    """A wrong GEMM computed in numpy (fast enough for 200 seeds): ``step(a, b, k0)`` is what one K step adds."""
+    def emulated_gemm(A, B, C):
+        a, b = np.asarray(A, np.float32), np.asarray(B, np.float32)
+        out = step(a, b)
+        C[:out.shape[0], :out.shape[1]] = out
+    return emulated_gemm
+
+
+def _16_byte_step(a, b):
+    """What descriptors stepped by 16 bytes read: slice s covers K columns 8s..8s+15 of each 64-wide step (measured
+    on the H100), so every step sums columns 0-15, 8-23, 16-31 and 24-39."""
+    out = np.zeros((a.shape[0], b.shape[0]), np.float32)
+    for k0 in range(0, a.shape[1], 64):
+        for s in range(4):
+            cols = slice(k0 + 8 * s, k0 + 8 * s + 16)
+            out += a[:, cols] @ b[:, cols].T
+    return out
+
+
+def test_gemm_wrong_answers():
+    rejects(lab3.check_emulated_gemm, _numpy_gemm(_16_byte_step), "differ")
+    rejects(lab3.check_emulated_gemm, _numpy_gemm(lambda a, b: a[:, -64:] @ b[:, -64:].T), "only the last K step")
+    rejects(lab3.check_emulated_gemm, _numpy_gemm(lambda a, b: a[:, :64] @ b[:, :64].T), "only the first K step")
+    rejects(lab3.check_emulated_gemm, _numpy_gemm(lambda a, b: (a @ b.T)[:64]), "never written")
+
+
+def test_gemm_wrong_answers_on_the_emulator():
+    """The same mistakes written with the emulator, as a student would (fewer seeds: each run takes 0.2 s)."""
+    ref = lab3.reference_descriptor
+    rejects(lab3.check_emulated_gemm, _gemm_with(lambda t, k: ref(t + 16 * k, 16, 1024, 128)), "differ", seeds=3)
+    rejects(lab3.check_emulated_gemm, _gemm_with(lab3.reference_kslice_descriptor, reset_each_step=True),
+            "only the last K step", seeds=3)
+    rejects(lab3.check_emulated_gemm, _gemm_with(lab3.reference_kslice_descriptor, first_tile_only=True),
+            "never written", seeds=3)
 
 
 def test_gemm_reference_pieces_pass():
-    lab3.check_emulated_gemm(_gemm_with(lab3.reference_kslice_descriptor))
+    accepts(lab3.check_emulated_gemm, _gemm_with(lab3.reference_kslice_descriptor), seeds=2)
 
 
-def test_gemm_16_byte_step_fails():
-    _fails(lab3.check_emulated_gemm, _gemm_with(lambda t, k: lab3.reference_descriptor(t + 16 * k, 16, 1024, 128)),
-           match="differ")
+# ------------------------------------------------------------------------------------------ 7 · your wgmma
+@pytest.mark.parametrize("change, needle", [
+    (("p, 1, 1, 0, 0", "p, -1, 1, 0, 0"), "imm-scale-a"),
+    (("p, 1, 1, 0, 0", "p, 1, 1, 1, 0"), "imm-trans-a"),
+    (("p, 1, 1, 0, 0", "p, 1, 1, 0, 1"), "imm-trans-b"),
+    (("p, 1, 1, 0, 0", "1, 1, 1, 0, 0"), "scale-d"),
+    (('"l"(desc_a), "l"(desc_b)', '"l"(desc_b), "l"(desc_a)'), "the A descriptor comes first"),
+    (('"+f"(d[0]), "+f"(d[1])', '"+f"(d[1]), "+f"(d[0])'), r"d\[0\] … d\[31\], in order"),
+    (("setp.ne.b32 p, %34, 0;", "setp.eq.b32 p, %34, 0;"), "❌|scale"),
+])
+def test_wgmma_asm_wrong_answers(sol3, no_gpu, change, needle):
+    rejects(lab3.check_wgmma_asm, swap(sol3["WGMMA"], *change), needle, seeds=None)
 
 
-def test_gemm_accumulators_reset_every_k_step_fails():
-    _fails(lab3.check_emulated_gemm, _gemm_with(lab3.reference_kslice_descriptor, reset_each_step=True),
-           match="only the last K step")
+def test_wgmma_asm_wrong_shape_does_not_compile(sol3, no_gpu):
+    rejects(lab3.check_wgmma_asm, swap(sol3["WGMMA"], "m64n64k16", "m64n32k16"), "does not compile", seeds=None)
 
 
-def test_gemm_missing_tiles_fail():
-    _fails(lab3.check_emulated_gemm, _gemm_with(lab3.reference_kslice_descriptor, first_tile_only=True),
-           match="never written")
+def test_wgmma_asm_right_variant(sol3, no_gpu):
+    accepts(lab3.check_wgmma_asm, swap(sol3["WGMMA"], "setp.ne.b32 p, %34, 0;", "setp.ne.u32 p, %34, 0;"),
+            seeds=None)
 
 
-def test_gemm_shapes_are_random_and_non_square():
-    rng = np.random.default_rng(7)
-    shapes = {lab3._random_shape(rng) for _ in range(50)}
-    assert len(shapes) > 10
-    for m, n, k in shapes:
-        assert m % 64 == n % 64 == k % 64 == 0 and m != n and k != n and k >= 128
+# ------------------------------------------------------------------------------------------ 8 · the kernel
+RELEASE = "    my_mbar_arrive(&empty[s]);\n"
+WAIT0 = "    hopper::wgmma_wait<0>();\n"
 
 
-def test_gemm_stub_fails():
-    _fails(lab3.check_emulated_gemm, _stub, match="not written yet")
+@pytest.mark.parametrize("change, needle", [
+    ((WAIT0, "    hopper::wgmma_wait<1>();\n"), "wait_group 0"),
+    (("    hopper::wgmma_fence();\n", ""), "before any wgmma.fence"),
+    (("    hopper::wgmma_commit();\n", ""), "never committed"),
+    (("    my_mbar_wait(&full[s], (k / STAGES) & 1, \"full\", s);\n", ""), "before waiting on full"),
+    ((RELEASE, ""), "every step releases its stage"),
+])
+def test_kernel_wrong_answers(sol3, wrappers, no_gpu, change, needle):
+    kernel = swap(sol3["LAB3_KERNEL"], *change)
+    rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, needle, seeds=None, kernel=kernel)
 
 
-# ------------------------------------------------------------------------------------------- 7 · the kernel
-@pytest.fixture()
-def no_gpu(monkeypatch):
-    from helpers.gpu import device
-
-    monkeypatch.setattr(device, "_probe", lambda: ("no NVIDIA driver (pretend, for the test)", None))
-
-
-def test_kernel_compiles_and_reports_without_gpu(sol, no_gpu, capsys):
-    lab3.check_gemm_kernel(sol["GEMM_SRC"])
-    out = capsys.readouterr().out
-    assert "compiled for sm_90a" in out and "wgmma" in out and "0 spills" in out
-    assert "run skipped: no sm_90 GPU" in out
-    assert out.count("run skipped") == 1
+def test_kernel_release_before_the_wait_is_named(sol3, wrappers, no_gpu):
+    kernel = swap(swap(sol3["LAB3_KERNEL"], RELEASE, ""), WAIT0, RELEASE + WAIT0)
+    text = rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, "may still read it", seeds=None,
+                   kernel=kernel)
+    assert "my_mbar_arrive(&empty[s])" in text
 
 
-def test_kernel_stub_fails(sol, no_gpu):
-    from helpers.labgen import _clear_regions
-
-    student, regions = _clear_regions(sol["GEMM_SRC"], "kernel", markdown=False)
-    assert regions == 3 and student.count("#error") == 3
-    _fails(lab3.check_gemm_kernel, student, match="not written yet")
-
-
-def test_kernel_without_wgmma_fails(sol, no_gpu):
-    src = sol["GEMM_SRC"]
-    start, end = src.index("hopper::wgmma_fence();"), src.index("hopper::wgmma_wait<0>();")
-    src = src[:start] + "d[0] += 1.0f;" + src[end + len("hopper::wgmma_wait<0>();"):]
-    _fails(lab3.check_gemm_kernel, src, match="wgmma.mma_async m64n64k16")
-
-
-def test_kernel_compile_error_is_reported(sol, no_gpu):
-    src = sol["GEMM_SRC"].replace("hopper::wgmma_commit();", "hopper::wgmma_commit()")
-    _fails(lab3.check_gemm_kernel, src, match="does not compile")
+def test_kernel_compile_error_is_reported(sol3, wrappers, no_gpu):
+    kernel = swap(sol3["LAB3_KERNEL"], "hopper::wgmma_commit();", "hopper::wgmma_commit()")
+    rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, "does not compile", seeds=None)
 
 
 def test_kernel_failure_diagnoses():
     rng = np.random.default_rng(3)
     expected = rng.standard_normal((128, 192))
-    assert "transposed" in lab3._diagnose_kernel(lab3._tiles_transposed(expected), expected)
+    from helpers.checks import _common
+
+    assert "transposed" in lab3._diagnose_kernel(_common.tiles_transposed(expected), expected)
     half = expected.copy()
     half[64:] = np.nan
     assert "never written" in lab3._diagnose_kernel(half, expected)
     assert "descriptor bits" in lab3._diagnose_kernel(rng.standard_normal((128, 192)), expected)
 
 
+# ------------------------------------------------------------------------------------------ on an H100
 @pytest.mark.gpu
-def test_gpu_kernel_solution_passes_and_is_timed(sol, capsys):
-    lab3.check_gemm_kernel(sol["GEMM_SRC"], benchmark=True, size=4096)
-    out = capsys.readouterr().out
+def test_gpu_wgmma_asm_matches_the_header(sol3):
+    accepts(lab3.check_wgmma_asm, sol3["WGMMA"], seeds=None)
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_passes_and_is_timed(sol3, wrappers):
+    out = accepts(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + sol3["LAB3_KERNEL"], seeds=None)
     print(out)
-    m = re.search(r"4096×4096×4096: (\d+) TFLOP/s.*cuBLAS (\d+) TFLOP/s", out)
-    assert m, out
-    assert int(m.group(1)) >= 200, out
+    assert "timed:" in out
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(_script().wrong_kernels(_script().solution_namespace()["GEMM_SRC"])))
-def test_gpu_kernel_wrong_answers_fail(sol, name):
-    src, pattern = _script().wrong_kernels(sol["GEMM_SRC"])[name]
-    _fails(lambda s: lab3.check_gemm_kernel(s, benchmark=False), src, match=pattern)
+def test_gpu_kernel_16_byte_step_fails(sol3, wrappers):
+    kernel = swap(sol3["LAB3_KERNEL"], "32u * k", "16u * k")
+    rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, "differ", seeds=None, benchmark=False)

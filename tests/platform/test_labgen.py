@@ -166,3 +166,137 @@ def test_nbgrader_runs_on_the_course_layout(tmp_path):
     failed = nbgrader("validate", "release/lab0_tiny/lab0_tiny.ipynb")
     assert "VALIDATION FAILED" in failed and "✗ double is not written yet" in failed, failed
     assert "grading.py" not in failed and "Traceback" not in failed, failed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tiered hints (helpers.hints): the stub says what to do; more only when asked; never a line of the solution
+# ---------------------------------------------------------------------------------------------------------
+TIERED = '''def area(w, h):
+    """Area of a w × h box."""
+    ### BEGIN SOLUTION
+    # HINT: multiply the two sides (the lesson's first section)
+    # HINT 1: width times height, nothing else
+    # HINT 2: the answer is one return statement: return w * h
+    return w * h
+    ### END SOLUTION
+'''
+TIERED_CUDA = '''SRC = r"""
+__device__ int twice(int x) {
+  // ### BEGIN SOLUTION
+  // HINT: say "twice" in C
+  // HINT 1: one return with a product
+  return 2 * x;
+  // ### END SOLUTION
+}
+"""
+'''
+
+
+def _tiered_course(root: Path, *cells: str) -> Path:
+    for d in ("solutions", "labs", "lessons"):
+        (root / d).mkdir(exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("markdown", "# Tiny")]
+    for i, src in enumerate(cells):
+        nb.cells.append(_cell("code", src, solution=True, grade=False, grade_id=f"lab0-ex{i}-answer"))
+        nb.cells.append(_cell("code", "pass", solution=False, grade=True, grade_id=f"lab0-ex{i}", points=1,
+                              locked=True))
+    path = root / "solutions" / "lab0_tiny.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_stub_carries_tier_0_and_how_to_ask_for_more(tmp_path):
+    sol = _tiered_course(tmp_path, TIERED, TIERED_CUDA)
+    text = labgen.student_version(sol)
+    nb = nbformat.reads(text, as_version=4)
+    py, cuda = nb.cells[2].source, nb.cells[4].source
+    assert "raise NotImplementedError(\"multiply the two sides (the lesson's first section) (stuck? " \
+           "lab0.hint('lab0-ex0', 1))\")" in py
+    assert '#error "not written yet: say \\"twice\\" in C (stuck? lab0.hint(\'lab0-ex1\', 1))"' in cuda
+    for secret in ("width times height", "return w * h", "one return with a product", "return 2 * x"):
+        assert secret not in text, secret
+
+
+@pytest.mark.parametrize("tier", ["HINT", "HINT 1"])
+def test_a_hint_holding_a_solution_line_is_refused(tmp_path, tier):
+    leaky = TIERED.replace(f"# {tier}: " + ("multiply the two sides" if tier == "HINT" else "width times height"),
+                           f"# {tier}: write return w * h")
+    sol = _tiered_course(tmp_path, leaky)
+    with pytest.raises(labgen.GenerationError, match=f"'# {tier}:' gives the answer away.*return"):
+        labgen.student_version(sol)
+
+
+def test_the_leak_rule_ignores_whitespace_and_backticks_and_short_lines():
+    from helpers import hints
+
+    assert hints.leaked_lines("use `acc   = np.zeros((128,32))` here", "    acc = np.zeros((128, 32))\n")
+    assert hints.leaked_lines("then return w * h", "    return w * h\n")
+    assert not hints.leaked_lines("else: break, }", "    else:\n        break\n    }\n")  # too generic
+    assert not hints.leaked_lines("anything", "    # a comment in the solution\n")
+
+
+@pytest.mark.parametrize("source, message", [
+    (TIERED.replace("# HINT 1:", "# HINT 3:"), "gap"),
+    (TIERED.replace("# HINT 2: the answer is one return statement: return w * h", "# HINT 1: again"), "two"),
+])
+def test_hint_tiers_must_be_numbered_without_gaps(tmp_path, source, message):
+    with pytest.raises(labgen.GenerationError, match=message):
+        labgen.student_version(_tiered_course(tmp_path, source))
+
+
+def test_generate_writes_hints_and_encoded_answers_and_check_notices_staleness(tmp_path, capsys):
+    from helpers import hints
+
+    sol = _tiered_course(tmp_path, TIERED, TIERED_CUDA)
+    assert labgen.generate(root=tmp_path) == 0
+    data_path = tmp_path / labgen.LAB_DATA
+    raw = data_path.read_text()
+    assert "width times height" in raw and "return w * h\\n" not in raw and "return 2 * x" not in raw
+    ex = hints.exercises(data_path)["lab0-ex0"]
+    assert ex.lab == "lab0" and ex.regions[0].hints[1] == "width times height, nothing else"
+    assert ex.regions[0].answer.strip() == "return w * h"
+    assert labgen.check(root=tmp_path) == 0
+    sol.write_text(sol.read_text().replace("width times height", "w × h"))
+    labgen.student_version(sol)
+    assert labgen.check(root=tmp_path) == 1
+    assert "labs.json differs" in capsys.readouterr().err
+
+
+def test_hint_and_answer_texts(tmp_path):
+    from helpers import hints
+
+    _tiered_course(tmp_path, TIERED, TIERED_CUDA)
+    labgen.generate(root=tmp_path)
+    path = tmp_path / labgen.LAB_DATA
+    assert "multiply the two sides" in hints.hint_text("lab0-ex0", 0, path)
+    one = hints.hint_text("lab0-ex0", 1, path)
+    assert "width times height" in one and "lab0.hint('lab0-ex0', 2)" in one
+    assert "lab0.answer('lab0-ex0')" in hints.hint_text("lab0-ex0", 2, path)
+    assert hints.hint_text("lab0-ex0-answer", 1, path) == one  # the solution cell's id works too
+    assert "no hint 3" in hints.hint_text("lab0-ex0", 3, path)
+    polite = hints.answer_text("lab0-ex0", path=path)
+    assert "sure=True" in polite and "return w * h" not in polite
+    assert "return w * h" in hints.answer_text("lab0-ex0", sure=True, path=path)
+    assert "there is no exercise 'lab0-ex9'" in hints.hint_text("lab0-ex9", 1, path)
+
+
+def test_the_course_labs_hold_no_hint_beyond_tier_0_and_no_answer():
+    """Every solution notebook obeys the hint rules (generation succeeds), labs/ shows only tier 0, and the
+    generated data file is up to date."""
+    from helpers import hints
+
+    table = hints.exercises()
+    assert len(table) >= 20
+    for ex in table.values():  # (a later lab gives the earlier labs' answers: its kernel grows from them)
+        labs_text = (labgen.ROOT / "labs" / ex.notebook).read_text()
+        for region in ex.regions:
+            for tier_text in region.hints[1:]:
+                assert json.dumps(tier_text)[1:-1] not in labs_text, (ex.id, tier_text)
+            for line in region.answer.split("\n"):
+                if len(line.strip()) > 30:
+                    assert json.dumps(line.strip())[1:-1] not in labs_text, (ex.id, line)
+            assert region.hints[0]
+        if ex.lab in ("lab1", "lab2", "lab3"):  # (the later labs may add theirs: hint 1 is optional)
+            assert ex.tiers >= 2, f"{ex.id} has no first hint"
+    assert labgen.check() == 0
