@@ -1,0 +1,661 @@
+"""Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
+protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
+the setmaxnreg register budget, and the two CUDA kernels (compiled and inspected everywhere; run on random
+non-square shapes and timed beside cuBLAS where a run is possible).
+
+The protocol steps run the student's role programs on :mod:`helpers.pipeline` under several stage counts,
+latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
+ReleaseBeforeRetire) fail the check, and the hint comes from comparing the student's command stream with the
+reference one, so it names the mistake that was made.
+
+Conventions (the lineage): A is M×K bf16 row-major, B is N×K bf16 row-major (K-major), C = A·Bᵀ is M×N fp32
+row-major. A stage holds one BM×64 tile of A and one BN×64 tile of B, both 128B-swizzled by TMA.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from helpers import grading
+from helpers import pipeline as pl
+
+__all__ = [
+    "BM", "BN", "BK", "A_BYTES", "B_BYTES", "STAGE_BYTES", "WGMMAS_PER_STAGE", "SMEM_LIMIT", "REGISTER_FILE",
+    "VERDICTS", "reference_ring_slot", "reference_init_counts", "reference_producer", "reference_consumer",
+    "reference_overlapped_consumer", "reference_stages", "dynamic_smem_bytes", "reference_setmaxnreg_verdict",
+    "entry_registers", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
+    "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget",
+]
+
+BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
+A_BYTES = BM * BK * 2  # 16384
+B_BYTES = BN * BK * 2  # 32768
+STAGE_BYTES = A_BYTES + B_BYTES  # 49152
+WGMMAS_PER_STAGE = BK // 16  # one m64n256k16 per 16-wide K slice, per consumer warpgroup
+SMEM_LIMIT = 227 * 1024  # dynamic shared memory one block may opt in to on an H100 (232448 bytes)
+ALIGN = 1024  # the 128B swizzle wants 1024-byte aligned tiles; the dynamic base is aligned by hand
+BARRIER_BYTES = 16  # full[s] and empty[s]: 8 bytes each, per stage
+REGISTER_FILE = 65536  # 32-bit registers per SM
+VERDICTS = ("ok", "not a multiple of 8", "outside 24..256", "over the pool")
+
+
+# ------------------------------------------------------------------------------------------- references
+def reference_ring_slot(k: int, stages: int) -> tuple[int, int]:
+    """Use ``k`` of a ring of ``stages`` slots: (slot, parity of the slot's barrier phase)."""
+    return pl.stage_and_phase(k, stages)
+
+
+def reference_init_counts(consumers: int) -> tuple[int, int]:
+    """(full count, empty count): the producer's arrive.expect_tx is full's only arrival (the TMA adds bytes,
+    not arrivals); one elected thread of each consumer warpgroup arrives on empty."""
+    return 1, consumers
+
+
+def reference_producer(ctx: pl.Role, k_tiles: int) -> Generator:
+    """One thread of the producer warpgroup: wait until the stage is free, announce its bytes, issue the copies."""
+    for k in range(k_tiles):
+        s, phase = reference_ring_slot(k, ctx.stages)
+        yield ctx.wait(ctx.empty[s], phase ^ 1)
+        yield ctx.arrive_expect_tx(ctx.full[s], A_BYTES + B_BYTES)
+        yield ctx.tma_load(s, ctx.full[s], A_BYTES, "A")
+        yield ctx.tma_load(s, ctx.full[s], B_BYTES, "B")
+
+
+def reference_consumer(ctx: pl.Role, k_tiles: int) -> Generator:
+    """A consumer warpgroup that waits for its wgmmas before releasing the stage (wait_group 0)."""
+    for k in range(k_tiles):
+        s, phase = reference_ring_slot(k, ctx.stages)
+        yield ctx.wait(ctx.full[s], phase)
+        for _ in range(WGMMAS_PER_STAGE):
+            yield ctx.wgmma_async(s)
+        yield ctx.commit_group()
+        yield ctx.wait_group(0)
+        yield ctx.arrive(ctx.empty[s])
+
+
+def reference_overlapped_consumer(ctx: pl.Role, k_tiles: int) -> Generator:
+    """A consumer warpgroup that keeps one wgmma group in flight and releases the previous stage."""
+    for k in range(k_tiles):
+        s, phase = reference_ring_slot(k, ctx.stages)
+        yield ctx.wait(ctx.full[s], phase)
+        for _ in range(WGMMAS_PER_STAGE):
+            yield ctx.wgmma_async(s)
+        yield ctx.commit_group()
+        yield ctx.wait_group(1)
+        if k > 0:
+            yield ctx.arrive(ctx.empty[reference_ring_slot(k - 1, ctx.stages)[0]])
+    yield ctx.wait_group(0)
+    if k_tiles > 0:
+        yield ctx.arrive(ctx.empty[reference_ring_slot(k_tiles - 1, ctx.stages)[0]])
+
+
+def dynamic_smem_bytes(stages: int, bm: int = BM, bn: int = BN, bk: int = BK) -> int:
+    """Dynamic shared memory a kernel with ``stages`` stages asks for: 1024 bytes of slack to align the base by
+    hand, the stages' tiles, then the full and empty barriers."""
+    return ALIGN + stages * ((bm + bn) * bk * 2 + BARRIER_BYTES)
+
+
+def reference_stages(bm: int, bn: int, bk: int, smem_limit: int = SMEM_LIMIT) -> int:
+    """The most stages whose :func:`dynamic_smem_bytes` fit in ``smem_limit``."""
+    return max(0, (smem_limit - ALIGN) // ((bm + bn) * bk * 2 + BARRIER_BYTES))
+
+
+def entry_registers(threads: int) -> int:
+    """Registers per thread ptxas gives a kernel with ``__launch_bounds__(threads, 1)`` that raises some warps to
+    256 with setmaxnreg: the register file shared out, rounded down to a multiple of 8, at most 255 (measured with
+    NVRTC 13: 384 threads → 168, 512 → 128, 640 → 96)."""
+    return min(255, REGISTER_FILE // threads // 8 * 8)
+
+
+def reference_setmaxnreg_verdict(entry: int, counts: list[int]) -> str:
+    """Whether per-warpgroup setmaxnreg counts work in a block whose threads start with ``entry`` registers.
+
+    The first broken rule, in the order ptxas and the hardware apply them: every count a multiple of 8 (a ptxas
+    error), every count in 24..256 (a ptxas error), and the counts fitting the block's pool, sum(counts) ≤
+    entry × warpgroups (else setmaxnreg.inc waits for registers that never come: a hang)."""
+    if any(c % 8 for c in counts):
+        return VERDICTS[1]
+    if any(not 24 <= c <= 256 for c in counts):
+        return VERDICTS[2]
+    if sum(counts) > entry * len(counts):
+        return VERDICTS[3]
+    return VERDICTS[0]
+
+
+# ------------------------------------------------------------------------------------------- plumbing
+def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
+    """Call the student's function; an exception other than NotImplementedError fails the check in words."""
+    try:
+        return grading.call_student(fn, *args)
+    except (grading.CheckFailed, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the student
+        c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
+
+
+def _ints(value: Any, n: int) -> tuple[int, ...] | None:
+    """``value`` as a tuple of ``n`` Python ints, or None (bools and floats are not ints)."""
+    try:
+        items = tuple(value)
+    except TypeError:
+        return None
+    if len(items) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
+        if len(items) == n and all(hasattr(x, "__index__") and not isinstance(x, bool) for x in items):
+            return tuple(int(x) for x in items)
+        return None
+    return items
+
+
+# ------------------------------------------------------------------------------------------- 1 · ring slots
+def _ring_hint(answers: dict[int, tuple[int, int]], stages: int) -> str:
+    """Name the mistake from the student's answers for uses k of a ring of ``stages`` (all k asked so far)."""
+    ks = sorted(answers)
+    slots = [answers[k][0] for k in ks]
+    phases = [answers[k][1] for k in ks]
+    if slots != [k % stages for k in ks]:
+        if stages != 2 and slots == [k % 2 for k in ks]:
+            return f"k % 2 only works for a ring of 2 stages; this ring has {stages}: the slot is k % S"
+        if stages & (stages - 1) and slots == [k & (stages - 1) for k in ks]:
+            return f"k & (S - 1) equals k % S only when S is a power of two; S = {stages} is not: use k % S"
+        if slots == ks:
+            return "the slot wraps around: k % S"
+        return "the slot of use k is k % S"
+    want = [(k // stages) & 1 for k in ks]
+    if phases == [p ^ 1 for p in want]:
+        return ("that is the producer's parity for EMPTY (flipped); the phase of use k of its slot is (k // S) & 1, "
+                "starting at 0")
+    if len(set(phases)) == 1 and max(ks) >= stages:
+        return "the parity never flips in your answer: it must flip each time the ring wraps, (k // S) & 1"
+    if phases == [k & 1 for k in ks]:
+        return "the parity flips each time the ring wraps around (every S uses), not at every use: (k // S) & 1"
+    if phases == [k // stages for k in ks]:
+        return "a parity is 0 or 1: keep only the lowest bit of k // S"
+    return "the phase of use k is the number of times the ring wrapped, k // S, modulo 2"
+
+
+def check_ring_slot(ring_slot: Callable[[int, int], tuple[int, int]], *, seed: int | None = None) -> None:
+    """Grade ``ring_slot(k, S) -> (stage, phase)`` for every S in 1..9 and 12 over several wraps, and random large
+    k and S."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · ring slots: stage and phase of use k", seed=rng.seed) as c:
+        groups = [(s, list(range(3 * s + 2))) for s in (3, 1, 2, 4, 5, 6, 7, 8, 9, 12)]
+        groups += [(int(s), sorted(int(x) for x in rng.integers(10**3, 10**7, size=4)))
+                   for s in rng.integers(2, 17, size=10)]
+        for stages, ks in groups:
+            answers: dict[int, tuple[int, int]] = {}
+            for k in ks:
+                what = f"ring_slot(k={k}, S={stages})"
+                raw = _call(c, what, ring_slot, k, stages)
+                got = _ints(raw, 2)
+                expected = reference_ring_slot(k, stages)
+                if got is None:
+                    c.fail(what, expected, raw, hint="return a pair of ints (stage, phase)")
+                answers[k] = got
+                if got != expected:
+                    more = {j: _ints(_call(c, f"ring_slot(k={j}, S={stages})", ring_slot, j, stages), 2)
+                            for j in range(3 * stages + 2)}
+                    if any(v is None for v in more.values()):
+                        more = {}
+                    c.fail(what, expected, got, hint=_ring_hint({**more, **answers}, stages))
+            if ks[0] == 0:
+                c.ok(f"S = {stages}: uses 0..{ks[-1]} (the ring wraps 3 times), stage and phase exact")
+        c.ok("40 random (k, S) with k up to 10⁷ and S up to 16: exact")
+
+
+# ------------------------------------------------------------------------------------------- 2 · init counts
+def _counts_hint(consumers: int, got: tuple[int, int]) -> str:
+    full, empty = got
+    if full != 1:
+        if full == 2:
+            return ("full needs one arrival per phase: the producer's arrive.expect_tx. The TMA copies add bytes "
+                    "(complete_tx), they never arrive")
+        if full == consumers * 128 + 1 or full == consumers + 1:
+            return ("that count is for a barrier every consumer arrives on before waiting (cuda::barrier's "
+                    "arrive-and-wait); here consumers only wait on full, and the producer's arrive.expect_tx is "
+                    "its one arrival")
+        return "full: the only thread that arrives is the producer, once per phase, with arrive.expect_tx"
+    if empty == consumers * 128:
+        return ("one elected thread per consumer warpgroup arrives on empty (not all 128 threads): the count is the "
+                "number of consumer warpgroups")
+    if empty == consumers + 1:
+        return "the producer only waits on empty, it does not arrive: count only the consumer warpgroups"
+    if empty == 1 and consumers > 1:
+        return (f"with {consumers} consumer warpgroups reading each stage, empty must wait for all of them: with "
+                "count 1 the first release lets the producer overwrite a tile the others still read")
+    return "empty: one arrival from each consumer warpgroup per phase"
+
+
+def check_init_counts(init_counts: Callable[[int], tuple[int, int]], *, seed: int | None = None) -> None:
+    """Grade ``init_counts(consumers) -> (full count, empty count)`` for 1..4 consumer warpgroups."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · barrier arrival counts", seed=rng.seed) as c:
+        for consumers in [2, 1, 3, 4][: 2 + int(rng.integers(1, 3))]:
+            what = f"init_counts(consumers={consumers})"
+            raw = _call(c, what, init_counts, consumers)
+            got = _ints(raw, 2)
+            expected = reference_init_counts(consumers)
+            if got is None:
+                c.fail(what, expected, raw, hint="return a pair of ints (full count, empty count)")
+            if got != expected:
+                c.fail(what, expected, got, hint=_counts_hint(consumers, got))
+            c.ok(f"{consumers} consumer warpgroup(s): full expects 1 arrival + the bytes, empty {consumers}")
+
+
+# ------------------------------------------------------------------------------------------- 3 · the protocol
+@dataclass(frozen=True)
+class Config:
+    """One run of the protocol on the emulator."""
+
+    stages: int
+    consumers: int
+    k_tiles: int
+    tma_latency: float
+    wgmma_latency: float
+    drain: float
+
+    def __str__(self) -> str:
+        return (f"S={self.stages}, {self.consumers} consumer{'s' if self.consumers > 1 else ''}, "
+                f"{self.k_tiles} K tiles, TMA {self.tma_latency:g}, wgmma {self.wgmma_latency:g}")
+
+
+#: fixed runs that tell every named mistake apart (memory-bound and compute-bound, S not a power of two, wraps)
+FIXED_CONFIGS = (
+    Config(3, 1, 10, 400, 30, 40),
+    Config(3, 2, 11, 400, 30, 40),
+    Config(4, 2, 13, 60, 80, 20),
+    Config(2, 1, 7, 50, 50, 10),
+    Config(5, 2, 12, 800, 20, 60),
+    Config(6, 3, 20, 300, 40, 30),
+)
+
+
+def _random_configs(rng: Any, n: int) -> list[Config]:
+    out = []
+    for _ in range(n):
+        stages = int(rng.integers(2, 8))
+        out.append(Config(stages, int(rng.integers(1, 4)), int(rng.integers(stages + 1, 4 * stages + 2)),
+                          float(rng.integers(40, 1000)), float(rng.integers(10, 120)), float(rng.integers(0, 80))))
+    return out
+
+
+def _as_program(fn: Callable[..., Any], k_tiles: int, who: str) -> Callable[[pl.Role], Generator]:
+    def program(ctx: pl.Role) -> Generator:
+        gen = fn(ctx, k_tiles)
+        if not inspect.isgenerator(gen):
+            raise _NotAGenerator(f"your {who} returned {gen!r} instead of yielding commands: write `yield ctx.wait("
+                                 "...)`, `yield ctx.tma_load(...)`, … (a function with yield is a generator)")
+        return (yield from gen)
+
+    return program
+
+
+class _NotAGenerator(pl.PipelineError):
+    pass
+
+
+def run_protocol(producer: Callable, consumer: Callable, counts: tuple[int, int], cfg: Config) -> pl.Pipeline:
+    """Run a producer and ``cfg.consumers`` copies of a consumer on the emulator; returns the finished pipeline."""
+    p = pl.Pipeline(cfg.stages, cfg.tma_latency, cfg.wgmma_latency, full_count=counts[0], empty_count=counts[1],
+                    wgmma_drain=cfg.drain)
+    p.add_role("producer", _as_program(producer, cfg.k_tiles, "producer"))
+    for i in range(cfg.consumers):
+        p.add_role(f"consumer{i}", _as_program(consumer, cfg.k_tiles, "consumer"), consumer=True)
+    p.run(max_time=1e9)
+    return p
+
+
+class _Recorder:
+    """A stand-in ctx that records the commands a role program yields, as if every wait passed at once."""
+
+    def __init__(self, stages: int):
+        self.stages = stages
+        self.full = [f"full[{i}]" for i in range(stages)]
+        self.empty = [f"empty[{i}]" for i in range(stages)]
+        self.now = 0.0
+
+    def wait(self, bar: str, parity: int) -> tuple:
+        return ("wait", bar, parity)
+
+    def arrive(self, bar: str, count: int = 1) -> tuple:
+        return ("arrive", bar, count)
+
+    def expect_tx(self, bar: str, nbytes: int) -> tuple:
+        return ("expect_tx", bar, nbytes)
+
+    def arrive_expect_tx(self, bar: str, nbytes: int) -> tuple:
+        return ("arrive_expect_tx", bar, nbytes)
+
+    def tma_load(self, stage: int, bar: str, nbytes: int, label: str = "") -> tuple:
+        return ("tma", stage, bar, nbytes)
+
+    def wgmma(self, stage: int, duration: float | None = None) -> tuple:
+        return ("wgmma", stage)
+
+    def wgmma_async(self, stage: int, duration: float | None = None) -> tuple:
+        return ("wgmma_async", stage)
+
+    def commit_group(self) -> tuple:
+        return ("commit",)
+
+    def wait_group(self, n: int) -> tuple:
+        return ("wait_group", n)
+
+    def work(self, duration: float, label: str = "") -> tuple:
+        return ("work", duration)
+
+
+def record(program: Callable, stages: int, k_tiles: int, limit: int = 20000) -> list[tuple]:
+    """The commands ``program(ctx, k_tiles)`` yields when every wait passes at once (for diagnosis)."""
+    out: list[tuple] = []
+    try:
+        gen = program(_Recorder(stages), k_tiles)
+        if not inspect.isgenerator(gen):
+            return out
+        for cmd in gen:
+            out.append(cmd)
+            if len(out) >= limit:
+                break
+    except Exception:  # noqa: BLE001 - a program that breaks on the recorder is diagnosed by the real run
+        pass
+    return out
+
+
+def _steps(cmds: list[tuple], starts: tuple[str, ...]) -> list[list[tuple]]:
+    """Split a command stream into steps, each starting at a command whose kind is in ``starts``."""
+    steps: list[list[tuple]] = []
+    for cmd in cmds:
+        if cmd[0] in starts or not steps:
+            steps.append([])
+        steps[-1].append(cmd)
+    return steps
+
+
+def _producer_hint(student: Callable, stages: int, k_tiles: int) -> str:
+    """Name the first difference between the student's producer and the reference one, or ''."""
+    got = record(student, stages, k_tiles)
+    want = record(reference_producer, stages, k_tiles)
+    if not got:
+        return ""
+    if not any(c[0] == "wait" and str(c[1]).startswith("empty") for c in got):
+        return ("your producer never waits on empty[s]: it refills a stage while the consumers may still be reading "
+                "it. Before refilling stage s, wait on empty[s]")
+    if any(c[0] == "wait" and str(c[1]).startswith("full") for c in got):
+        return "the producer waits on empty[s] (stage free?); only the consumers wait on full[s]"
+    for k, (g, w) in enumerate(zip(_steps(got, ("wait",)), _steps(want, ("wait",)), strict=False)):
+        s, phase = reference_ring_slot(k, stages)
+        gw = g[0]
+        if gw[0] == "wait" and gw[1] != w[0][1]:
+            bad = int(str(gw[1])[6:-1]) if str(gw[1]).startswith("empty[") else gw[1]
+            return (f"use k = {k} goes to stage k % S = {s} with S = {stages}; your producer used stage {bad}"
+                    + (" (k % 2 only works for two stages)" if bad == k % 2 and stages != 2 else ""))
+        if gw[0] == "wait" and gw[2] != w[0][2]:
+            if k < stages:
+                return (f"the first wait on a fresh empty[{s}] must pass at once: wait with the flipped parity, "
+                        f"(phase ^ 1) = {phase ^ 1}; a fresh barrier counts the phase before phase 0 as complete")
+            return (f"at use k = {k} (the ring wrapped {k // stages} time(s)) the producer must wait on empty[{s}] "
+                    f"with parity {phase ^ 1}: the parity flips on each wrap ((k // S) & 1, then flipped)")
+        expects = [x for x in g if x[0] in ("arrive_expect_tx", "expect_tx")]
+        copies = [x for x in g if x[0] == "tma"]
+        if sum(x[2] for x in expects) != A_BYTES + B_BYTES and expects:
+            return (f"the stage's full barrier must expect the bytes of both copies: A_BYTES + B_BYTES = "
+                    f"{A_BYTES + B_BYTES}; your producer announced {sum(x[2] for x in expects)}")
+        if not any(x[0] == "arrive_expect_tx" for x in g) and not any(x[0] == "arrive" for x in g):
+            return "full[s] expects one arrival: announce the bytes with arrive_expect_tx (it also arrives)"
+        if sorted(x[3] for x in copies) != [A_BYTES, B_BYTES]:
+            return f"each stage gets two copies: the A tile (A_BYTES = {A_BYTES}) and the B tile (B_BYTES = {B_BYTES})"
+        if any(x[1] != s or x[2] != f"full[{s}]" for x in copies):
+            return f"use k = {k}: both copies go into stage {s} and complete on full[{s}]"
+    if len(got) < len(want):
+        return f"your producer stopped early: it must fill one stage per K tile ({k_tiles} of them)"
+    return ""
+
+
+def _consumer_hint(student: Callable, stages: int, k_tiles: int, overlapped: bool) -> str:
+    """Name the first difference between the student's consumer and what a correct one does, or ''."""
+    got = record(student, stages, k_tiles)
+    if not got:
+        return ""
+    waits = [c for c in got if c[0] == "wait"]
+    if any(str(c[1]).startswith("empty") for c in waits):
+        return "consumers wait on full[s] (data landed?); only the producer waits on empty[s]"
+    for k, w in enumerate(waits[:k_tiles]):
+        s, phase = reference_ring_slot(k, stages)
+        if w[1] != f"full[{s}]":
+            return f"use k = {k} reads stage k % S = {s} (S = {stages}); your consumer waited on {w[1]}"
+        if w[2] != phase:
+            if k < stages:
+                return f"the first fill of stage {s} completes phase 0 of full[{s}]: wait with parity 0"
+            return (f"at use k = {k} the ring has wrapped {k // stages} time(s): wait on full[{s}] with parity "
+                    f"(k // S) & 1 = {phase}; the parity flips on each wrap")
+    arrives = [c for c in got if c[0] == "arrive"]
+    group_waits = [c[1] for c in got if c[0] == "wait_group"]
+    if overlapped and group_waits and group_waits[-1] != 0:
+        return "the drain: after the loop, wait_group(0) retires the last group; then release its stage"
+    if any(str(c[1]).startswith("full") for c in arrives):
+        return "consumers do not arrive on full[s]: the producer's arrive.expect_tx is its only arrival"
+    if any(c[2] != 1 for c in arrives):
+        return "one elected thread per consumer warpgroup arrives on empty[s]: arrive once, with count 1"
+    if len(arrives) < k_tiles:
+        return (f"your consumer releases {len(arrives)} stage(s) for {k_tiles} K tiles: release every stage it "
+                "read (after the loop, release the ones still held)")
+    kinds = [c[0] for c in got]
+    if overlapped and ("wait_group", 1) not in got:
+        return ("keep one wgmma group in flight: after committing step k's group, wait_group(1) retires step k-1's "
+                "group, then release step k-1's stage")
+    if "wgmma_async" in kinds and "commit" not in kinds:
+        return "commit the step's wgmmas as a group (commit_group) before waiting for it with wait_group"
+    # where does each release sit relative to the wait that retires its wgmmas?
+    pending = 0
+    for cmd in got:
+        if cmd[0] == "wgmma_async":
+            pending += 1
+        elif cmd[0] == "wait_group":
+            pending = min(pending, 1) if cmd[1] else 0
+        elif cmd[0] == "arrive" and str(cmd[1]).startswith("empty") and pending and not overlapped:
+            return ("the stage is released while the wgmmas that read it may still run: wait_group(0) first, then "
+                    "arrive on empty[s]")
+    steps = _steps(got, ("wait",))
+    for k, step in enumerate(steps[:k_tiles]):
+        s = reference_ring_slot(k, stages)[0]
+        rel = [c for c in step if c[0] == "arrive"]
+        if overlapped and rel and rel[0][1] == f"empty[{s}]":
+            return ("with one group in flight, the group of step k may still run after wait_group(1): release the "
+                    "PREVIOUS step's stage (k - 1), and after the loop wait_group(0) and release the last one")
+    return ""
+
+
+def _protocol(c: grading.Check, producer: Callable, consumer: Callable, init_counts: Callable, configs: list[Config],
+              overlapped: bool) -> list[tuple[Config, pl.Pipeline]]:
+    runs = []
+    for cfg in configs:
+        raw = _call(c, f"init_counts({cfg.consumers})", init_counts, cfg.consumers)
+        counts = _ints(raw, 2)
+        if counts is None:
+            c.fail(f"init_counts({cfg.consumers})", reference_init_counts(cfg.consumers), raw,
+                   hint="return a pair of ints (full count, empty count)")
+        try:
+            p = run_protocol(producer, consumer, counts, cfg)
+        except (NotImplementedError, grading.CheckFailed):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every error of the run is reported in words
+            name = type(exc).__name__
+            what = {"Deadlock": "deadlock", "ReadBeforeFull": "a stage read before its tile landed",
+                    "OverwriteBeforeEmpty": "a stage refilled while a consumer still needed it",
+                    "ReleaseBeforeRetire": "a stage released while its wgmma was still running",
+                    "MBarrierError": "a barrier used wrongly"}.get(name, name)
+            hint = (_counts_hint(cfg.consumers, counts) if counts != reference_init_counts(cfg.consumers) else "")
+            hint = hint or _producer_hint(producer, cfg.stages, cfg.k_tiles)
+            hint = hint or _consumer_hint(consumer, cfg.stages, cfg.k_tiles, overlapped)
+            if not hint and not isinstance(exc, pl.MBarrierError):
+                hint = "your program raised an error of its own: see the message above"
+            c.fail(f"{cfg}: {what}", detail="    " + str(exc).replace("\n", "\n    "), hint=hint or
+                   "compare each command with the protocol in the text above")
+        _streamed(c, p, cfg, producer, consumer, overlapped)
+        runs.append((cfg, p))
+    return runs
+
+
+def _streamed(c: grading.Check, p: pl.Pipeline, cfg: Config, producer: Callable, consumer: Callable,
+              overlapped: bool) -> None:
+    """Every consumer read every K tile in order, four wgmmas each, and released every stage once."""
+    for i in range(cfg.consumers):
+        name = f"consumer{i}"
+        reads = [(e.stage, e.phase) for e in p.events("read", role=name)]
+        want = [reference_ring_slot(k, cfg.stages)[0:1] + (k // cfg.stages,) for k in range(cfg.k_tiles)
+                for _ in range(WGMMAS_PER_STAGE)]
+        if reads != want:
+            c.fail(f"{cfg}: {name} read (stage, fill) {reads[:12]}…", detail=f"    expected {want[:12]}…",
+                   hint=_consumer_hint(consumer, cfg.stages, cfg.k_tiles, overlapped)
+                   or f"each K tile k is read by {WGMMAS_PER_STAGE} wgmmas on stage k % S, fill k // S")
+        releases = p.events("release", role=name)
+        if len(releases) != cfg.k_tiles:
+            c.fail(f"{cfg}: {name} released {len(releases)} stages for {cfg.k_tiles} K tiles",
+                   hint=_consumer_hint(consumer, cfg.stages, cfg.k_tiles, overlapped)
+                   or "release every stage once, after its wgmmas retired")
+    loads = p.events("tma_issue")
+    if len(loads) != 2 * cfg.k_tiles:
+        c.fail(f"{cfg}: the producer issued {len(loads)} copies for {cfg.k_tiles} K tiles",
+               hint=_producer_hint(producer, cfg.stages, cfg.k_tiles) or "two copies (A and B) per K tile")
+
+
+def check_protocol(producer: Callable, consumer: Callable, init_counts: Callable, *, seed: int | None = None) -> None:
+    """Grade the producer and consumer role programs (consumer waits for its wgmmas) and the barrier counts on the
+    emulator: fixed runs that tell the classic mistakes apart, then random stage counts, latencies and consumer
+    counts."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · the full/empty protocol on the emulator", seed=rng.seed) as c:
+        configs = list(FIXED_CONFIGS) + _random_configs(rng, 3)
+        for cfg, p in _protocol(c, producer, consumer, init_counts, configs, overlapped=False):
+            c.ok(f"{cfg}: all {cfg.k_tiles} tiles streamed to every consumer, no deadlock, no early read, no "
+                 f"overwrite (tensor cores busy {p.tensor_utilization:.0%})")
+
+
+def check_overlapped_consumer(producer: Callable, consumer: Callable, init_counts: Callable, *,
+                              seed: int | None = None) -> None:
+    """Grade the consumer that keeps one wgmma group in flight (wait_group 1) and releases the previous stage:
+    the protocol runs as in :func:`check_protocol`; in every run each stage is released only after the group that
+    read it retired and after the next group was issued; and the tensor cores are kept busier than by a consumer
+    that waits for every group."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · one wgmma group in flight, delayed release", seed=rng.seed) as c:
+        configs = list(FIXED_CONFIGS) + _random_configs(rng, 3)
+        for cfg, p in _protocol(c, producer, consumer, init_counts, configs, overlapped=True):
+            for i in range(cfg.consumers):
+                name = f"consumer{i}"
+                commits = [e.time for e in p.events("commit", role=name)]
+                releases = p.events("release", role=name)
+                early = [n for n, r in enumerate(releases[:-1]) if n + 1 < len(commits) and r.time < commits[n + 1]]
+                if early:
+                    n = early[0]
+                    c.fail(f"{cfg}: {name} released step {n}'s stage before issuing step {n + 1}'s wgmmas",
+                           hint="keep step k-1's group in flight while step k's is issued: release step k-1's "
+                           "stage only after committing step k's group and wait_group(1)")
+            base = run_protocol(reference_producer, reference_consumer, reference_init_counts(cfg.consumers), cfg)
+            c.ok(f"{cfg}: every stage released after its group retired and the next was issued; tensor cores busy "
+                 f"{p.tensor_utilization:.0%} (waiting for every group: {base.tensor_utilization:.0%})")
+
+
+# ------------------------------------------------------------------------------------------- 4 · stages
+def _stages_hint(got: int, bm: int, bn: int, bk: int, limit: int) -> str:
+    stage = (bm + bn) * bk * 2
+    if got == limit // stage or got == (limit - ALIGN) // stage:
+        return ("count everything the kernel asks for: 1024 bytes of alignment slack once, and per stage the two "
+                "tiles plus the 16 bytes of its full and empty barriers")
+    if got == (limit - ALIGN) // (bm * bk * 2 + BARRIER_BYTES) or got == (limit - ALIGN) // (bn * bk * 2 +
+                                                                                              BARRIER_BYTES):
+        return "a stage holds both tiles: BM×BK of A and BN×BK of B"
+    if got == (limit - ALIGN) // ((bm + bn) * bk * 4 + BARRIER_BYTES):
+        return "the tiles are bf16: 2 bytes per element"
+    if got == (limit - ALIGN) // ((bm + bn) * bk + BARRIER_BYTES):
+        return "count bytes, not elements: a bf16 is 2 bytes"
+    if got == -(-(limit - ALIGN) // (stage + BARRIER_BYTES)):
+        return "round down: a stage that does not fit whole cannot be used"
+    return "stages = (limit - 1024) // ((BM + BN) · BK · 2 + 16)"
+
+
+def check_stages_for_budget(stages_for_budget: Callable[[int, int, int, int], int], *,
+                            seed: int | None = None) -> None:
+    """Grade ``stages_for_budget(BM, BN, BK, smem_limit) -> S``: the lab's tiles, limits just above and below each
+    boundary (so the slack and the barriers count), and random tiles."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · stages from the shared-memory budget", seed=rng.seed) as c:
+        cases = [(128, 256, 64, SMEM_LIMIT), (128, 128, 64, SMEM_LIMIT), (64, 64, 64, SMEM_LIMIT)]
+        for bm, bn, bk in [(128, 256, 64), (128, 128, 64), (64, 128, 64), (256, 128, 64)]:
+            stage = (bm + bn) * bk * 2
+            s = int(rng.integers(1, 6))
+            exact = ALIGN + s * (stage + BARRIER_BYTES)
+            cases += [(bm, bn, bk, exact), (bm, bn, bk, exact - 1), (bm, bn, bk, exact - BARRIER_BYTES),
+                      (bm, bn, bk, exact - ALIGN)]
+        cases += [(stage_m, 64 * int(rng.integers(1, 5)), 64, int(rng.integers(40_000, SMEM_LIMIT + 1)))
+                  for stage_m in (64 * int(x) for x in rng.integers(1, 5, size=5))]
+        cases.append((256, 256, 64, 60_000))  # not even one stage fits
+        for bm, bn, bk, limit in cases:
+            what = f"stages_for_budget(BM={bm}, BN={bn}, BK={bk}, smem_limit={limit})"
+            raw = _call(c, what, stages_for_budget, bm, bn, bk, limit)
+            expected = reference_stages(bm, bn, bk, limit)
+            got = _ints((raw,), 1)
+            if got is None:
+                c.fail(what, expected, raw, hint="return an int")
+            if got[0] != expected:
+                c.fail(what, expected, got[0], hint=_stages_hint(got[0], bm, bn, bk, limit))
+        c.ok(f"the lab's 128×256 tile: {reference_stages(BM, BN, BK)} stages in {SMEM_LIMIT} bytes "
+             f"({dynamic_smem_bytes(reference_stages(BM, BN, BK))} bytes asked for)")
+        c.ok(f"{len(cases) - 1} more budgets, at and around the boundaries (slack and barriers counted), exact")
+
+
+# ------------------------------------------------------------------------------------------- 5 · setmaxnreg
+def _verdict_hint(entry: int, counts: list[int], got: str, expected: str) -> str:
+    if got not in VERDICTS:
+        return f"answer with one of {VERDICTS}"
+    pool = entry * len(counts)
+    if expected == VERDICTS[3]:
+        return (f"the block starts with {entry} registers per thread, a pool of {entry} × {len(counts)} warpgroups "
+                f"= {pool} per thread-slot; the counts ask for {sum(counts)}: setmaxnreg.inc would wait forever")
+    if got == VERDICTS[3] and expected == VERDICTS[0]:
+        return (f"{' + '.join(map(str, counts))} = {sum(counts)} ≤ {entry} × {len(counts)} = {pool}: the registers "
+                "the producer gives back are what the consumers take")
+    if expected == VERDICTS[1]:
+        return "setmaxnreg counts are multiples of 8 (ptxas refuses the others; it checks this first)"
+    if expected == VERDICTS[2]:
+        return "setmaxnreg counts go from 24 to 256"
+    return "check the rules in order: multiples of 8, then 24..256, then the pool"
+
+
+def check_setmaxnreg_budget(setmaxnreg_verdict: Callable[[int, list[int]], str], *, seed: int | None = None) -> None:
+    """Grade ``setmaxnreg_verdict(entry, counts) -> str``: every rule alone, at its boundaries, several at once,
+    and random budgets."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 4 · does the register budget add up?", seed=rng.seed) as c:
+        cases = [
+            (168, [24, 240, 240]), (168, [24, 248, 240]), (168, [32, 240, 240]), (168, [24, 232, 240]),
+            (168, [24, 240, 244]), (168, [16, 240, 240]), (168, [24, 240, 264]), (168, [20, 240, 240]),
+            (168, [24, 256, 224]), (128, [24, 160, 160, 168]), (128, [24, 168, 168, 168]),
+            (168, [24, 256, 256]), (168, [12, 300, 240]), (168, [256, 256, 256]), (96, [24, 24, 24, 24, 256]),
+            (168, [28, 240, 240]), (168, [24, 236, 248]), (255, [256]), (255, [248]),
+        ]
+        for _ in range(25):
+            wgs = int(rng.integers(2, 6))
+            threads = 128 * wgs
+            entry = entry_registers(threads)
+            counts = [int(x) for x in 8 * rng.integers(3, 33, size=wgs)]
+            if rng.random() < 0.25:
+                counts[int(rng.integers(0, wgs))] += int(rng.choice([-4, 4, 2, 264]))
+            cases.append((entry, counts))
+        passed = {v: 0 for v in VERDICTS}
+        for entry, counts in cases:
+            what = f"setmaxnreg_verdict(entry={entry}, counts={counts})"
+            got = _call(c, what, setmaxnreg_verdict, entry, list(counts))
+            expected = reference_setmaxnreg_verdict(entry, counts)
+            if got != expected:
+                c.fail(what, expected, got, hint=_verdict_hint(entry, counts, got, expected))
+            passed[expected] += 1
+        c.ok("24 + 240 + 240 = 504 = 3 × 168 adds up; 24 + 248 + 240 does not (setmaxnreg.inc would hang)")
+        c.ok(f"{len(cases)} budgets: " + ", ".join(f"{n} × {v!r}" for v, n in passed.items()))
+
+
+def _is_source(text: Any) -> bool:
+    return isinstance(text, str) and bool(re.search(r"__global__", text))
