@@ -28,7 +28,8 @@ __all__ = [
     "VERDICTS", "reference_ring_slot", "reference_init_counts", "reference_producer", "reference_consumer",
     "reference_overlapped_consumer", "reference_stages", "dynamic_smem_bytes", "reference_setmaxnreg_verdict",
     "entry_registers", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
-    "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget",
+    "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec",
+    "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -657,5 +658,238 @@ def check_setmaxnreg_budget(setmaxnreg_verdict: Callable[[int, list[int]], str],
         c.ok(f"{len(cases)} budgets: " + ", ".join(f"{n} × {v!r}" for v, n in passed.items()))
 
 
-def _is_source(text: Any) -> bool:
-    return isinstance(text, str) and bool(re.search(r"__global__", text))
+# ------------------------------------------------------------------------------------------- 6, 7 · the kernels
+@dataclass(frozen=True)
+class KernelSpec:
+    """What one CUDA step of the lab must be."""
+
+    step: str  # short name in the ladder
+    name: str  # the kernel's name
+    bm: int
+    bn: int
+    threads: int
+    consumers: int  # consumer warpgroups (one elected thread each arrives on empty)
+    mma: str  # the wgmma shape, e.g. "m64n128k16"
+    mmas_per_step: int  # wgmma instructions per K step per consumer warpgroup
+    setmaxnreg: tuple[int, int] | None  # (producer count, consumer count)
+    stages_from_budget: bool  # STAGES must be what the shared-memory budget allows
+
+
+PC = KernelSpec("128×128 · producer/consumer ring", "lab4_pc_gemm", 128, 128, 256, 1, "m64n128k16", 8, None,
+                False)
+WS = KernelSpec("128×256 · 2 consumers + setmaxnreg", "lab4_ws_gemm", 128, 256, 384, 2, "m64n256k16", 4, (24, 240),
+                True)
+
+#: the student's measured results of this session, by step name (filled by the kernel checks on an H100)
+MEASURED: dict[str, Any] = {}
+
+
+def source_stages(source: str) -> int | None:
+    """The ``STAGES`` constant of a kernel source (``constexpr int ... STAGES = 4``), or None."""
+    m = re.search(r"\bSTAGES\s*=\s*(\d+)\s*[;,]", source)
+    return int(m.group(1)) if m else None
+
+
+def _ordered(instrs: list[Any]) -> list[tuple[int, Any]]:
+    return list(enumerate(instrs))
+
+
+def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str) -> int:
+    """The compile report and the PTX: instruction forms, operands and order. Returns the stage count."""
+    from ._common import inline_asm, resolve, split_operands
+
+    report = kernel.report
+    ptx = kernel.ptx
+    body = inline_asm(ptx, kernel.lowered_name)
+    ops = [i.opcode for i in body]
+    c.ok(f"compiles: {report.summary()}")
+    c.true("no register spills", report.spill_bytes == 0,
+           hint="index the accumulators only with compile-time constants (#pragma unroll every loop over them)")
+    c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
+           hint="see kernel.report.log: a wgmma_fence() before the first wgmma of each step, commit, then wait")
+
+    # ---- barriers: init counts, the producer's announcement, the waits
+    counts = set()
+    for i in body:
+        if i.opcode == "mbarrier.init.shared::cta.b64":
+            value = resolve(ptx, split_operands(i.operands)[1])
+            counts.add(int(value) if value.lstrip("-").isdigit() else value)
+    want = {1, spec.consumers}
+    if counts and all(isinstance(x, int) for x in counts):
+        wrong = sorted(counts - want)
+        c.true(f"barriers initialised with arrival counts {sorted(want)} (full: 1, empty: {spec.consumers})",
+               counts == want, detail=f"    your mbarrier.init counts: {sorted(counts)}",
+               hint=(_counts_hint(spec.consumers, (1, wrong[0])) if wrong and 1 in counts else
+                     _counts_hint(spec.consumers, (min(counts), spec.consumers))))
+    else:
+        c.true("barriers are initialised (mbarrier.init)", bool(counts),
+               hint="one thread runs hopper::mbar_init on every full[s] and empty[s], then mbar_fence_init()")
+    expects = [i for i in body if i.opcode.startswith("mbarrier.arrive.expect_tx")]
+    stage_bytes = (spec.bm + spec.bn) * BK * 2
+    c.true("the producer announces each stage with mbarrier.arrive.expect_tx", bool(expects),
+           hint="hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES) before the two copies")
+    got_bytes = {resolve(ptx, split_operands(i.operands)[-1]) for i in expects}
+    if all(b.isdigit() for b in got_bytes):
+        c.true(f"it expects {stage_bytes} bytes per stage (both tiles)", got_bytes == {str(stage_bytes)},
+               detail=f"    announced: {sorted(got_bytes)}",
+               hint=f"the A tile ({spec.bm}×64 bf16) and the B tile ({spec.bn}×64 bf16): {stage_bytes} bytes")
+    copies = [i for i in body if i.opcode.startswith("cp.async.bulk.tensor.2d.shared::cluster.global")
+              and "mbarrier::complete_tx::bytes" in i.opcode]
+    c.true("two TMA copies per stage (cp.async.bulk.tensor.2d … mbarrier::complete_tx::bytes)", len(copies) >= 2,
+           hint="hopper::tma_load_2d for the A tile and for the B tile, both completing on full[s]")
+    waits = [n for n, i in enumerate(body) if i.opcode == "mbarrier.try_wait.parity.shared::cta.b64"]
+    c.true("threads wait with mbarrier.try_wait.parity", bool(waits), hint="HOPPER_WAIT(full, s, parity)")
+    markers = ("wgmma.", "setmaxnreg", "fence.mbarrier_init", "mbarrier.arrive.shared")
+    first_expect = next(n for n, i in enumerate(body) if i.opcode.startswith("mbarrier.arrive.expect_tx"))
+    start = max([n for n in range(first_expect) if body[n].opcode.startswith(markers)], default=-1)
+    c.true("the producer waits on empty[s] before refilling stage s", any(start < n < first_expect for n in waits),
+           hint="before arrive.expect_tx and the copies of use k: HOPPER_WAIT(empty, s, phase ^ 1); without it the "
+           "producer overwrites tiles the consumers still read")
+    constant = [body[n] for n in waits if resolve(ptx, split_operands(body[n].operands)[-1]).isdigit()]
+    c.true("every wait's parity is computed (it must flip each time the ring wraps)", not constant,
+           detail="    " + "\n    ".join(i.line for i in constant),
+           hint="parity of use k: (k / STAGES) & 1 (the producer waits on empty with that flipped: ^ 1)")
+
+    # ---- the consumer: wgmma shape, groups, the delayed release, the drain
+    mmas = [i for i in body if i.opcode.startswith("wgmma.mma_async")]
+    shape = [i for i in mmas if i.opcode == f"wgmma.mma_async.sync.aligned.{spec.mma}.f32.bf16.bf16"]
+    c.true(f"{spec.mmas_per_step} × wgmma.mma_async {spec.mma} (bf16 in, fp32 accumulate) per K step",
+           len(shape) == len(mmas) and len(shape) >= spec.mmas_per_step,
+           detail=f"    found: {sorted({i.opcode for i in mmas})} × {len(mmas)}",
+           hint=f"hopper::wgmma_{spec.mma}_bf16 for each 16-wide slice of K" +
+           (" and each 64-row half of the tile" if spec.mmas_per_step > 4 else ""))
+    c.true("wgmma.fence, commit_group and wait_group around them",
+           "wgmma.fence.sync.aligned" in ops and "wgmma.commit_group.sync.aligned" in ops,
+           hint="hopper::wgmma_fence() before the step's wgmmas, hopper::wgmma_commit() after them")
+    group_waits = [(n, i.operands.strip()) for n, i in enumerate(body) if i.opcode == "wgmma.wait_group.sync.aligned"]
+    c.true("one group stays in flight: wgmma.wait_group 1 in the loop", any(v == "1" for _, v in group_waits),
+           hint="after committing step k's group, hopper::wgmma_wait<1>() retires step k-1's; then release its stage")
+    c.true("the drain: wgmma.wait_group 0 after the loop", any(v == "0" for _, v in group_waits),
+           hint="after the loop, hopper::wgmma_wait<0>() retires the last group before its stage is released and "
+           "the accumulators are stored")
+    releases = [n for n, i in enumerate(body) if i.opcode == "mbarrier.arrive.shared::cta.b64"]
+    c.true("consumers release stages with mbarrier.arrive", bool(releases),
+           hint="one thread per consumer warpgroup: hopper::mbar_arrive(&empty[s])")
+    for n in releases:
+        last_commit = max([j for j in range(n) if body[j].opcode == "wgmma.commit_group.sync.aligned"], default=-1)
+        if last_commit >= 0 and not any(last_commit < j < n for j, _ in group_waits):
+            c.fail("a stage is released while the wgmma group that read it may still run",
+                   detail=f"    after wgmma.commit_group comes {body[n].line} with no wgmma.wait_group between",
+                   hint="wgmma_wait<1>() first: it retires the previous step's group; then arrive on that step's "
+                   "empty barrier (the classic silent corruption: the producer overwrites a tile being read)")
+    c.ok("every release comes after a wgmma.wait_group")
+
+    # ---- setmaxnreg and the register budget
+    if spec.setmaxnreg:
+        decs = [int(i.operands) for i in body if i.opcode == "setmaxnreg.dec.sync.aligned.u32"]
+        incs = [int(i.operands) for i in body if i.opcode == "setmaxnreg.inc.sync.aligned.u32"]
+        c.true("the producer warpgroup lowers its registers (setmaxnreg.dec) and the consumers raise theirs "
+               "(setmaxnreg.inc)", bool(decs) and bool(incs),
+               hint="hopper::setmaxnreg_dec<24>() at the top of the producer's branch, "
+               "hopper::setmaxnreg_inc<240>() at the top of the consumers'")
+        ignored = [ln.strip() for ln in report.log.splitlines() if "C7508" in ln or "setmaxnreg" in ln.lower()]
+        c.true("ptxas kept the setmaxnreg instructions (no C7508 warning)", not report.setmaxnreg_ignored,
+               detail="    " + "\n    ".join(ignored),
+               hint="ptxas needs the register count at entry: __launch_bounds__(384, 1) (threads AND one block per SM)")
+        entry = report.registers
+        budget = decs[0] + spec.consumers * incs[0]
+        verdict = reference_setmaxnreg_verdict(entry, [decs[0]] + [incs[0]] * spec.consumers)
+        c.true(f"the budget adds up: {decs[0]} + {spec.consumers} × {incs[0]} = {budget} ≤ "
+               f"{1 + spec.consumers} × {entry} (registers at entry)", verdict == "ok",
+               hint=_verdict_hint(entry, [decs[0]] + [incs[0]] * spec.consumers, "ok", verdict) +
+               " (with 384 threads: 24 + 2 × 240 = 504 = 3 × 168)")
+    stages = source_stages(source)
+    if spec.stages_from_budget:
+        best = reference_stages(spec.bm, spec.bn, BK)
+        c.true(f"STAGES = {best}: as many as the shared-memory budget allows", stages == best,
+               detail=f"    your STAGES: {stages}",
+               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 4, written as a number")
+    c.true(f"the stages fit: {dynamic_smem_bytes(stages or 0, spec.bm, spec.bn)} bytes of dynamic shared memory ≤ "
+           f"{SMEM_LIMIT}", stages is not None and 1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
+           hint="constexpr int STAGES = <a number> at the top of the kernel")
+    return stages
+
+
+def _random_gpu_shapes(rng: Any, spec: KernelSpec) -> list[tuple[int, int, int]]:
+    """Non-square shapes, multiples of 64 (partial tiles at the edges), M ≠ N, K ≠ N, and more blocks than SMs."""
+    shapes: list[tuple[int, int, int]] = []
+    while len(shapes) < 3:
+        m = 64 * int(rng.integers(12, 40))
+        n = 64 * int(rng.integers(20, 70))
+        k = 64 * int(rng.integers(2, 12))
+        blocks = -(-m // spec.bm) * -(-n // spec.bn)
+        if m != n and k != n and blocks > 2 * 132:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def gpu_benchmark(source: str, spec_name: str, size: int = 4096) -> Any:
+    """(Runs in the isolated child.) The step's kernel at size³ beside cuBLAS in the same run: a GemmBenchmark."""
+    import numpy as np
+
+    from helpers import gpu
+
+    spec = {PC.name: PC, WS.name: WS}[spec_name]
+    kernel = gpu.compile(source, spec.name)
+    smem = dynamic_smem_bytes(source_stages(source), spec.bm, spec.bn)
+
+    def make_launch(a: Any, b: Any, c: Any) -> Any:
+        (m, k), n = a.shape, b.shape[0]
+        ta, tb = gpu.tensor_map_2d(a, spec.bm, 64), gpu.tensor_map_2d(b, spec.bn, 64)
+        return gpu.prepare(kernel, (-(-n // spec.bn), -(-m // spec.bm)), spec.threads, smem, ta, tb, c,
+                           np.int32(m), np.int32(n), np.int32(k))
+
+    return gpu.gemm_benchmark(make_launch, size, size, size)
+
+
+def _check_kernel(spec: KernelSpec, source: str, benchmark: bool, size: int, seed: int | None) -> None:
+    import numpy as np
+
+    from helpers import gpu
+
+    from ._common import compile_student, run_on_gpu
+
+    rng = grading.fresh_rng(seed)
+    with grading.check(f"Lab 4 · {spec.step} kernel", seed=rng.seed) as c:
+        kernel = compile_student(source, spec.name, what="your kernel")
+        stages = _static_checks(c, spec, kernel, source)
+        if gpu.skip_without_hopper(kernel, checked="the compile report and the PTX above; the protocol itself was "
+                                   "graded on the emulator"):
+            return
+        from helpers.gpu import TensorMapArg
+
+        from .lab3 import make_operands
+
+        smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
+        for m, n, k in _random_gpu_shapes(rng, spec):
+            a, b = make_operands(rng, m, n, k)
+            cpoison = np.full((m, n), np.nan, np.float32)
+            grid = (-(-n // spec.bn), -(-m // spec.bm))
+            (got,) = run_on_gpu(kernel, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)),
+                                TensorMapArg(b, (spec.bn, 64)), cpoison, np.int32(m), np.int32(n), np.int32(k),
+                                what=f"your kernel on M={m}, N={n}, K={k}", timeout=60)
+            ref = a.astype(np.float64) @ b.astype(np.float64).T
+            c.array(f"M={m}, N={n}, K={k} ({grid[0] * grid[1]} blocks) on the GPU: every element against fp64, C "
+                    "poisoned with NaN first", got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
+                    hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
+                    "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
+        if not benchmark:
+            return
+        try:
+            bench = gpu.run_isolated(gpu_benchmark, source, spec.name, size, timeout=300)
+        except gpu.GpuError as exc:
+            c.fail(f"the {size}³ benchmark failed on the GPU", detail=f"    {exc}")
+        MEASURED[spec.step] = bench
+        c.ok(f"timed: {bench.summary()}")
+
+
+def check_pc_kernel(source: str, *, benchmark: bool = True, size: int = 4096, seed: int | None = None) -> None:
+    """The 128×128 producer/consumer kernel: compile report and PTX everywhere; on an H100 random non-square
+    shapes against fp64 (C poisoned) and the 4096³ time beside cuBLAS."""
+    _check_kernel(PC, source, benchmark, size, seed)
+
+
+def check_ws_kernel(source: str, *, benchmark: bool = True, size: int = 4096, seed: int | None = None) -> None:
+    """The 128×256 warp-specialized kernel (one producer, two consumer warpgroups, setmaxnreg, stages from the
+    budget): as :func:`check_pc_kernel`."""
+    _check_kernel(WS, source, benchmark, size, seed)

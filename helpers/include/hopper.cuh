@@ -66,7 +66,9 @@ struct StuckRecord {
   char label[64];          // the barrier's name in the source, NUL-terminated
 };
 
-__device__ __noinline__ void report_stuck(const void* bar, unsigned parity, const char* label, int index,
+// Inlined, not called: a warpgroup that lowered its registers with setmaxnreg cannot make an ABI call (ptxas
+// fails with C7600 "Register allocation failed"), and producers wait on barriers right after setmaxnreg.dec.
+__device__ __forceinline__ void report_stuck(const void* bar, unsigned parity, const char* label, int index,
                                           long long cycles) {
   if (hopper_diag_addr != 0 && atomicCAS(&hopper_diag_claim, 0, 1) == 0) {
     StuckRecord* r = reinterpret_cast<StuckRecord*>(hopper_diag_addr);
