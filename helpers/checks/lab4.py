@@ -22,6 +22,7 @@ from typing import Any
 
 from helpers import grading
 from helpers import pipeline as pl
+from helpers.widgets import registers
 
 __all__ = [
     "BM", "BN", "BK", "A_BYTES", "B_BYTES", "STAGE_BYTES", "WGMMAS_PER_STAGE", "SMEM_LIMIT", "REGISTER_FILE",
@@ -29,7 +30,8 @@ __all__ = [
     "reference_overlapped_consumer", "reference_stages", "dynamic_smem_bytes", "reference_setmaxnreg_verdict",
     "entry_registers", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
     "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec",
-    "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED",
+    "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "LAB3_KERNEL",
+    "LAB3_MEASURED", "kernel_diff", "show_diff", "ladder_rows", "ladder_table", "show_ladder",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -40,8 +42,8 @@ WGMMAS_PER_STAGE = BK // 16  # one m64n256k16 per 16-wide K slice, per consumer 
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one block may opt in to on an H100 (232448 bytes)
 ALIGN = 1024  # the 128B swizzle wants 1024-byte aligned tiles; the dynamic base is aligned by hand
 BARRIER_BYTES = 16  # full[s] and empty[s]: 8 bytes each, per stage
-REGISTER_FILE = 65536  # 32-bit registers per SM
-VERDICTS = ("ok", "not a multiple of 8", "outside 24..256", "over the pool")
+REGISTER_FILE = registers.REGISTER_FILE  # 32-bit registers per SM
+VERDICTS = registers.VERDICTS
 
 
 # ------------------------------------------------------------------------------------------- references
@@ -106,25 +108,12 @@ def reference_stages(bm: int, bn: int, bk: int, smem_limit: int = SMEM_LIMIT) ->
 
 
 def entry_registers(threads: int) -> int:
-    """Registers per thread ptxas gives a kernel with ``__launch_bounds__(threads, 1)`` that raises some warps to
-    256 with setmaxnreg: the register file shared out, rounded down to a multiple of 8, at most 255 (measured with
-    NVRTC 13: 384 threads → 168, 512 → 128, 640 → 96)."""
-    return min(255, REGISTER_FILE // threads // 8 * 8)
+    """Registers per thread ptxas gives a kernel with ``__launch_bounds__(threads, 1)`` (384 threads → 168)."""
+    return registers.entry_registers(threads, 1)
 
 
-def reference_setmaxnreg_verdict(entry: int, counts: list[int]) -> str:
-    """Whether per-warpgroup setmaxnreg counts work in a block whose threads start with ``entry`` registers.
-
-    The first broken rule, in the order ptxas and the hardware apply them: every count a multiple of 8 (a ptxas
-    error), every count in 24..256 (a ptxas error), and the counts fitting the block's pool, sum(counts) ≤
-    entry × warpgroups (else setmaxnreg.inc waits for registers that never come: a hang)."""
-    if any(c % 8 for c in counts):
-        return VERDICTS[1]
-    if any(not 24 <= c <= 256 for c in counts):
-        return VERDICTS[2]
-    if sum(counts) > entry * len(counts):
-        return VERDICTS[3]
-    return VERDICTS[0]
+#: the first broken setmaxnreg rule, or "ok" (multiples of 8, then 24..256, then the block's pool)
+reference_setmaxnreg_verdict = registers.setmaxnreg_verdict
 
 
 # ------------------------------------------------------------------------------------------- plumbing
@@ -893,3 +882,150 @@ def check_ws_kernel(source: str, *, benchmark: bool = True, size: int = 4096, se
     """The 128×256 warp-specialized kernel (one producer, two consumer warpgroups, setmaxnreg, stages from the
     budget): as :func:`check_pc_kernel`."""
     _check_kernel(WS, source, benchmark, size, seed)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+#: The Lab 3 kernel this lab starts from (the course's lineage: two stages, full[2]/empty[2], thread 0 produces
+#: inside the one consumer warpgroup, 4 × m64n64k16 per K step and wait_group 0, then the stage is released).
+LAB3_KERNEL = r"""
+#include "hopper.cuh"
+
+// C (M x N, fp32, row-major) = A (M x K, bf16, row-major) · B (N x K, bf16, row-major)ᵀ
+// One block = one warpgroup (128 threads) = one 64 x 64 tile of C; two shared-memory stages.
+constexpr int BM = 64, BN = 64, BK = 64, STAGES = 2;
+constexpr int TILE_BYTES = BM * BK * 2;
+
+__device__ __forceinline__ unsigned long long kslice_desc(const void* tile, int k) {
+  return hopper::make_smem_desc(static_cast<const char*>(tile) + 32 * k, 16, 1024);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+lab3_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+          float* __restrict__ C, int M, int N, int K) {
+  __shared__ alignas(1024) unsigned short sA[STAGES][BM * BK];  // bf16 bits, written by TMA only
+  __shared__ alignas(1024) unsigned short sB[STAGES][BN * BK];
+  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
+
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, k_tiles = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], 128);
+    }
+    hopper::mbar_fence_init();
+  }
+  __syncthreads();
+
+  float d[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) d[j] = 0.0f;
+
+  for (int k = 0; k < k_tiles; ++k) {
+    const int s = k % STAGES;
+    const unsigned phase = (k / STAGES) & 1;
+    if (threadIdx.x == 0) {  // the producer: thread 0 of the one warpgroup
+      HOPPER_WAIT(empty, s, phase ^ 1);
+      hopper::mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES);
+      hopper::tma_load_2d(sA[s], &tmap_a, &full[s], k * BK, m0);
+      hopper::tma_load_2d(sB[s], &tmap_b, &full[s], k * BK, n0);
+    }
+    HOPPER_WAIT(full, s, phase);  // every thread consumes
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      hopper::wgmma_m64n64k16_bf16(d, kslice_desc(sA[s], kk), kslice_desc(sB[s], kk));
+    hopper::wgmma_commit();
+    hopper::wgmma_wait<0>();
+    hopper::mbar_arrive(&empty[s]);  // all 128 threads release the stage
+  }
+
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < 32; j += 2) {
+    const int row = m0 + 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int col = n0 + 8 * (j / 4) + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&C[(long long)row * N + col]) = make_float2(d[j], d[j + 1]);
+  }
+}
+"""
+
+#: Where the ladder's measured numbers live (written by the lead's `make bench` on an H100).
+LADDER_JSON = "bench/results/ladder.json"
+
+#: The reference 64×64 kernel measured on an H100 (bench/results/2026-11-22-h100.md): Lab 3's starting figure.
+LAB3_MEASURED = {"step": "Lab 3 · 64×64 tile, one warpgroup (bench/kernels/gemm_64x64.cu)", "tflops": 303.0,
+                 "cublas_tflops": 746.0, "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
+                 "source": "bench/results/2026-11-22-h100.md"}
+
+
+def kernel_diff(old: str, new: str, context: int = 1) -> str:
+    """A unified diff of two kernel sources (what a step changed), as text."""
+    import difflib
+
+    lines = difflib.unified_diff(old.strip("\n").splitlines(), new.strip("\n").splitlines(), "before", "after",
+                                 n=context, lineterm="")
+    return "\n".join(list(lines)[2:])
+
+
+def show_diff(old: str, new: str, title: str = "") -> None:
+    """Print what a step changed in the kernel: removed lines −, added lines +, one line of context."""
+    text = kernel_diff(old, new)
+    added = sum(1 for ln in text.splitlines() if ln.startswith("+"))
+    removed = sum(1 for ln in text.splitlines() if ln.startswith("-"))
+    print(f"{title or 'the change'}: +{added} −{removed} lines")
+    print(text)
+
+
+def _root() -> Any:
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2]
+
+
+def ladder_rows() -> list[dict[str, Any]]:
+    """The ladder so far: the measured steps from bench/results/ladder.json (or Lab 3's figure when it is
+    absent, and each Lab 4 step 'not measured yet'), then this session's own runs from MEASURED."""
+    import json
+
+    path = _root() / LADDER_JSON
+    rows: list[dict[str, Any]] = []
+    if path.exists():
+        data = json.loads(path.read_text())
+        meta = data.get("meta", {})
+        for r in data.get("steps", []):
+            rows.append({"step": r.get("step", "?"), "tflops": r.get("tflops"), "cublas_tflops":
+                         r.get("cublas_tflops"), "where": f"{meta.get('gpu', 'H100')}, {meta.get('date', '')} "
+                         f"({LADDER_JSON})"})
+    else:
+        rows.append({"step": LAB3_MEASURED["step"], "tflops": LAB3_MEASURED["tflops"],
+                     "cublas_tflops": LAB3_MEASURED["cublas_tflops"],
+                     "where": f"{LAB3_MEASURED['gpu']}, {LAB3_MEASURED['date']} ({LAB3_MEASURED['source']})"})
+        for spec in (PC, WS):
+            rows.append({"step": f"Lab 4 · {spec.step}", "tflops": None, "cublas_tflops": None,
+                         "where": f"not measured yet ({LADDER_JSON} is written by make bench on an H100)"})
+    for step, bench in MEASURED.items():
+        rows.append({"step": f"Lab 4 · {step} (yours)", "tflops": bench.tflops, "cublas_tflops":
+                     bench.cublas_tflops, "where": "this notebook, just now"})
+    return rows
+
+
+def ladder_table() -> str:
+    """The ladder as a Markdown table: TFLOP/s at 4096³ beside cuBLAS in the same run, and the ratio."""
+    lines = ["| step | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
+    for r in ladder_rows():
+        t, cb = r["tflops"], r["cublas_tflops"]
+        ratio = f"{t / cb:.2f}" if t and cb else "–"
+        lines.append(f"| {r['step']} | {f'{t:.0f}' if t else '–'} | {f'{cb:.0f}' if cb else '–'} | {ratio} | "
+                     f"{r['where']} |")
+    return "\n".join(lines)
+
+
+def show_ladder() -> None:
+    """Display the ladder table (Markdown in a notebook, text elsewhere)."""
+    table = ladder_table()
+    try:
+        from IPython.display import Markdown, display
+
+        display(Markdown(table))
+    except ImportError:  # pragma: no cover - IPython is always there in the course's environment
+        print(table)
