@@ -527,9 +527,9 @@ def check_protocol(producer: Callable, consumer: Callable, init_counts: Callable
 def check_overlapped_consumer(producer: Callable, consumer: Callable, init_counts: Callable, *,
                               seed: int | None = None) -> None:
     """Grade the consumer that keeps one wgmma group in flight (wait_group 1) and releases the previous stage:
-    the protocol runs as in :func:`check_protocol`; in every run each stage is released only after the group that
-    read it retired and after the next group was issued; and the tensor cores are kept busier than by a consumer
-    that waits for every group."""
+    the protocol runs as in :func:`check_protocol`, and in every run each stage is released only after the group
+    that read it retired and after the next group was issued. Each line also shows how busy the tensor cores were,
+    beside the reference consumer that waits for every group."""
     rng = grading.fresh_rng(seed)
     with grading.check("Lab 4 · one wgmma group in flight, delayed release", seed=rng.seed) as c:
         configs = list(FIXED_CONFIGS) + _random_configs(rng, 3)
@@ -962,8 +962,11 @@ def kernel_diff(old: str, new: str, context: int = 1) -> str:
     """A unified diff of two kernel sources (what a step changed), as text."""
     import difflib
 
-    lines = difflib.unified_diff(old.strip("\n").splitlines(), new.strip("\n").splitlines(), "before", "after",
-                                 n=context, lineterm="")
+    def code(src: str) -> list[str]:  # the solution markers and hints of the instructor's copy are not code
+        return [ln for ln in src.strip("\n").splitlines()
+                if not re.search(r"### (BEGIN|END) SOLUTION|//\s*HINT:|// YOUR CODE HERE", ln)]
+
+    lines = difflib.unified_diff(code(old), code(new), "before", "after", n=context, lineterm="")
     return "\n".join(list(lines)[2:])
 
 
