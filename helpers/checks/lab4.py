@@ -477,11 +477,13 @@ def _protocol(c: grading.Check, producer: Callable, consumer: Callable, init_cou
                     "OverwriteBeforeEmpty": "a stage refilled while a consumer still needed it",
                     "ReleaseBeforeRetire": "a stage released while its wgmma was still running",
                     "MBarrierError": "a barrier used wrongly"}.get(name, name)
+            if not isinstance(exc, pl.MBarrierError):
+                c.fail(f"{cfg}: your code raised {name}: {exc}", hint="fix the error in your producer or consumer "
+                       "(the roles run with ctx.stages, ctx.full, ctx.empty; A_BYTES, B_BYTES, WGMMAS and ring_slot "
+                       "from the cells above)")
             hint = (_counts_hint(cfg.consumers, counts) if counts != reference_init_counts(cfg.consumers) else "")
             hint = hint or _producer_hint(producer, cfg.stages, cfg.k_tiles)
             hint = hint or _consumer_hint(consumer, cfg.stages, cfg.k_tiles, overlapped)
-            if not hint and not isinstance(exc, pl.MBarrierError):
-                hint = "your program raised an error of its own: see the message above"
             c.fail(f"{cfg}: {what}", detail="    " + str(exc).replace("\n", "\n    "), hint=hint or
                    "compare each command with the protocol in the text above")
         _streamed(c, p, cfg, producer, consumer, overlapped)
@@ -705,11 +707,12 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str)
             counts.add(int(value) if value.lstrip("-").isdigit() else value)
     want = {1, spec.consumers}
     if counts and all(isinstance(x, int) for x in counts):
-        wrong = sorted(counts - want)
+        values = sorted(counts)  # which one is FULL's? the PTX does not say: guess the likeliest reading
+        full_guess = 1 if 1 in values else values[0]
+        empty_guess = next((v for v in values if v != full_guess), full_guess)
         c.true(f"barriers initialised with arrival counts {sorted(want)} (full: 1, empty: {spec.consumers})",
-               counts == want, detail=f"    your mbarrier.init counts: {sorted(counts)}",
-               hint=(_counts_hint(spec.consumers, (1, wrong[0])) if wrong and 1 in counts else
-                     _counts_hint(spec.consumers, (min(counts), spec.consumers))))
+               counts == want, detail=f"    your mbarrier.init counts: {values}",
+               hint=_counts_hint(spec.consumers, (full_guess, empty_guess)))
     else:
         c.true("barriers are initialised (mbarrier.init)", bool(counts),
                hint="one thread runs hopper::mbar_init on every full[s] and empty[s], then mbar_fence_init()")
@@ -779,7 +782,8 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str)
         ignored = [ln.strip() for ln in report.log.splitlines() if "C7508" in ln or "setmaxnreg" in ln.lower()]
         c.true("ptxas kept the setmaxnreg instructions (no C7508 warning)", not report.setmaxnreg_ignored,
                detail="    " + "\n    ".join(ignored),
-               hint="ptxas needs the register count at entry: __launch_bounds__(384, 1) (threads AND one block per SM)")
+               hint="ptxas must know the register count every thread starts with: __launch_bounds__(384, 1) "
+               "(the threads AND one block per SM) pins it to 168")
         entry = report.registers
         budget = decs[0] + spec.consumers * incs[0]
         verdict = reference_setmaxnreg_verdict(entry, [decs[0]] + [incs[0]] * spec.consumers)
