@@ -305,9 +305,8 @@ def timeline_bars(p: pl.Pipeline, error: str | None = None) -> tuple[list[Bar], 
         elif e.kind == "tma_issue":
             copies.setdefault((e.stage, e.phase), []).append(e.time)
             bars.append(Bar(f"stage {e.stage}", e.time, e.end, "TMA in flight", f"{e.detail} (fill {e.phase})"))
-        elif e.kind == "phase_complete" and e.barrier:
-            marks.append(Mark(f"stage {e.stage}" if e.stage is not None else e.barrier, e.time,
-                              f"{e.barrier} phase {e.phase} done"))
+        elif e.kind == "phase_complete" and e.stage is not None:  # the ring's barriers, on their stage's lane
+            marks.append(Mark(f"stage {e.stage}", e.time, f"{e.barrier} phase {e.phase} done"))
     for role, w in open_wait.items():
         kind = "deadlocked" if error and "deadlock" in error else "waiting on a barrier"
         bars.append(Bar(role, w.time, max(end, w.time + 1), kind, f"waits on {w.barrier} ({w.detail}): never "
@@ -356,9 +355,9 @@ def timeline_figure(bars: list[Bar], marks: list[Mark] = (), title: str = "", x_
     import plotly.graph_objects as go
 
     lanes: list[str] = []
-    for b in bars:
-        if b.lane not in lanes:
-            lanes.append(b.lane)
+    for lane in [b.lane for b in bars] + [m.lane for m in marks]:
+        if lane not in lanes:
+            lanes.append(lane)
     order = sorted(lanes, key=lambda s: (s.startswith("stage"), s == "tensor cores", s))
     fig = go.Figure()
     for kind, color in KINDS.items():
