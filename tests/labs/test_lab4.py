@@ -8,6 +8,7 @@ runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import re
 from pathlib import Path
@@ -311,56 +312,15 @@ def test_entry_registers_are_what_nvrtc_gave():
 
 
 # ------------------------------------------------------------------------------------------- 7, 8 · CUDA
-def _swap(src: str, old: str, new: str) -> str:
-    assert old in src, f"the solution kernel no longer contains {old!r}"
-    return src.replace(old, new)
+def _gpu_script():
+    """tests/labs/gpu_lab4.py (the H100 script): the wrong kernels, shared with the GPU run."""
+    spec = importlib.util.spec_from_file_location("gpu_lab4", Path(__file__).with_name("gpu_lab4.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def wrong_kernels() -> dict[str, tuple[str, str, str]]:
-    """name -> (which step: PC or WS, source, regex of the grader's message). Also used by gpu_lab4.py."""
-    pc, ws = SOL["PC_SRC"], SOL["WS_SRC"]
-    early = ("      hopper::wgmma_commit();\n      hopper::wgmma_wait<1>();\n"
-             "      if (k > 0 && t == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);")
-    early_ws = early.replace("      hopper::wgmma_wait<1>();  // step k - 1's group has retired: its stage may be "
-                             "refilled\n", "")
-    return {
-        "EMPTY initialised with count 1 (two consumers)": (
-            "WS", _swap(ws, "mbar_init(&empty[s], 2)", "mbar_init(&empty[s], 1)"), "first release"),
-        "EMPTY initialised with 128 (every thread)": (
-            "PC", _swap(pc, "mbar_init(&empty[s], 1)", "mbar_init(&empty[s], 128)"), "elected thread"),
-        "FULL initialised with 2": ("WS", _swap(ws, "mbar_init(&full[s], 1)", "mbar_init(&full[s], 2)"),
-                                    "never arrive"),
-        "producer never waits on EMPTY": ("WS", _swap(ws, "        HOPPER_WAIT(empty, s, phase ^ 1);\n", ""),
-                                          "waits on empty"),
-        "stage released before its wgmma retired": (
-            "WS", _swap(ws, early_ws, "      hopper::wgmma_commit();\n"
-                        "      if (t == 0) hopper::mbar_arrive(&empty[s]);\n      hopper::wgmma_wait<1>();"),
-            "released while the wgmma group"),
-        "parity never flips": ("PC", _swap(pc, "HOPPER_WAIT(full, s, (k / STAGES) & 1);", "HOPPER_WAIT(full, s, 0);"),
-                               "computed"),
-        "no group in flight (wait_group 0)": ("PC", _swap(pc, "hopper::wgmma_wait<1>();", "hopper::wgmma_wait<0>();"),
-                                              "wait_group 1"),
-        "no drain": ("WS", _swap(ws, "    hopper::wgmma_wait<0>();\n    if (k_tiles > 0", "    if (k_tiles > 0"),
-                     "drain"),
-        "setmaxnreg budget that does not add up (248)": (
-            "WS", _swap(ws, "setmaxnreg_inc<240>", "setmaxnreg_inc<248>"), "over the pool|wait forever"),
-        "setmaxnreg ignored (no __launch_bounds__)": (
-            "WS", _swap(ws, "__launch_bounds__(384, 1)", ""), "C7508"),
-        "no setmaxnreg at all": ("WS", _swap(_swap(ws, "    hopper::setmaxnreg_dec<24>();\n", ""),
-                                             "    hopper::setmaxnreg_inc<240>();\n", ""), "setmaxnreg"),
-        "3 stages instead of the budget's 4": ("WS", _swap(ws, "constexpr int STAGES = 4;", "constexpr int STAGES = 3;"),
-                                               "STAGES = 4"),
-        "only the A tile's bytes expected": (
-            "PC", _swap(pc, "mbar_arrive_expect_tx(&full[s], STAGE_BYTES)", "mbar_arrive_expect_tx(&full[s], A_BYTES)"),
-            "both tiles"),
-        "m64n128k16 in the 256-wide step": (
-            "WS", _swap(_swap(ws, "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk));",
-                              "hopper::wgmma_m64n128k16_bf16(*reinterpret_cast<float(*)[64]>(d), kslice_desc(a, kk), "
-                              "kslice_desc(b, kk));"), "float d[128];", "float d[128];"), "m64n256k16"),
-    }
-
-
-KERNELS = wrong_kernels()
+KERNELS = _gpu_script().wrong_kernels(SOL["PC_SRC"], SOL["WS_SRC"])
 
 
 def test_kernel_solutions_pass_without_a_gpu(capsys):
@@ -413,3 +373,16 @@ def test_ladder_without_measurements_says_so():
     if not (ROOT / lab4.LADDER_JSON).exists():
         assert [r["tflops"] for r in rows[1:3]] == [None, None]
         assert "not measured yet" in lab4.ladder_table()
+
+
+def test_runtime_wrong_kernels_compile_and_pass_the_static_checks():
+    """The wrong kernels only a run can catch (gpu_lab4.py runs them on the H100) really do get past everything
+    checked without a GPU, so the GPU run is what rejects them."""
+    for name, (step, src, _) in _gpu_script().runtime_wrong_kernels(SOL["PC_SRC"], SOL["WS_SRC"]).items():
+        grader = lab4.check_pc_kernel if step == "PC" else lab4.check_ws_kernel
+        assert _quiet(grader, src) is None, name
+
+
+def test_gpu_script_reads_the_same_solution():
+    ns = _gpu_script().solution_namespace()
+    assert ns["PC_SRC"] == SOL["PC_SRC"] and ns["WS_SRC"] == SOL["WS_SRC"]
