@@ -34,6 +34,8 @@ _EXPORTS = {
     "roofline": ("roofline_figure", "RooflinePoint", "gemm_point", "ridge_point", "attainable_tflops"),
     "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult"),
     "diagnostics": ("StuckRecord", "describe_error"),
+    "occupancy": ("max_active_clusters", "persistent_grid"),
+    "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 

@@ -13,6 +13,7 @@ from typing import Any
 
 MAGIC = 0x48505752
 RECORD_BYTES = 112
+FLAG_WAIT = 0xFFFFFFFF  # bar_smem of a flag_wait_geq record (no barrier)
 _FMT = "<IIiI3IIIIq64s"  # magic parity index bar_smem block[3] thread cluster_rank pad cycles label
 
 _SENTENCES = {
@@ -88,6 +89,12 @@ class StuckRecord:
         else:
             what = f"the mbarrier at shared address {self.bar_smem:#x}"
         rank = f" (cluster rank {self.cluster_rank})" if self.cluster_rank else ""
+        if self.bar_smem == FLAG_WAIT:
+            flag = what if self.label else "a global-memory flag"
+            return (f"deadlock: block {block}{rank} warp {self.thread // 32} waited for {flag} to reach "
+                    f"{self.parity} (thread {self.thread}; gave up after {self.cycles:.1e} cycles). No block ever "
+                    "released it that far: check that every block it waits for is resident and releases the flag "
+                    "after its data, and that the value waited for counts the writers in order.")
         return (f"deadlock: block {block}{rank} warp {self.thread // 32} waited on {what} for parity {self.parity} "
                 f"(thread {self.thread}; gave up after {self.cycles:.1e} cycles). That phase never completed: check "
                 "the barrier's arrival count, the bytes expected with expect_tx, and the parity you wait for.")

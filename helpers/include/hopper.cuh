@@ -5,7 +5,7 @@
 //
 //   addresses   smem_u32                      generic -> 32-bit shared-memory address
 //   mbarrier    mbar_init, mbar_fence_init, mbar_arrive (once or count), mbar_arrive_expect_tx, mbar_expect_tx,
-//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster, mbar_inval
+//               mbar_try_wait, mbar_test_wait, mbar_wait (bounded), mbar_arrive_cluster(_release), mbar_inval
 //   named bars  named_bar_sync, named_bar_arrive (bar.sync / bar.arrive with an id and a thread count)
 //               HOPPER_WAIT(array, i, parity) / HOPPER_WAIT1(bar, parity): bounded waits that name the barrier
 //   fences      fence_proxy_async (shared::cta), fence_proxy_async_global, fence_proxy_async_all
@@ -14,6 +14,7 @@
 //   wgmma       wgmma_fence, wgmma_commit, wgmma_wait<N>, make_smem_desc,
 //               wgmma_m64n{8,16,32,64,96,128,192,256}k16_bf16, wgmma_bf16<N>
 //   registers   setmaxnreg_inc<R>, setmaxnreg_dec<R>
+//   flags       flag_load_acquire, flag_store_release, flag_add_release, flag_wait_geq (GPU-scope handoff)
 //   clusters    cluster_ctarank, cluster_nctarank, cluster_arrive, cluster_wait, cluster_sync, map_shared_rank
 //
 // Bounded waits. Every wait loop here gives up after HOPPER_WAIT_BUDGET clock cycles (default 2e9, about one
@@ -66,15 +67,15 @@ struct StuckRecord {
   char label[64];          // the barrier's name in the source, NUL-terminated
 };
 
-// Inlined, not called: a warpgroup that lowered its registers with setmaxnreg cannot make an ABI call (ptxas
-// fails with C7600 "Register allocation failed"), and producers wait on barriers right after setmaxnreg.dec.
+// Inlined on purpose: a real call inside a consumer's K loop makes ptxas keep every live accumulator across the
+// call, and a 128-accumulator warpgroup (m64n256k16) then fails register allocation even at setmaxnreg 240.
 __device__ __forceinline__ void report_stuck(const void* bar, unsigned parity, const char* label, int index,
                                           long long cycles) {
   if (hopper_diag_addr != 0 && atomicCAS(&hopper_diag_claim, 0, 1) == 0) {
     StuckRecord* r = reinterpret_cast<StuckRecord*>(hopper_diag_addr);
     r->parity = parity;
     r->index = index;
-    r->bar_smem = smem_u32(bar);
+    r->bar_smem = bar != nullptr ? smem_u32(bar) : 0xFFFFFFFFu;  // no barrier: a global flag
     r->block[0] = blockIdx.x;
     r->block[1] = blockIdx.y;
     r->block[2] = blockIdx.z;
@@ -144,8 +145,22 @@ __device__ __forceinline__ void mbar_expect_tx(void* bar, unsigned bytes) {
                : "memory");
 }
 
-/// Arrive on the barrier at the same offset in the shared memory of block `cta` of this cluster.
+/// Arrive on the barrier at the same offset in the shared memory of block `cta` of this cluster (`cta` may be
+/// this block's own rank). Default semantics (release at CTA scope): enough to say "my reads of that stage are
+/// done" (the wgmma that read it has retired), which is all a consumer's EMPTY arrival reports. It compiles to a
+/// bare remote arrive; the .release.cluster form below costs a GPU-wide memory barrier (MEMBAR.ALL.GPU) first.
 __device__ __forceinline__ void mbar_arrive_cluster(void* bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
+      "r"(cta)
+      : "memory");
+}
+
+/// The same arrival with release semantics at cluster scope: this thread's earlier memory writes become visible
+/// to the threads of block `cta` that wait on the barrier. Needed when the arrival hands over data written with
+/// ordinary stores (e.g. a shared-memory buffer in the other block); not needed to hand back a stage.
+__device__ __forceinline__ void mbar_arrive_cluster_release(void* bar, unsigned cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
       "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)),
@@ -579,6 +594,36 @@ __device__ __forceinline__ unsigned map_shared_rank(const void* smem, unsigned c
   unsigned r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(smem)), "r"(cta));
   return r;
+}
+
+// ---------------------------------------------------------------------------------------------- flags
+// Flags in global memory that blocks of one grid use to hand work to each other (split-K / Stream-K fix-up).
+// The writer stores its data, meets its block's other writers at a barrier, then one thread releases the flag;
+// the reader acquires the flag, then meets its block at a barrier before reading. Release/acquire at GPU scope
+// makes the data written before the release visible to every read after the acquire.
+/// Load a 32-bit flag with acquire semantics at GPU scope.
+__device__ __forceinline__ unsigned flag_load_acquire(const unsigned* flag) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+/// Store a 32-bit flag with release semantics at GPU scope.
+__device__ __forceinline__ void flag_store_release(unsigned* flag, unsigned value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+/// Add to a 32-bit flag with release semantics at GPU scope (no result).
+__device__ __forceinline__ void flag_add_release(unsigned* flag, unsigned value) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+/// Spin (bounded, like mbar_wait) until *flag >= value, acquiring it. A deadlock report names `label`[index].
+__device__ __forceinline__ void flag_wait_geq(const unsigned* flag, unsigned value, const char* label = nullptr,
+                                              int index = -1) {
+  if (flag_load_acquire(flag) >= value) return;
+  const long long start = clock64();
+  while (flag_load_acquire(flag) < value) {
+    const long long waited = clock64() - start;
+    if (waited > HOPPER_WAIT_BUDGET) report_stuck(nullptr, value, label, index, waited);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------- misc

@@ -2,34 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from helpers.grading import Quiz
-
-
-def _number(response: object) -> float | None:
-    text = str(response).strip().replace(",", "").replace("_", "").replace(" ", "")
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _near(target: float, rel: float, hint_low: str, hint_high: str) -> Callable[[object], tuple[bool, str]]:
-    """Judge a number within a relative tolerance, saying which way a wrong one is off."""
-
-    def judge(response: object) -> tuple[bool, str]:
-        value = _number(response)
-        if value is None:
-            return False, f"{response!r} is not a number"
-        if abs(value - target) <= rel * abs(target):
-            return True, ""
-        return False, f"{response} is too {'low' if value < target else 'high'}: " + (
-            hint_low if value < target else hint_high
-        )
-
-    return judge
-
+from helpers.quizzes._judges import near
 
 blocks = Quiz(
     "An 8192×8192 C is cut into 64×64 tiles, one thread block per tile. How many blocks does the launch have?",
@@ -85,7 +59,7 @@ intensity = Quiz(
 ridge = Quiz(
     "The H100 SXM does about 989 TFLOP/s of dense bf16 and moves about 3.35 TB/s from HBM3. "
     "What is its ridge point in FLOP/B (to the nearest whole number)?",
-    _near(989 / 3.35, 0.005, "divide the FLOP rate by the byte rate (both per second)",
+    near(989 / 3.35, 0.005, "divide the FLOP rate by the byte rate (both per second)",
           "divide 989e12 by 3.35e12; the units are FLOP per byte"),
     right=295,
     hint="ridge = peak FLOP/s ÷ bytes/s",

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from helpers.grading import Quiz
-
-
-def _ints(response: object) -> list[int] | None:
-    found = re.findall(r"-?\d+", str(response).replace("_", ""))
-    return [int(x) for x in found] if found else None
+from helpers.quizzes._judges import choice, ints
 
 
 def _coords(response: object) -> tuple[bool, str]:
-    got = _ints(response)
-    if got is None or len(got) != 2:
+    got = ints(response)
+    if len(got) != 2:
         return False, f"{response!r}: give two numbers, c0 then c1 (e.g. '64, 128')"
     if got == [320, 192]:
         return True, ""
@@ -23,21 +17,6 @@ def _coords(response: object) -> tuple[bool, str]:
     if got == [192, 320]:
         return False, "innermost dimension first: c0 walks along a row of A (the K direction)"
     return False, f"{response} is not the A tile of block row 3 at K step 5"
-
-
-def _choice(answer: str, why: dict[str, str] | None = None):
-    """Judge a multiple-choice answer exactly (commas and underscores kept), with a reason per wrong choice."""
-
-    def judge(response: object) -> tuple[bool, str]:
-        text = " ".join(str(response).split()).lower()
-        if text == answer.lower():
-            return True, ""
-        for choice, reason in (why or {}).items():
-            if text == choice.lower():
-                return False, reason
-        return False, f"{response!r} is not it"
-
-    return judge
 
 
 strides = Quiz(
@@ -50,11 +29,12 @@ strides = Quiz(
 )
 
 row_stride = Quiz(
-    "A row-major 8192×8192 bf16 matrix: what is globalStrides[0], the byte stride of dimension 1 (rows)?",
-    answer=16384,
-    hint="one whole row, in bytes",
-    explanation="8192 elements × 2 bytes = 16,384 bytes from one row to the next.",
-    wrong=(8192, 2, 16386, 128),
+    "A row-major bf16 matrix has 8192 rows of 3000 columns, each row padded to 3008 elements. What is "
+    "globalStrides[0], the byte stride of dimension 1 (rows)?",
+    answer=6016,
+    hint="one whole row as it sits in memory, padding included, in bytes",
+    explanation="3008 elements × 2 bytes = 6,016 bytes from one row to the next (a multiple of 16, as required).",
+    wrong=(6000, 3008, 16384, 2, 3000),
 )
 
 coords = Quiz(
@@ -109,7 +89,7 @@ _FENCE = "fence.proxy.async.shared::cta in the writing threads and then a block 
 store_fence = Quiz(
     "Threads write the C tile into shared memory with ordinary stores; then one thread issues a TMA store "
     "of it. What must come in between?",
-    judge=_choice(_FENCE, {
+    judge=choice(_FENCE, {
         "nothing: the TMA sees shared memory as it is": "ordinary stores and the TMA use different proxies",
         "a block barrier only (__syncthreads)": "the barrier orders the threads, but not the two proxies",
         "cp.async.bulk.wait_group 0": "that waits for earlier TMA stores; it does not publish your writes",
@@ -142,7 +122,7 @@ load_fence = Quiz(
 store_wait = Quiz(
     "A TMA store was committed as a bulk group. The kernel wants to overwrite the same shared-memory buffer "
     "with the next tile. Which wait is enough?",
-    judge=_choice("cp.async.bulk.wait_group.read 0", {
+    judge=choice("cp.async.bulk.wait_group.read 0", {
         "an mbarrier wait": "stores report through bulk groups, not through an mbarrier",
         "fence.proxy.async.shared::cta": "a fence orders memory operations; it does not wait for the store",
         "nothing: the store copied the data when it was issued": "the copy runs asynchronously, after issue",
@@ -159,4 +139,30 @@ store_wait = Quiz(
     "wait_group also waits for the writes to global memory, which is needed only before someone reads C.",
     wrong=("an mbarrier wait", "fence.proxy.async.shared::cta", "nothing: the store copied the data when it "
            "was issued"),
+)
+
+_PARAM_OPTIONS = [
+    "it copies the 128 bytes to the thread's stack (local memory) and hands the TMA that copy's address",
+    "it hands the TMA the address of the kernel parameter itself",
+    "it refuses to compile the kernel",
+    "it copies the tensor map into shared memory",
+]
+
+#: what the compiler does with a by-value tensor map whose address is taken, without __grid_constant__
+by_value_map = Quiz(
+    "A kernel takes `const CUtensorMap tmap` (no `__grid_constant__`) and passes `&tmap` to the TMA load. Predict "
+    "what NVRTC does with it (the next cell compiles both versions).",
+    judge=choice(_PARAM_OPTIONS[0], {
+        _PARAM_OPTIONS[1]: "only a __grid_constant__ parameter may have its address taken in place; otherwise C++ "
+                           "lets the function modify its own copy, so the compiler makes one",
+        _PARAM_OPTIONS[2]: "it compiles without a word: the kernel is valid C++",
+        _PARAM_OPTIONS[3]: "shared memory is never used for a copy the compiler makes on its own",
+    }),
+    right=_PARAM_OPTIONS[0],
+    choices=_PARAM_OPTIONS,
+    hint="a by-value parameter is the function's own variable: what does taking its address require?",
+    explanation="the PTX shows a 128-byte local depot filled from the parameter and its generic address given to "
+    "cp.async.bulk.tensor; the tensor-map operand is documented to live in the parameter, constant or global "
+    "space, so that address is not one the TMA is meant to read",
+    wrong=tuple(_PARAM_OPTIONS[1:]),
 )

@@ -3,44 +3,26 @@
 from __future__ import annotations
 
 from helpers.grading import Quiz
+from helpers.quizzes._judges import choice, pair, yes_no
 
-
-def _yes_no(expected: bool, why_wrong: str):
-    """A judge for a yes/no (true/false, 1/0) answer."""
-    yes = {"1", "true", "yes", "y", "t"}
-    no = {"0", "false", "no", "n", "f"}
-
-    def judge(response) -> tuple[bool, str]:
-        text = str(response).strip().lower()
-        if text not in yes | no:
-            return False, f"{response!r}: answer yes/true/1 or no/false/0"
-        ok = (text in yes) == expected
-        return ok, "" if ok else why_wrong
-
-    return judge
-
-
-def _choice(right: str, why: dict[str, str]):
-    """A judge for a multiple-choice quiz: the right option, and a reason for each wrong one."""
-
-    def judge(response) -> tuple[bool, str]:
-        text = "" if response is None else str(response).strip()
-        if text == right:
-            return True, ""
-        return False, why.get(text, f"{response!r} is not one of the options")
-
-    return judge
-
-
-#: bytes announced for one K step of the first tensor-core GEMM
-tx_bytes = Quiz(
-    "One K step loads a 64×64 bf16 tile of A and a 64×64 bf16 tile of B through the TMA, both completing on "
-    "the same barrier. How many transaction bytes must the producer announce with `arrive.expect_tx`?",
-    answer=16384,
-    hint="2 tiles × 64 × 64 elements × 2 bytes per bf16",
-    explanation="2 × 64 × 64 × 2 = 16384 bytes; announce fewer and the phase completes before B has landed, "
-    "announce more and it never completes",
-    wrong=(8192, 4096, 32768),
+#: test_wait after arrive, then expect_tx (the expect-tx race), predicted before the stepper shows it
+race_bits = Quiz(
+    "A barrier is initialised with arrival count 1. Thread 0 does a plain `mbarrier.arrive`, then "
+    "`mbarrier.expect_tx(8192)`; no byte has landed yet. Predict what `test_wait.parity` answers now for parity 0 "
+    "and for parity 1 (1 = complete). Answer as 'p0, p1'.",
+    judge=pair((1, 0), {
+        (0, 1): "that is a fresh barrier's answer, as if the bytes held phase 0 open: but the arrive came first, "
+                "and it was the only arrival phase 0 needed",
+        (0, 0): "one of the two parities always reads as complete: the phase before the one in progress",
+        (1, 1): "only the most recent phase of each parity counts; phase 1 is in progress, so parity 1 is not "
+                "complete",
+    }, "test_wait(0), test_wait(1)"),
+    right="1, 0",
+    hint="when did phase 0 have all it needed (arrivals and bytes)? which phase does expect_tx then add to?",
+    explanation="the arrive completed phase 0 at once (1 of 1 arrivals, tx-count 0), so test_wait(0) is already "
+    "true although nothing landed; the 8192 bytes went to phase 1, which is in progress, so test_wait(1) is false. "
+    "The H100 gives exactly these bits (tests/data/mbarrier_h100.json, script 'race')",
+    wrong=("0, 1", "0, 0", "1, 1"),
 )
 
 #: the parity to wait on after some completed phases
@@ -59,7 +41,7 @@ parity_after = Quiz(
 fresh_parity_one = Quiz(
     "Right after `mbarrier.init` (no arrivals yet), a thread calls `mbarrier.test_wait.parity` with parity 1. "
     "Does it report the phase as complete? (yes/no)",
-    judge=_yes_no(True, "the wait asks 'has the phase of parity 1 before the current one completed?'; the "
+    judge=yes_no(True, "the wait asks 'has the phase of parity 1 before the current one completed?'; the "
                         "hardware treats it as done, so it answers yes — try it on the emulator"),
     right="yes",
     hint="the wait succeeds whenever the parity you pass differs from the parity of the phase in progress",
@@ -78,7 +60,7 @@ _RACE_OPTIONS = [
 race = Quiz(
     "A barrier was initialised with arrival count 1. Thread 0 does a plain `mbarrier.arrive` *first* and only "
     "then `mbarrier.expect_tx(8192)`, then issues the TMA load. Which phase do the 8192 bytes count against?",
-    judge=_choice(_RACE_OPTIONS[1], {
+    judge=choice(_RACE_OPTIONS[1], {
         _RACE_OPTIONS[0]: "the arrive was the only arrival phase 0 needed and no bytes were pending yet, so "
                           "phase 0 completed on the spot; the expect_tx comes too late for it",
         _RACE_OPTIONS[2]: "no error: the hardware quietly adds the bytes to whatever phase is in progress now",
@@ -98,7 +80,7 @@ _WAIT_OPTIONS = ["mbarrier.test_wait", "mbarrier.try_wait", "both", "neither"]
 suspends = Quiz(
     "Which instruction may suspend the calling thread for a while (up to a time limit) when the phase is not "
     "complete yet, instead of answering at once?",
-    judge=_choice(_WAIT_OPTIONS[1], {
+    judge=choice(_WAIT_OPTIONS[1], {
         _WAIT_OPTIONS[0]: "test_wait never blocks: it looks at the barrier once and answers",
         _WAIT_OPTIONS[2]: "only one of them is allowed to block",
         _WAIT_OPTIONS[3]: "one of them is a potentially blocking test",
@@ -120,4 +102,81 @@ arrivals = Quiz(
     "then the count is reloaded for the next phase",
     explanation="3 + 1 completes phase 0; thread 2's arrival is the first of phase 1, which still waits for 3",
     wrong=(0, 2, 3),
+)
+
+_FULL_OPTIONS = [
+    "256 consumer-thread arrivals + the producer's arrive.expect_tx",
+    "256 consumer-thread arrivals + the TMA copy's completion",
+    "257 consumer-thread arrivals",
+    "the 256 consumer threads + the bytes: the tx-count counts as one arrival",
+]
+
+#: what makes up num_consumers*128 + 1 on a full[] barrier built from cuda::barrier
+full_count = Quiz(
+    "A write-up with 2 consumer warpgroups initialises each `full[q]` (a `cuda::barrier`) with `2*128 + 1` "
+    "arrivals. Consumers do `full[q].wait(full[q].arrive())`; the producer issues two TMA loads and "
+    "`barrier_arrive_tx(full[q], 1, bytes)`. Which arrivals make up the 257?",
+    judge=choice(_FULL_OPTIONS[0], {
+        _FULL_OPTIONS[1]: "a TMA copy never arrives: it only counts its bytes down the tx-count (complete_tx). The "
+                          "+1 is barrier_arrive_tx, which the producer executes when it issues the copies",
+        _FULL_OPTIONS[2]: "the producer is not a consumer thread; count who calls arrive",
+        _FULL_OPTIONS[3]: "bytes and arrivals are separate counts; a phase needs both to reach zero",
+    }),
+    right=_FULL_OPTIONS[0],
+    choices=_FULL_OPTIONS,
+    hint="which instructions count arrivals, and which only count bytes?",
+    explanation="every consumer thread arrives (cuda::barrier's wait needs the token its own arrive returns), and "
+    "the producer's barrier_arrive_tx is the +1 — one arrival plus the announced bytes. The TMA only brings the "
+    "tx-count back to zero. With parity waits (our kernels) consumers need not arrive on full[], so its count is 1",
+    wrong=tuple(_FULL_OPTIONS[1:]),
+)
+
+_OVER_OPTIONS = [
+    "it never completes: the tx-count ends at −8192",
+    "it completes as soon as the first 8192 bytes have landed",
+    "it completes when all 16384 bytes have landed",
+    "the TMA refuses the copy at once",
+]
+
+#: over-delivery, as replayed on the H100
+overdelivery = Quiz(
+    "A phase is armed with `arrive.expect_tx(8192)` (arrival count 1) and then receives 16384 bytes in one "
+    "`complete_tx`. What happens to the phase?",
+    judge=choice(_OVER_OPTIONS[0], {
+        _OVER_OPTIONS[1]: "that is what a common write-up claims; the H100 replay says otherwise: look at the "
+                          "tx-count after the bytes",
+        _OVER_OPTIONS[2]: "the phase needs the tx-count at exactly zero, and 8192 − 16384 is not zero",
+        _OVER_OPTIONS[3]: "nothing checks the count when bytes land; the count simply goes negative",
+    }),
+    right=_OVER_OPTIONS[0],
+    choices=_OVER_OPTIONS,
+    hint="a phase completes when pending arrivals and the tx-count are both exactly zero",
+    explanation="8192 − 16384 = −8192: the phase stays open, and test_wait(0) stays false (measured on the H100). "
+    "Announce exactly the bytes the copies bring",
+    wrong=tuple(_OVER_OPTIONS[1:]),
+)
+
+_NAMED_OPTIONS = [
+    "only warpgroup 1 waits, until warpgroup 0 has arrived",
+    "both warpgroups wait for each other",
+    "nobody waits: 128 threads are not 256",
+    "warpgroup 0 waits until warpgroup 1 reaches bar.sync",
+]
+
+#: a producer/consumer handshake with named barriers
+named_barrier = Quiz(
+    "In a 256-thread block, warpgroup 0 executes `bar.arrive 1, 256;` and warpgroup 1 executes `bar.sync 1, 256;`. "
+    "Who waits?",
+    judge=choice(_NAMED_OPTIONS[0], {
+        _NAMED_OPTIONS[1]: "bar.arrive never waits: it adds this warp's arrival and goes on",
+        _NAMED_OPTIONS[2]: "the count 256 is the threads of both groups together: 128 arrive, 128 sync",
+        _NAMED_OPTIONS[3]: "bar.arrive returns at once, whatever the others do",
+    }),
+    right=_NAMED_OPTIONS[0],
+    choices=_NAMED_OPTIONS,
+    hint="which of the two instructions can block?",
+    explanation="barrier 1 completes when 256 threads have arrived; bar.sync arrives and waits, bar.arrive only "
+    "arrives. Named barriers (ids 0–15; id 0 is __syncthreads) are how warpgroups hand work to each other "
+    "without an mbarrier",
+    wrong=tuple(_NAMED_OPTIONS[1:]),
 )

@@ -24,6 +24,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   HOPPER_WAIT1(one, 0);
   bool t = mbar_test_wait(&full[1], 1) && mbar_try_wait(&full[1], 0);
   mbar_arrive_cluster(&full[1], 0);
+  mbar_arrive_cluster_release(&full[1], 0);
   fence_proxy_async(); fence_proxy_async_global(); fence_proxy_async_all();
   tma_store_1d(&tm, tile, 0); tma_store_2d(&tm, tile, 0, 1); tma_store_3d(&tm, tile, 0, 1, 2);
   tma_store_4d(&tm, tile, 0, 1, 2, 3); tma_store_5d(&tm, tile, 0, 1, 2, 3, 4);
@@ -40,6 +41,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) every_wrapper(const __grid_
   if (warpgroup_id() == 0) setmaxnreg_inc<240>(); else setmaxnreg_dec<40>();
   cluster_arrive(); cluster_wait(); cluster_sync();
   mbar_inval(&one);
+  unsigned* fl = reinterpret_cast<unsigned*>(out);
+  flag_wait_geq(fl, 0u); flag_store_release(fl, flag_load_acquire(fl) + 1); flag_add_release(fl, 1);
   unsigned r = cluster_ctarank() + cluster_nctarank() + map_shared_rank(tile, 0);
   float s = r;
   for (int i = 0; i < 32; ++i) s += d64[i] + d128[i] + d256[i] + d128[i+32] + d256[i+96];

@@ -390,7 +390,10 @@ def test_ridge_quiz_accepts_close_values_and_says_which_way():
 
 def test_lesson01_answers_follow_from_the_emulator():
     tmap = tensormap_builder.encode(tensormap_builder.TensorMapSpec())
-    assert lesson01.row_stride.right == tmap.global_strides[0]
+    padded = tensormap_builder.encode(tensormap_builder.TensorMapSpec(global_dim=(3000, 8192),
+                                                                       global_strides=(3008 * 2,)))
+    assert lesson01.row_stride.right == padded.global_strides[0]
+    assert 3000 * 2 in lesson01.row_stride.wrong  # forgot the padding
     assert lesson01.strides.right == len(tensormap_builder.encode(tensormap_builder.TensorMapSpec(
         rank=3, global_dim=(64, 64, 4), global_strides=(128, 8192), box_dim=(64, 64, 1),
         element_strides=(1, 1, 1))).global_strides)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import mbarrier, tensormap, tma, wgmma
+from helpers import mbarrier, wgmma
 from helpers.quizzes import lesson02, lesson03
 from helpers.tensormap import Swizzle
 from helpers.widgets import barrier, fragments
@@ -180,7 +180,9 @@ def test_fragment_widgets_build_and_redraw():
 
 
 def test_lesson03_quiz_answers_follow_the_emulator():
-    assert lesson03.per_k_step.right == 64 // 16
+    r, c = wgmma.element_of(37, 40, 128)
+    assert lesson03.element_n128.judge(f"{r}, {c}")[0]
+    assert lesson03.element_n128.judge("(17, 82)")[0] and not lesson03.element_n128.judge("17")[0]
     assert lesson03.registers_n128.right == 64 * 128 // 128
     step = wgmma.make_descriptor(32, 16, 1024, Swizzle.B128) - wgmma.make_descriptor(0, 16, 1024, Swizzle.B128)
     assert lesson03.start_step.right == step
@@ -328,9 +330,9 @@ def test_replay_kernel_on_the_gpu(name):
 
 
 def test_lesson02_quiz_answers_follow_the_emulator():
-    tmap = tensormap.encode_tiled(tensormap.DataType.BFLOAT16, 2, 0, (8192, 8192), (8192 * 2,), (64, 64), (1, 1),
-                                  0, Swizzle.B128)
-    assert lesson02.tx_bytes.right == 2 * tma.tx_bytes(tmap)
+    bits = barrier.wait_bits([("init", 1), ("arrive", 1), ("expect_tx", 8192)])[-1]
+    assert lesson02.race_bits.judge(f"{bits[0]}, {bits[1]}")[0]
+    assert lesson02.race_bits.judge("true, false")[0]
     bar = mbarrier.MBarrier()
     bar.init(1)
     assert bar.test_wait(1) and lesson02.fresh_parity_one.judge("yes")[0]

@@ -1,0 +1,228 @@
+// Lab 7: Stream-K on the Lab 6 kernel.
+//
+// C[M][N] (bf16) = A[M][K] · B[N][K]ᵀ. Same blocks, clusters, multicast, ring and epilogue as Lab 6. With
+// LAB7_HYBRID (the default) every cluster first takes the same number of whole pairs, round-robin as in Lab 6,
+// leaving between one and two waves' worth of pairs (all of them when there are fewer than two waves); those
+// are no longer handed out in whole tiles: the iteration space (pairs of tiles × K steps, pair-major) is cut
+// into one contiguous, equal range per cluster, so every SM gets the same number of K steps whatever the number
+// of tiles. A range may start or end inside a pair: that pair is then computed by several clusters (splits), each
+// over its own K steps, and put back together in K order through a workspace in global memory:
+//   first split (its K steps start at 0)     stores its partial accumulators and releases the pair's flag (1);
+//   middle split                            waits until the flag says every earlier split is in, adds the
+//                                           workspace to its own partial, stores the sum, releases (flag + 1);
+//   final split (its K steps end at K)       waits likewise, adds the workspace, resets the flag for the next
+//                                           launch, and runs the epilogue.
+// The additions always happen in the same order, so the result is the same bits on every run. A cluster walks
+// its range from the END backwards: its first piece of work is the start of the last pair it touches (a first
+// split, which never waits) and its last is the end of the first pair it touches (a final split), by which time
+// the splits it waits for have long been stored. Every wait is on a cluster with a lower index, all clusters are
+// resident (grid = co-resident clusters), so no wait can close a cycle.
+// The workspace holds one slot per cluster (a split pair is keyed by the lowest cluster touching it) and per
+// block of the cluster: 128 × 256 fp32, block-striped: register j of thread t of consumer warpgroup c is
+// element c·16384 + j·128 + t (each access coalesced, each element owned by exactly one thread).
+#include "hopper.cuh"
+#include <cuda_bf16.h>
+
+#ifndef LAB7_SCALE_D
+#define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#endif
+#ifndef LAB7_GROUP
+#define LAB7_GROUP 8   // pairs along M in one raster group
+#endif
+
+namespace lab7 {
+constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int B_HALF = B_BYTES / CLUSTER;
+constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
+constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
+constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4
+static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
+
+// Pair p of the grouped raster order → (row of pairs, column of pairs). Groups of GROUP pair-rows are walked
+// column by column, so the clusters running at the same time share rows of A and columns of B in L2.
+__device__ __forceinline__ void pair_coords(int p, int pairs_m, int pairs_n, int& pm, int& pn) {
+  const int per_group = LAB7_GROUP * pairs_n;
+  const int group = p / per_group, first = group * LAB7_GROUP;
+  const int rows = min(pairs_m - first, LAB7_GROUP);
+  const int in_group = p % per_group;
+  pm = first + in_group % rows;
+  pn = in_group / rows;
+}
+}  // namespace lab7
+
+__device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < 32; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int chunk = (j / 4) ^ (r % 8);
+    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        __floats2bfloat162_rn(d[j], d[j + 1]);
+  }
+}
+
+#ifndef LAB7_HYBRID
+#define LAB7_HYBRID 1  // 1: whole pairs for all but the last one or two waves, Stream-K for those; 0: all Stream-K
+#endif
+
+// This cluster's work: first its whole pairs of the data-parallel part (round-robin, as in Lab 6), then its range
+// of the Stream-K part walked from the end backwards. Work item w → pair p and its K steps [ka, kb).
+struct Work {
+  int dp_pairs, dp_mine, steps, p_first, p_last;  // Stream-K pairs p_first..p_last (global pair indices)
+  long long per, g0, g1;                            // this cluster's range [g0, g1) of the Stream-K iterations
+  __device__ __forceinline__ int items() const { return dp_mine + (p_last - p_first + 1); }
+  __device__ __forceinline__ void item(int w, int cluster_id, int clusters, int& p, int& ka, int& kb) const {
+    if (w < dp_mine) {
+      p = cluster_id + w * clusters;
+      ka = 0;
+      kb = steps;
+      return;
+    }
+    p = p_last - (w - dp_mine);
+    const long long t0 = (long long)(p - dp_pairs) * steps;
+    ka = (int)(max(g0, t0) - t0);
+    kb = (int)(min(g1, t0 + steps) - t0);
+  }
+};
+
+__device__ __forceinline__ Work plan(int pairs, int steps, int cluster_id, int clusters) {
+  Work W;
+  W.steps = steps;
+  W.dp_pairs = (LAB7_HYBRID && pairs >= 2 * clusters) ? (pairs / clusters - 1) * clusters : 0;
+  W.dp_mine = W.dp_pairs / clusters;  // a multiple of clusters: every cluster gets the same number
+  const long long total = (long long)(pairs - W.dp_pairs) * steps;
+  W.per = (total + clusters - 1) / clusters;
+  W.g0 = min(total, cluster_id * W.per);
+  W.g1 = min(total, W.g0 + W.per);
+  W.p_first = W.dp_pairs + (int)(W.g0 / steps);
+  W.p_last = W.g1 > W.g0 ? W.dp_pairs + (int)((W.g1 - 1) / steps) : W.p_first - 1;
+  return W;
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, float* __restrict__ workspace,
+          unsigned* __restrict__ flags) {
+  using namespace lab7;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* cbuf = smem + STAGES * STAGE_BYTES;
+  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const unsigned rank = hopper::cluster_ctarank();
+  const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+  const int pairs_m = (M + 2 * BM - 1) / (2 * BM), pairs_n = (N + BN - 1) / BN;
+  const int pairs = pairs_m * pairs_n;
+  const int steps = (K + BK - 1) / BK;
+  const Work W = plan(pairs, steps, cluster_id, clusters);
+  if (threadIdx.x == 0) {
+    hopper::tma_prefetch(&tmap_a);
+    hopper::tma_prefetch(&tmap_b);
+    hopper::tma_prefetch(&tmap_c);
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], CONSUMERS * CLUSTER);
+    }
+    hopper::mbar_fence_init();
+  }
+  hopper::cluster_sync();  // both blocks' barriers exist before anyone multicasts or arrives remotely
+
+  if (wg == 0) {  // ---------------------------------------------------------------- producer
+    hopper::setmaxnreg_dec<24>();
+    if (tid == 0) {
+      int it = 0;  // uses of the ring so far, across pieces
+      for (int w = 0; w < W.items(); ++w) {
+        int p, pm, pn, ka, kb;
+        W.item(w, cluster_id, clusters, p, ka, kb);
+        pair_coords(p, pairs_m, pairs_n, pm, pn);
+        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
+        for (int k = ka; k < kb; ++k, ++it) {
+          const int s = it % STAGES;
+          HOPPER_WAIT(empty, s, ((it / STAGES) & 1) ^ 1);
+          unsigned char* a = smem + s * STAGE_BYTES;
+          hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+          hopper::tma_load_2d(a, &tmap_a, &full[s], k * BK, m0);
+          hopper::tma_load_2d_multicast(a + A_BYTES + rank * B_HALF, &tmap_b, &full[s], k * BK,
+                                        n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
+        }
+      }
+    }
+  } else {  // ---------------------------------------------------------------------- consumers
+    hopper::setmaxnreg_inc<240>();
+    const int c = wg - 1;
+    unsigned char* mine = cbuf + c * 2 * SUB_BYTES;
+    int it = 0;
+    float d[BN / 2];
+    for (int w = 0; w < W.items(); ++w) {
+      int p, pm, pn, ka, kb;
+      W.item(w, cluster_id, clusters, p, ka, kb);
+      pair_coords(p, pairs_m, pairs_n, pm, pn);
+      const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
+#if !LAB7_SCALE_D
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
+#endif
+      for (int k = ka; k < kb; ++k, ++it) {
+        const int s = it % STAGES;
+        HOPPER_WAIT(full, s, (it / STAGES) & 1);
+        const unsigned char* a = smem + s * STAGE_BYTES + c * (64 * BK * 2);
+        const unsigned char* b = smem + s * STAGE_BYTES + A_BYTES;
+        hopper::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                                        hopper::make_smem_desc(b + 32 * kk, 16, 1024),
+                                        !LAB7_SCALE_D || k > ka || kk > 0);
+        hopper::wgmma_commit();
+        hopper::wgmma_wait<1>();
+        if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
+      }
+      hopper::wgmma_wait<0>();
+      hopper::wgmma_fence_operands(d);
+      if (tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
+
+      // ---- Stream-K fix-up, when this piece is not the whole pair
+      if (ka != 0 || kb != steps) {
+        const long long first_g = (long long)(p - W.dp_pairs) * steps;
+        const int owner = (int)(first_g / W.per);          // lowest cluster touching pair p: the slot
+        const unsigned order = (unsigned)(cluster_id - owner);  // 0 for the first split, then 1, 2, ...
+        float* ws = workspace + ((long long)owner * CLUSTER + rank) * (BM * BN) + c * (64 * BN) + tid;
+        unsigned* flag = flags + owner * CLUSTER + rank;
+        if (order > 0) {  // wait for every earlier split, then add what they left
+          if (threadIdx.x == 128) hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank);
+          hopper::named_bar_sync(3, 256);
+#pragma unroll
+          for (int j = 0; j < BN / 2; ++j) d[j] += __ldcg(ws + j * 128);
+        }
+        if (kb != steps) {  // not the final split: leave the sum for the next one
+#pragma unroll
+          for (int j = 0; j < BN / 2; ++j) __stcg(ws + j * 128, d[j]);
+          hopper::named_bar_sync(3, 256);  // every consumer thread has stored
+          if (threadIdx.x == 128) hopper::flag_store_release(flag, order + 1);
+          continue;  // no epilogue: the final split owns it
+        }
+        if (threadIdx.x == 128) *flag = 0;  // the final split resets the flag for the next launch
+      }
+
+      // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA store, overlapping the next mainloop
+#pragma unroll
+      for (int sub = 0; sub < BN / SUB; ++sub) {
+        unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
+        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
+        hopper::named_bar_sync(1 + c, 128);
+        lab7_stage_subtile(buf, d + 32 * sub, tid);
+        hopper::fence_proxy_async();
+        hopper::named_bar_sync(1 + c, 128);
+        if (tid == 0) {
+          hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 * c);
+          hopper::tma_store_commit();
+        }
+      }
+    }
+    if (tid == 0) hopper::tma_store_wait<0>();
+  }
+  // No block may leave while the other can still multicast into its shared memory or arrive on its barriers.
+  hopper::cluster_sync();
+}

@@ -1,0 +1,252 @@
+"""The course's ladder: every lab's GEMM beside cuBLAS, measured in the same run, with the SM clock.
+
+    python bench/ladder.py [--quick] [--only lab6 lab7] [--write bench/results/NAME]
+
+For each kernel: correctness first (random non-square shapes, C poisoned with NaN, every element against an fp64
+reference computed on the host; Stream-K also bit-identical over repeated runs), then speed at 4096³ and 8192³
+(and the shapes each lab is about) beside cuBLAS with the same output type. Writes NAME.md (tables) and NAME.json
+(every figure, GPU, driver, clocks, date). Without a Hopper GPU it prints one line and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from helpers import gpu  # noqa: E402
+
+KERNELS = ROOT / "bench" / "kernels"
+A_STAGE4, A_STAGE4WS = 4 * 32 * 1024 + 1024, 4 * 48 * 1024 + 1024
+SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024
+
+
+@dataclass
+class Rung:
+    """One kernel of the ladder: how to compile it and how to launch it on A (M×K), B (N×K), C (M×N)."""
+
+    key: str
+    title: str
+    file: str
+    name: str
+    out_dtype: Any
+    make: Callable[[gpu.Kernel, gpu.DeviceArray, gpu.DeviceArray, gpu.DeviceArray], Callable[[], None]]
+    multiple: tuple[int, int, int]  # M, N, K must be multiples of these
+    shapes: list[tuple[int, int, int]] = field(default_factory=list)  # extra timed shapes
+    options: tuple[str, ...] = ()  # extra NVRTC options, e.g. ("-DLAB6_GROUP=4",)
+
+
+def _i32(*v: int) -> list[np.int32]:
+    return [np.int32(x) for x in v]
+
+
+def make_64x64(k: gpu.Kernel, a, b, c):  # noqa: ANN001, ANN201
+    (m, kk), n = a.shape, b.shape[0]
+    return gpu.prepare(k, (n // 64, m // 64), 128, 0, gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64), c,
+                       *_i32(m, n, kk))
+
+
+def make_128x128(k, a, b, c):  # noqa: ANN001, ANN201
+    (m, kk), n = a.shape, b.shape[0]
+    return gpu.prepare(k, (n // 128, m // 128), 384, A_STAGE4, gpu.tensor_map_2d(a, 128, 64),
+                       gpu.tensor_map_2d(b, 128, 64), c, *_i32(m, n, kk))
+
+
+def make_ws(k, a, b, c):  # noqa: ANN001, ANN201
+    (m, kk), n = a.shape, b.shape[0]
+    return gpu.prepare(k, (n // 256, m // 128), 384, A_STAGE4WS, gpu.tensor_map_2d(a, 128, 64),
+                       gpu.tensor_map_2d(b, 256, 64), c, *_i32(m, n, kk))
+
+
+def make_lab5(k, a, b, c):  # noqa: ANN001, ANN201
+    (m, kk), n = a.shape, b.shape[0]
+    return gpu.prepare(k, (math.ceil(n / 256), math.ceil(m / 128)), 384, SMEM_EPI, gpu.tensor_map_2d(a, 128, 64),
+                       gpu.tensor_map_2d(b, 256, 64), gpu.tensor_map_2d(c, 64, 64), *_i32(m, n, kk))
+
+
+def _persistent(k, a, b, c, extra=()):  # noqa: ANN001, ANN202
+    (m, kk), n = a.shape, b.shape[0]
+    pairs = math.ceil(m / 256) * math.ceil(n / 256)
+    work = pairs if not extra else None  # Stream-K uses every resident cluster
+    grid = gpu.persistent_grid(k, 384, SMEM_EPI, cluster=2, work=work)
+    return grid, gpu.prepare(k, (grid, 1, 1), 384, SMEM_EPI, gpu.tensor_map_2d(a, 128, 64),
+                             gpu.tensor_map_2d(b, 128, 64), gpu.tensor_map_2d(c, 64, 64), *_i32(m, n, kk), *extra,
+                             cluster=(2, 1, 1))
+
+
+def make_lab6(k, a, b, c):  # noqa: ANN001, ANN201
+    return _persistent(k, a, b, c)[1]
+
+
+_WORKSPACES: dict[int, tuple[gpu.DeviceArray, gpu.DeviceArray]] = {}
+
+
+def make_lab7(k, a, b, c):  # noqa: ANN001, ANN201
+    clusters = 66
+    if id(k) not in _WORKSPACES:
+        clusters = gpu.max_active_clusters(k, 384, SMEM_EPI, 2)
+        _WORKSPACES[id(k)] = (gpu.zeros((clusters * 2 * 128 * 256,), np.float32),
+                              gpu.zeros((clusters * 2,), np.uint32))
+    ws, flags = _WORKSPACES[id(k)]
+    return _persistent(k, a, b, c, extra=(ws, flags))[1]
+
+
+SQUARE = [(4096, 4096, 4096), (8192, 8192, 8192)]
+NONSQUARE = [(8192, 4096, 8192), (4096, 8192, 2048)]
+WAVE_QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]
+
+RUNGS = [
+    Rung("lab3", "Lab 3 · one warpgroup, 64×64 tile, no overlap (reference)", "gemm_64x64.cu", "gemm_64x64",
+         np.float32, make_64x64, (64, 64, 64)),
+    Rung("lab4a", "Lab 4 · 128×128 tile, 4-stage ring, producer + 2 consumers", "lab4_128x128.cu",
+         "lab4_gemm_128x128", np.float32, make_128x128, (128, 128, 64)),
+    Rung("lab4b", "Lab 4 · 128×256, m64n256k16, setmaxnreg 24/240, 4 stages", "lab4_ws.cu", "lab4_gemm_ws",
+         np.float32, make_ws, (128, 256, 64)),
+    Rung("lab5", "Lab 5 · TMA-store epilogue, bf16 C", "lab5_epilogue.cu", "lab5_gemm", gpu.bfloat16, make_lab5,
+         (8, 8, 8), NONSQUARE),
+    Rung("lab6", "Lab 6 · persistent, 2-block clusters, B multicast", "lab6_persistent.cu", "lab6_gemm",
+         gpu.bfloat16, make_lab6, (8, 8, 8), NONSQUARE + WAVE_QUANTIZED),
+    Rung("lab7", "Lab 7 · Stream-K on Lab 6 (whole tiles, then Stream-K over the last waves)", "lab7_streamk.cu",
+         "lab7_gemm", gpu.bfloat16, make_lab7, (8, 8, 8), NONSQUARE + WAVE_QUANTIZED),
+]
+
+
+def compile_rungs(rungs: list[Rung]) -> dict[str, gpu.Kernel]:
+    return {r.key: gpu.compile((KERNELS / r.file).read_text(), r.name, filename=r.file, options=r.options)
+            for r in rungs}
+
+
+def correctness(r: Rung, k: gpu.Kernel, rng: np.random.Generator, cases: int) -> list[dict]:
+    """Random non-square shapes (M ≠ N ≠ K, several tiles and waves), C poisoned, against fp64 on the host."""
+    out = []
+    mm, mn, mk = r.multiple
+    fixed = [(3 * 256 + mm * (mm < 128), 5 * 256 + mn * (mn < 128), 7 * 64 + mk * (mk < 64))]
+    for i in range(cases):
+        if i < len(fixed):
+            m, n, kk = fixed[i]
+        else:
+            m = int(rng.integers(2, 24)) * max(mm, 64) + (int(rng.integers(0, 8)) * mm if mm < 64 else 0)
+            n = int(rng.integers(2, 12)) * max(mn, 64) + (int(rng.integers(0, 8)) * mn if mn < 64 else 0)
+            kk = int(rng.integers(2, 40)) * max(mk, 64) + (int(rng.integers(0, 8)) * mk if mk < 64 else 0)
+        a = gpu.random((m, kk), gpu.bfloat16, seed=int(rng.integers(1 << 30)))
+        b = gpu.random((n, kk), gpu.bfloat16, seed=int(rng.integers(1 << 30)))
+        c = gpu.poison((m, n), r.out_dtype)
+        launch = r.make(k, a, b, c)
+        launch()
+        gpu.wait()
+        got = c.to_host()
+        ref = a.to_host().astype(np.float64) @ b.to_host().astype(np.float64).T
+        entry = {"shape": [m, n, kk]}
+        try:
+            entry["max_abs_error"] = gpu.check_gemm(got, ref, kk)
+            entry["ok"] = True
+        except AssertionError as e:
+            entry["ok"], entry["error"] = False, str(e)
+        if r.key.startswith("lab7"):  # the ordered fix-up: the same bits every run
+            first = got.view(np.uint16).copy()
+            same = True
+            for _ in range(3):
+                c.poison()
+                launch()
+                gpu.wait()
+                same &= bool(np.array_equal(c.to_host().view(np.uint16), first))
+            entry["bit_identical_repeats"] = same
+            entry["ok"] &= same
+        out.append(entry)
+        print(f"  {r.key} {m}×{n}×{kk}: {'ok' if entry['ok'] else 'WRONG: ' + entry.get('error', 'not deterministic')}",
+              flush=True)
+    return out
+
+
+def speed(r: Rung, k: gpu.Kernel, shape: tuple[int, int, int], repeat: int) -> dict:
+    m, n, kk = shape
+    with gpu.sm_clock() as clk:
+        res = gpu.gemm_benchmark(lambda a, b, c: r.make(k, a, b, c), m, n, kk, out_dtype=r.out_dtype,
+                                 warmup=5, repeat=repeat)
+    d = {"shape": [m, n, kk], "tflops": res.tflops, "cublas_tflops": res.cublas_tflops, "ratio": res.ratio,
+         "kernel_ms": res.kernel_ms, "cublas_ms": res.cublas_ms, "sm_clock_mhz": clk.median,
+         "sm_clock_range": [min(clk.mhz), max(clk.mhz)] if clk.mhz else None, "max_abs_error": res.max_abs_error}
+    print(f"  {r.key} {m}×{n}×{kk}: {res.tflops:.0f} TFLOP/s, cuBLAS {res.cublas_tflops:.0f}, ratio "
+          f"{res.ratio:.3f}, {clk.summary()}", flush=True)
+    return d
+
+
+def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="+", default=None)
+    p.add_argument("--quick", action="store_true", help="4096³ only, fewer correctness cases")
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--cases", type=int, default=4)
+    p.add_argument("--write", type=Path, default=None, help="write NAME.md and NAME.json")
+    args = p.parse_args(argv)
+    rungs = [r for r in (rungs_in or RUNGS) if args.only is None or r.key in args.only]
+    kernels = compile_rungs(rungs)
+    for r in rungs:
+        print(f"{r.key}: {kernels[r.key].report.summary()}")
+    if gpu.skip_without_hopper(next(iter(kernels.values())), checked="the ladder's kernels compile"):
+        return 0
+    info = gpu.device_info()
+    result: dict[str, Any] = {
+        "gpu": info.name, "sm_count": info.sm_count, "driver_cuda": list(info.driver_version),
+        "nvrtc": list(gpu.nvrtc_version() or ()), "cublas": gpu.cublas_version(),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "method":
+        "bf16 inputs (random normal), CUDA events, 5 warm-up runs, median of --repeat, inputs rotated over >= 3x L2, "
+        "cuBLAS (cublasGemmEx, fp32 compute) with the same output type in the same run; SM clock sampled by NVML",
+        "rungs": {}}
+    rng = np.random.default_rng(2026)
+    for r in rungs:
+        k = kernels[r.key]
+        t0 = time.time()
+        entry = {"title": r.title, "file": f"bench/kernels/{r.file}", "registers": k.report.registers,
+                 "spills": k.report.spill_stores + k.report.spill_loads,
+                 "out_dtype": "bf16" if r.out_dtype == gpu.bfloat16 else "fp32"}
+        try:
+            entry["correctness"] = correctness(r, k, rng, 2 if args.quick else args.cases)
+            shapes = SQUARE[:1] if args.quick else SQUARE + [s for s in r.shapes if s not in SQUARE]
+            entry["speed"] = [speed(r, k, s, args.repeat) for s in shapes]
+        except Exception as e:  # noqa: BLE001 - a failing rung is reported, the others still run
+            entry["failure"] = f"{type(e).__name__}: {e}"
+            print(f"  {r.key} FAILED: {entry['failure']}", flush=True)
+        entry["seconds"] = round(time.time() - t0, 1)
+        result["rungs"][r.key] = entry
+    md = render(result)
+    print(md)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        args.write.with_suffix(".md").write_text(md)
+    return 0
+
+
+def render(result: dict) -> str:
+    lines = ["# The ladder: every lab's GEMM beside cuBLAS (same run)", "",
+             f"- GPU: {result['gpu']} ({result['sm_count']} SMs), driver CUDA "
+             f"{'.'.join(map(str, result['driver_cuda']))}, NVRTC {'.'.join(map(str, result['nvrtc']))}, "
+             f"cuBLAS {result['cublas']}", f"- date: {result['date']}", f"- method: {result['method']}", "",
+             "| kernel | C | M×N×K | TFLOP/s | cuBLAS TFLOP/s | ratio | SM clock MHz | correct |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for key, e in result["rungs"].items():
+        ok = "yes" if e.get("correctness") and all(c["ok"] for c in e["correctness"]) else "NO"
+        if "failure" in e:
+            lines.append(f"| {key} | {e['out_dtype']} | — | — | — | — | — | failed: {e['failure'][:80]} |")
+        for s in e.get("speed", []):
+            m, n, k = s["shape"]
+            lines.append(f"| {key} | {e['out_dtype']} | {m}×{n}×{k} | {s['tflops']:.0f} | {s['cublas_tflops']:.0f} | "
+                         f"{s['ratio']:.3f} | {s['sm_clock_mhz'] or '—'} | {ok} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

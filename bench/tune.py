@@ -1,0 +1,32 @@
+"""Tuning runs: variants of the Lab 6 and Lab 7 kernels (compile-time switches) beside cuBLAS in one run.
+
+    python bench/tune.py [--write bench/results/NAME] [ladder options]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ladder  # noqa: E402
+
+BASE = {r.key: r for r in ladder.RUNGS}
+SK = ladder.WAVE_QUANTIZED
+
+
+def variants() -> list[ladder.Rung]:
+    out = [dataclasses.replace(BASE["lab5"], shapes=[])]
+    for group in (4, 8, 16):
+        out.append(dataclasses.replace(BASE["lab6"], key=f"lab6-g{group}", options=(f"-DLAB6_GROUP={group}",),
+                                       shapes=[]))
+    out.append(dataclasses.replace(BASE["lab6"], key="lab6-g8-zero", options=("-DLAB6_SCALE_D=0",), shapes=SK))
+    out.append(dataclasses.replace(BASE["lab7"], key="lab7-hybrid", shapes=SK))
+    out.append(dataclasses.replace(BASE["lab7"], key="lab7-pure", options=("-DLAB7_HYBRID=0",), shapes=SK))
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(ladder.main(sys.argv[1:], variants()))

@@ -1,0 +1,52 @@
+"""The speed ladder the lessons and labs quote: every figure traced to an H100 run committed beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import ladder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_step_of_the_course_is_in_the_ladder_in_order():
+    keys = [k for k, _, _ in ladder.STEPS]
+    assert keys == ["lab3", "lab4a", "lab4b", "lab5", "lab6", "lab7"]
+
+
+def test_measured_figures_come_from_a_committed_run_on_a_named_gpu():
+    data = ladder.load()
+    assert data["gpu"].startswith("NVIDIA H100") and data["date"] and data["driver_cuda"]
+    for key, e in data["rungs"].items():
+        assert e["source"], key
+        src = ROOT / e["source"].split(" ")[0]
+        assert src.is_file(), f"{key}: {src} missing"
+        run = json.loads(src.read_text())
+        variant = e["source"].split("variant ")[-1].rstrip(")") if "variant" in e["source"] else key
+        assert run["rungs"][variant]["speed"] == e["speed"], f"{key}: figures differ from {src.name}"
+        for s in e["speed"]:
+            assert s["cublas_tflops"] and abs(s["ratio"] - s["tflops"] / s["cublas_tflops"]) < 1e-6
+            assert s["sm_clock_mhz"], f"{key} {s['shape']}: no SM clock"
+        assert all(c["ok"] for c in e["correctness"]), key
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192)])
+def test_rungs_read_every_step_at_both_sizes(shape):
+    rs = ladder.rungs(shape)
+    assert [r.key for r in rs] == [k for k, _, _ in ladder.STEPS]
+    assert all(r.tflops and r.ratio for r in rs)
+
+
+def test_an_unmeasured_step_says_so(tmp_path):
+    (tmp_path / "l.json").write_text(json.dumps({"rungs": {}}))
+    rs = ladder.rungs((4096, 4096, 4096), ladder.load(tmp_path / "l.json"))
+    assert all(r.tflops is None and "not measured yet" in str(r) for r in rs)
+
+
+def test_the_figure_has_the_course_and_cublas_series():
+    fig = ladder.figure(mine={"lab3": 300.0})
+    assert [t.name for t in fig.data] == ["course kernel", "cuBLAS (same run)", "your kernel"]
+    assert fig.layout.width <= 880
