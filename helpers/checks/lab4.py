@@ -31,7 +31,7 @@ __all__ = [
     "entry_registers", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
     "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec",
     "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "LAB3_KERNEL",
-    "LAB3_MEASURED", "kernel_diff", "show_diff", "ladder_rows", "ladder_table", "show_ladder",
+    "kernel_diff", "show_diff", "ladder_rows", "ladder_table", "show_ladder",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -655,6 +655,7 @@ class KernelSpec:
     """What one CUDA step of the lab must be."""
 
     step: str  # short name in the ladder
+    ladder_key: str  # its rung in bench/results/ladder.json (helpers.ladder)
     name: str  # the kernel's name
     bm: int
     bn: int
@@ -666,10 +667,10 @@ class KernelSpec:
     stages_from_budget: bool  # STAGES must be what the shared-memory budget allows
 
 
-PC = KernelSpec("128×128 · producer/consumer ring", "lab4_pc_gemm", 128, 128, 256, 1, "m64n128k16", 8, None,
-                False)
-WS = KernelSpec("128×256 · 2 consumers + setmaxnreg", "lab4_ws_gemm", 128, 256, 384, 2, "m64n256k16", 4, (24, 240),
-                True)
+PC = KernelSpec("128×128 · producer + 2 consumers over a ring", "lab4a", "lab4_pc_gemm", 128, 128, 384, 2,
+                "m64n128k16", 4, None, False)
+WS = KernelSpec("128×256 · m64n256k16 + setmaxnreg", "lab4b", "lab4_ws_gemm", 128, 256, 384, 2, "m64n256k16", 4,
+                (24, 240), True)
 
 #: the student's measured results of this session, by step name (filled by the kernel checks on an H100)
 MEASURED: dict[str, Any] = {}
@@ -748,8 +749,7 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str)
     c.true(f"{spec.mmas_per_step} × wgmma.mma_async {spec.mma} (bf16 in, fp32 accumulate) per K step",
            len(shape) == len(mmas) and len(shape) >= spec.mmas_per_step,
            detail=f"    found: {sorted({i.opcode for i in mmas})} × {len(mmas)}",
-           hint=f"hopper::wgmma_{spec.mma}_bf16 for each 16-wide slice of K" +
-           (" and each 64-row half of the tile" if spec.mmas_per_step > 4 else ""))
+           hint=f"hopper::wgmma_{spec.mma}_bf16 for each 16-wide slice of K")
     c.true("wgmma.fence, commit_group and wait_group around them",
            "wgmma.fence.sync.aligned" in ops and "wgmma.commit_group.sync.aligned" in ops,
            hint="hopper::wgmma_fence() before the step's wgmmas, hopper::wgmma_commit() after them")
@@ -953,15 +953,6 @@ lab3_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 }
 """
 
-#: Where the ladder's measured numbers live (written by the lead's `make bench` on an H100).
-LADDER_JSON = "bench/results/ladder.json"
-
-#: The reference 64×64 kernel measured on an H100 (bench/results/2026-11-22-h100.md): Lab 3's starting figure.
-LAB3_MEASURED = {"step": "Lab 3 · 64×64 tile, one warpgroup (bench/kernels/gemm_64x64.cu)", "tflops": 303.0,
-                 "cublas_tflops": 746.0, "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
-                 "source": "bench/results/2026-11-22-h100.md"}
-
-
 def kernel_diff(old: str, new: str, context: int = 1) -> str:
     """A unified diff of two kernel sources (what a step changed), as text."""
     import difflib
@@ -983,43 +974,26 @@ def show_diff(old: str, new: str, title: str = "") -> None:
     print(text)
 
 
-def _root() -> Any:
-    from pathlib import Path
+def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
+    """The ladder so far at size³: Lab 3 and this lab's two steps as measured on an H100 (helpers.ladder, from
+    bench/results/ladder.json; None where not measured yet), then this session's own runs from MEASURED."""
+    from helpers import ladder
 
-    return Path(__file__).resolve().parents[2]
-
-
-def ladder_rows() -> list[dict[str, Any]]:
-    """The ladder so far: the measured steps from bench/results/ladder.json (or Lab 3's figure when it is
-    absent, and each Lab 4 step 'not measured yet'), then this session's own runs from MEASURED."""
-    import json
-
-    path = _root() / LADDER_JSON
-    rows: list[dict[str, Any]] = []
-    if path.exists():
-        data = json.loads(path.read_text())
-        meta = data.get("meta", {})
-        for r in data.get("steps", []):
-            rows.append({"step": r.get("step", "?"), "tflops": r.get("tflops"), "cublas_tflops":
-                         r.get("cublas_tflops"), "where": f"{meta.get('gpu', 'H100')}, {meta.get('date', '')} "
-                         f"({LADDER_JSON})"})
-    else:
-        rows.append({"step": LAB3_MEASURED["step"], "tflops": LAB3_MEASURED["tflops"],
-                     "cublas_tflops": LAB3_MEASURED["cublas_tflops"],
-                     "where": f"{LAB3_MEASURED['gpu']}, {LAB3_MEASURED['date']} ({LAB3_MEASURED['source']})"})
-        for spec in (PC, WS):
-            rows.append({"step": f"Lab 4 · {spec.step}", "tflops": None, "cublas_tflops": None,
-                         "where": f"not measured yet ({LADDER_JSON} is written by make bench on an H100)"})
+    data = ladder.load()
+    keys = {"lab3": "Lab 3 · 64×64 tile, one warpgroup"} | {s.ladder_key: f"Lab 4 · {s.step}" for s in (PC, WS)}
+    rows = [{"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops,
+             "where": f"{data.get('gpu', 'H100')}: {r.source or ladder.LADDER_FILE.name}" if r.tflops
+             else "not measured yet"} for r in ladder.rungs((size, size, size), data) if r.key in keys]
     for step, bench in MEASURED.items():
-        rows.append({"step": f"Lab 4 · {step} (yours)", "tflops": bench.tflops, "cublas_tflops":
-                     bench.cublas_tflops, "where": "this notebook, just now"})
+        rows.append({"step": f"Lab 4 · {step} (yours)", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,
+                     "where": "this notebook, just now"})
     return rows
 
 
-def ladder_table() -> str:
-    """The ladder as a Markdown table: TFLOP/s at 4096³ beside cuBLAS in the same run, and the ratio."""
-    lines = ["| step | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
-    for r in ladder_rows():
+def ladder_table(size: int = 4096) -> str:
+    """The ladder as a Markdown table: TFLOP/s at size³ beside cuBLAS in the same run, and the ratio."""
+    lines = [f"| step ({size}³) | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
+    for r in ladder_rows(size):
         t, cb = r["tflops"], r["cublas_tflops"]
         ratio = f"{t / cb:.2f}" if t and cb else "–"
         lines.append(f"| {r['step']} | {f'{t:.0f}' if t else '–'} | {f'{cb:.0f}' if cb else '–'} | {ratio} | "
@@ -1027,9 +1001,9 @@ def ladder_table() -> str:
     return "\n".join(lines)
 
 
-def show_ladder() -> None:
+def show_ladder(size: int = 4096) -> None:
     """Display the ladder table (Markdown in a notebook, text elsewhere)."""
-    table = ladder_table()
+    table = ladder_table(size)
     try:
         from IPython.display import Markdown, display
 

@@ -38,19 +38,19 @@ def _pair(right: tuple[int, int], why: dict[tuple[int, int], str]):
 
 #: stage and phase of a use in a ring that is not a power of two
 ring_slot = Quiz(
-    "A ring has S = 3 stages. Use k = 7 (the eighth K tile): which stage does it use, and which parity does the "
-    "consumer wait for on that stage's FULL barrier? Answer as `stage, parity`.",
-    judge=_pair((1, 0), {
-        (1, 1): "the parity does not follow k: it flips once per wrap of the ring, and 7 // 3 = 2 wraps",
-        (3, 1): "k % 4 is for a ring of four stages; this one has three",
-        (1, 2): "the parity is 0 or 1: (k // S) & 1",
-        (7, 0): "the stage wraps around: k % S",
+    "A ring has S = 5 stages. Use k = 13 (the fourteenth K tile): which stage does it use, and which parity does "
+    "the consumer wait for on that stage's FULL barrier? Answer as `stage, parity`.",
+    judge=_pair((3, 0), {
+        (3, 1): "the parity does not follow k: it flips once per wrap of the ring, and 13 // 5 = 2 wraps",
+        (1, 1): "k % 4 or k % 2 is for a ring of four or two stages; this one has five",
+        (3, 2): "the parity is 0 or 1: (k // S) & 1",
+        (13, 0): "the stage wraps around: k % S",
     }),
-    right="1, 0",
+    right="3, 0",
     hint="stage k % S; parity (k // S) & 1",
-    explanation="7 % 3 = 1 and 7 // 3 = 2: it is the third fill of stage 1, the completion of phase 2 of FULL[1], "
-    "parity 0",
-    wrong=("1, 1", "3, 1", "1, 2", "7, 0"),
+    explanation="13 % 5 = 3 and 13 // 5 = 2: it is the third fill of stage 3, the completion of phase 2 of "
+    "FULL[3], parity 0",
+    wrong=("3, 1", "1, 1", "3, 2", "13, 0"),
 )
 
 _FIRST_WAIT = [

@@ -2,9 +2,10 @@
 4096³ beside cuBLAS, the Lab 3 kernel timed the same way (the ladder), then the wrong kernels the graders must
 reject, including the ones only a run can catch.
 
-Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab4.py [OUT_DIR]``. Writes ``ladder.json`` (the format
-``helpers.checks.lab4.ladder_rows`` reads from bench/results/ladder.json) and ``gpu_lab4.json`` (every expectation and
-its outcome) into OUT_DIR; exit status 0 when every expectation held. ``test_lab4.py`` uses the same wrong kernels.
+Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab4.py [OUT_DIR]``. Writes ``lab4_speeds.json`` (the
+lab's solution kernels and the Lab 3 kernel it starts from, at 4096³ beside cuBLAS; the course's ladder itself is
+bench/ladder.py's) and ``gpu_lab4.json`` (every expectation and its outcome) into OUT_DIR; exit status 0 when every
+expectation held. ``test_lab4.py`` uses the same wrong kernels.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
     return {
         "EMPTY initialised with count 1 (two consumers)": (
             "WS", _swap(ws, "mbar_init(&empty[s], 2)", "mbar_init(&empty[s], 1)"), "first release"),
-        "EMPTY initialised with 128 (every thread)": (
-            "PC", _swap(pc, "mbar_init(&empty[s], 1)", "mbar_init(&empty[s], 128)"), "elected thread"),
+        "EMPTY initialised with 256 (every consumer thread)": (
+            "PC", _swap(pc, "mbar_init(&empty[s], 2)", "mbar_init(&empty[s], 256)"), "elected thread"),
         "FULL initialised with 2": ("WS", _swap(ws, "mbar_init(&full[s], 1)", "mbar_init(&full[s], 2)"),
                                     "never arrive"),
         "producer never waits on EMPTY": ("WS", _swap(ws, "        HOPPER_WAIT(empty, s, phase ^ 1);\n", ""),
@@ -159,7 +160,8 @@ def main(out: Path) -> int:
     steps = []
     try:
         bench = gpu.run_isolated(f"{__file__}:lab3_benchmark", lab4.LAB3_KERNEL, 4096, timeout=300)
-        steps.append({"step": "Lab 3 · 64×64 tile, two stages, thread 0 produces", "tflops": bench.tflops,
+        steps.append({"step": "Lab 3 · 64×64 tile, two stages, thread 0 produces (helpers.checks.lab4.LAB3_KERNEL)",
+                      "tflops": bench.tflops,
                       "cublas_tflops": bench.cublas_tflops})
         print(f"Lab 3 kernel: {bench.summary()}")
     except gpu.GpuError as exc:
@@ -168,10 +170,10 @@ def main(out: Path) -> int:
         if spec.step in lab4.MEASURED:
             b = lab4.MEASURED[spec.step]
             steps.append({"step": f"Lab 4 · {spec.step}", "tflops": b.tflops, "cublas_tflops": b.cublas_tflops})
-    ladder = {"meta": {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
+    speeds = {"meta": {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
                        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}", "size": 4096,
                        "script": "tests/labs/gpu_lab4.py"}, "steps": steps}
-    (out / "ladder.json").write_text(json.dumps(ladder, indent=1) + "\n")
+    (out / "lab4_speeds.json").write_text(json.dumps(speeds, indent=1) + "\n")
     graders = {"PC": lab4.check_pc_kernel, "WS": lab4.check_ws_kernel}
     for name, (step, src, pattern) in {**wrong_kernels(pc, ws), **runtime_wrong_kernels(pc, ws)}.items():
         _expect(results, f"wrong · {name}", graders[step], src, pattern, benchmark=False)

@@ -4,18 +4,21 @@ compiler facts the lesson shows (NVRTC runs without a GPU)."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from helpers import pipeline as pl
-from helpers.quizzes import lesson04
+from helpers.quizzes import all_quizzes, lesson04
 from helpers.widgets import pipeline as tw
 from helpers.widgets import registers
 
 
 # ------------------------------------------------------------------------------------------- quizzes
 def test_quiz_answers_follow_from_the_emulator():
-    assert lesson04.ring_slot.judge("{}, {}".format(*pl.stage_and_phase(7, 3)))[0]
+    assert lesson04.ring_slot.judge("{}, {}".format(*pl.stage_and_phase(13, 5)))[0]
     assert lesson04.empty_count.judge(str(2 * 128))[0]
     entry = registers.entry_registers(512, 1)
     best = max(c for c in range(24, 257, 8) if registers.setmaxnreg_verdict(entry, [24, c, c, c]) == "ok")
@@ -170,3 +173,59 @@ extern "C" __global__ void BOUNDS demo(float* out) {
     assert free.setmaxnreg_ignored and "C7508" in free.log
     with pytest.raises(gpu.CompileError, match="multiple of 8"):
         gpu.compile(src.replace("BOUNDS", "__launch_bounds__(384, 1)").replace("<24>", "<20>"), "demo")
+
+
+# ------------------------------------------------------------------------------------------- the notebook's rules
+LESSON = Path(__file__).resolve().parents[2] / "lessons" / "04_pipelines.ipynb"
+
+
+def _quiz_name(cell) -> str | None:
+    m = re.fullmatch(r"\s*lesson04\.(\w+)\s*", cell.source) if cell.cell_type == "code" else None
+    return m.group(1) if m else None
+
+
+def test_every_lesson04_quiz_is_shown_once():
+    nb = nbformat.read(LESSON, as_version=4)
+    shown = [q for q in map(_quiz_name, nb.cells) if q]
+    defined = {k.split(".")[1] for k in all_quizzes() if k.startswith("lesson04.")}
+    assert len(shown) == len(set(shown)) and set(shown) == defined
+
+
+def test_no_source_document_is_named():
+    pattern = re.compile(r"source document|\bseeds?\b|study notes|\b00[0-4]_|\bgist\b|fast\.cu", re.I)
+    for path in (LESSON, LESSON.parents[1] / "solutions" / "lab4_pipeline.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert not pattern.search(cell.source), f"{path.name} {cell.id}: {pattern.search(cell.source)}"
+
+
+def test_no_quiz_answer_is_printed_above_its_quiz():
+    """Run the lesson's code cells in order (no kernel needed: they print text) and look at what the code cell above
+    each quiz printed."""
+    import contextlib
+    import io
+
+    nb = nbformat.read(LESSON, as_version=4)
+    ns: dict = {}
+    printed: list[tuple[str | None, str]] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        q = _quiz_name(cell)
+        if q:
+            printed.append((q, ""))
+            continue
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(compile(cell.source, cell.id, "exec"), ns)
+        printed.append((None, buf.getvalue()))
+    quizzes = all_quizzes()
+    last = ""
+    for q, text in printed:
+        if q is None:
+            last = text
+            continue
+        right = str(quizzes[f"lesson04.{q}"].right)  # numbers and pairs (choices may be named in the output)
+        spellings = [right, f"({right})"] if re.fullmatch(r"\d+, \d+", right) else (
+            [right] if re.fullmatch(r"\d\d+", right) else [])
+        for s in spellings:
+            assert not re.search(rf"(?<![\d.]){re.escape(s)}(?![\d.])", last), f"{q}: {s!r} printed above it"

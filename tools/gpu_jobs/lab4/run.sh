@@ -17,7 +17,7 @@ else
 fi
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-echo "== Lab 4 kernels through the graders (solutions timed at 4096^3, wrong kernels rejected)"
+echo "== Lab 4 kernels through the graders (solutions timed at 4096^3, wrong kernels rejected; lab4_speeds.json)"
 timeout 300 python3 tests/labs/gpu_lab4.py "$OUT" > "$OUT/gpu_lab4.log" 2>&1; echo "rc=$?"
 grep -E "^(OK|BAD)|timed|target|PROBLEMS|all expectations|Lab 3 kernel" "$OUT/gpu_lab4.log"
 echo "== Lab 3 timeline (clock64)"
