@@ -110,13 +110,13 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
     import plotly.graph_objects as go
 
     wg = w.IntSlider(value=warpgroups, min=2, max=5, description="warpgroups", style={"description_width": "6em"},
-                     layout=w.Layout(width="16em"))
+                     layout=w.Layout(width="22em"))
     minb = w.Dropdown(options=[("(threads, 1)", 1), ("(threads, 2)", 2), ("(threads) only", None)], value=1,
                       description="bounds", style={"description_width": "4em"}, layout=w.Layout(width="13em"))
     prod = w.IntSlider(value=producer, min=16, max=264, step=4, description="producer",
-                       style={"description_width": "5em"}, layout=w.Layout(width="20em"))
+                       style={"description_width": "6em"}, layout=w.Layout(width="26em"))
     cons = w.IntSlider(value=consumer, min=16, max=264, step=4, description="consumers",
-                       style={"description_width": "5em"}, layout=w.Layout(width="20em"))
+                       style={"description_width": "6em"}, layout=w.Layout(width="26em"))
     verdict = w.HTML()
     fig = go.FigureWidget()
     fig.add_trace(go.Bar(orientation="h", y=[], x=[], base=[], marker_color=[], text=[], textposition="inside",

@@ -229,3 +229,14 @@ def test_no_quiz_answer_is_printed_above_its_quiz():
             [right] if re.fullmatch(r"\d\d+", right) else [])
         for s in spellings:
             assert not re.search(rf"(?<![\d.]){re.escape(s)}(?![\d.])", last), f"{q}: {s!r} printed above it"
+
+
+def test_the_try_it_yourself_claims():
+    """The widget's prompts: the parity bug needs the ring to wrap (S + 1 K tiles); EMPTY count 1 is right with one
+    consumer."""
+    for stages in (2, 3, 4, 6):
+        name = "bug: parity not flipped on wrap"
+        assert tw.run_scenario(name, stages=stages, k_tiles=stages).ok
+        assert not tw.run_scenario(name, stages=stages, k_tiles=stages + 1).ok
+    assert tw.run_scenario("bug: EMPTY count 1 with 2 consumers", consumers=1).ok
+    assert not tw.run_scenario("overlapped (wait_group 1)", stages=1).ok
