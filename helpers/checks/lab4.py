@@ -60,40 +60,17 @@ def reference_init_counts(consumers: int) -> tuple[int, int]:
 
 def reference_producer(ctx: pl.Role, k_tiles: int) -> Generator:
     """One thread of the producer warpgroup: wait until the stage is free, announce its bytes, issue the copies."""
-    for k in range(k_tiles):
-        s, phase = reference_ring_slot(k, ctx.stages)
-        yield ctx.wait(ctx.empty[s], phase ^ 1)
-        yield ctx.arrive_expect_tx(ctx.full[s], A_BYTES + B_BYTES)
-        yield ctx.tma_load(s, ctx.full[s], A_BYTES, "A")
-        yield ctx.tma_load(s, ctx.full[s], B_BYTES, "B")
+    yield from pl.producer_program(k_tiles, ctx.stages, A_BYTES, B_BYTES)(ctx)
 
 
 def reference_consumer(ctx: pl.Role, k_tiles: int) -> Generator:
     """A consumer warpgroup that waits for its wgmmas before releasing the stage (wait_group 0)."""
-    for k in range(k_tiles):
-        s, phase = reference_ring_slot(k, ctx.stages)
-        yield ctx.wait(ctx.full[s], phase)
-        for _ in range(WGMMAS_PER_STAGE):
-            yield ctx.wgmma_async(s)
-        yield ctx.commit_group()
-        yield ctx.wait_group(0)
-        yield ctx.arrive(ctx.empty[s])
+    yield from pl.async_consumer_program(k_tiles, ctx.stages, WGMMAS_PER_STAGE, in_flight=0)(ctx)
 
 
 def reference_overlapped_consumer(ctx: pl.Role, k_tiles: int) -> Generator:
     """A consumer warpgroup that keeps one wgmma group in flight and releases the previous stage."""
-    for k in range(k_tiles):
-        s, phase = reference_ring_slot(k, ctx.stages)
-        yield ctx.wait(ctx.full[s], phase)
-        for _ in range(WGMMAS_PER_STAGE):
-            yield ctx.wgmma_async(s)
-        yield ctx.commit_group()
-        yield ctx.wait_group(1)
-        if k > 0:
-            yield ctx.arrive(ctx.empty[reference_ring_slot(k - 1, ctx.stages)[0]])
-    yield ctx.wait_group(0)
-    if k_tiles > 0:
-        yield ctx.arrive(ctx.empty[reference_ring_slot(k_tiles - 1, ctx.stages)[0]])
+    yield from pl.async_consumer_program(k_tiles, ctx.stages, WGMMAS_PER_STAGE, in_flight=1)(ctx)
 
 
 def dynamic_smem_bytes(stages: int, bm: int = BM, bn: int = BN, bk: int = BK) -> int:

@@ -5,35 +5,12 @@ from __future__ import annotations
 
 from helpers.grading import Quiz
 
-
-def _choice(right: str, why: dict[str, str]):
-    """A judge for a multiple-choice quiz: the right option, and a reason for each wrong one."""
-
-    def judge(response) -> tuple[bool, str]:
-        text = "" if response is None else str(response).strip()
-        if text == right:
-            return True, ""
-        return False, why.get(text, f"{response!r} is not one of the options")
-
-    return judge
+from ._judges import choice as _choice
+from ._judges import pair as _pair_of
 
 
 def _pair(right: tuple[int, int], why: dict[tuple[int, int], str]):
-    """A judge for an answer written as two integers, e.g. "1, 0" or "(1, 0)"."""
-
-    def judge(response) -> tuple[bool, str]:
-        text = str(response).strip().strip("()[] ").replace(" ", "")
-        try:
-            got = tuple(int(x) for x in text.split(","))
-        except ValueError:
-            return False, f"{response!r}: write two integers, e.g. 2, 1"
-        if len(got) != 2:
-            return False, f"{response!r}: write two integers, e.g. 2, 1"
-        if got == right:
-            return True, ""
-        return False, why.get(got, f"({got[0]}, {got[1]}) is not it")
-
-    return judge
+    return _pair_of(right, why, "stage, parity")
 
 
 #: stage and phase of a use in a ring that is not a power of two

@@ -105,28 +105,35 @@ def _producer(k_tiles: int, flip: bool = True, waits: bool = True) -> Callable[[
     return program
 
 
-def _consumer(k_tiles: int, in_flight: int, mmas: int, early: bool = False,
-              epilogue: float = 0.0) -> Callable[[pl.Role], Generator]:
-    def program(ctx: pl.Role) -> Generator:
-        held = []
-        for k in range(k_tiles):
-            s, phase = pl.stage_and_phase(k, ctx.stages)
-            yield ctx.wait(ctx.full[s], phase)
-            for _ in range(mmas):
-                yield ctx.wgmma_async(s)
-            yield ctx.commit_group()
-            if early:  # the bug: release right after issuing, before any wait_group
-                yield ctx.arrive(ctx.empty[s])
-                continue
-            held.append(s)
-            yield ctx.wait_group(in_flight)
-            while len(held) > in_flight:
-                yield ctx.arrive(ctx.empty[held.pop(0)])
-        yield ctx.wait_group(0)
-        for s in held:
+def _mainloop(ctx: pl.Role, uses: range, mmas: int, in_flight: int, early: bool = False,
+              handoff: Any = None) -> Generator:
+    """A consumer's loop over ring uses: wait FULL, issue the wgmmas as one group, keep ``in_flight`` groups
+    running and release the stages whose groups retired; then (after arriving on ``handoff``, if given) drain.
+    ``early`` is the bug: release each stage right after issuing its wgmmas."""
+    held = []
+    for k in uses:
+        s, phase = pl.stage_and_phase(k, ctx.stages)
+        yield ctx.wait(ctx.full[s], phase)
+        for _ in range(mmas):
+            yield ctx.wgmma_async(s)
+        yield ctx.commit_group()
+        if early:
             yield ctx.arrive(ctx.empty[s])
-        if epilogue:
-            yield ctx.work(epilogue, "epilogue")
+            continue
+        held.append(s)
+        yield ctx.wait_group(in_flight)
+        while len(held) > in_flight:
+            yield ctx.arrive(ctx.empty[held.pop(0)])
+    if handoff is not None:
+        yield ctx.arrive(handoff)
+    yield ctx.wait_group(0)
+    for s in held:
+        yield ctx.arrive(ctx.empty[s])
+
+
+def _consumer(k_tiles: int, in_flight: int, mmas: int, early: bool = False) -> Callable[[pl.Role], Generator]:
+    def program(ctx: pl.Role) -> Generator:
+        yield from _mainloop(ctx, range(k_tiles), mmas, in_flight, early)
 
     return program
 
@@ -161,20 +168,8 @@ def _cooperative(p: pl.Pipeline, k_tiles: int, consumers: int, mmas: int, epilog
     p.add_role("producer", _producer(tiles * per))
 
     def consumer(ctx: pl.Role) -> Generator:
-        for tile in range(tiles):
-            held = []
-            for kk in range(per):
-                s, phase = pl.stage_and_phase(tile * per + kk, ctx.stages)
-                yield ctx.wait(ctx.full[s], phase)
-                for _ in range(mmas):
-                    yield ctx.wgmma_async(s)
-                yield ctx.commit_group()
-                held.append(s)
-                yield ctx.wait_group(1)
-                while len(held) > 1:
-                    yield ctx.arrive(ctx.empty[held.pop(0)])
-            yield ctx.wait_group(0)
-            yield ctx.arrive(ctx.empty[held.pop()])
+        for tile in range(tiles):  # every consumer reads every stage of every tile, then all store together
+            yield from _mainloop(ctx, range(tile * per, (tile + 1) * per), mmas, 1)
             yield ctx.work(epilogue / consumers, "epilogue")
 
     for c in range(consumers):
@@ -182,32 +177,17 @@ def _cooperative(p: pl.Pipeline, k_tiles: int, consumers: int, mmas: int, epilog
 
 
 def _ping_pong(p: pl.Pipeline, k_tiles: int, consumers: int, mmas: int, epilogue: float) -> None:
-    tiles, per = _tiles(k_tiles)
-    p.readers = 1
-    p._empty_count = 1
+    tiles, per = _tiles(k_tiles)  # p reads each fill once: readers=1, EMPTY count 1 (see _build)
     p.add_role("producer", _producer(tiles * per))
     turn = [p.barrier(f"turn[{c}]") for c in range(consumers)]
 
     def consumer(me: int) -> Callable[[pl.Role], Generator]:
         def program(ctx: pl.Role) -> Generator:
             for n, tile in enumerate(range(me, tiles, consumers)):
-                if tile > 0:  # wait for the previous tile's consumer to finish issuing its mainloop
+                if tile > 0:  # wait until the previous tile's consumer has issued its whole mainloop
                     yield ctx.wait(turn[me], n & 1 if me else (n - 1) & 1)
-                held = []
-                for kk in range(per):
-                    s, phase = pl.stage_and_phase(tile * per + kk, ctx.stages)
-                    yield ctx.wait(ctx.full[s], phase)
-                    for _ in range(consumers * mmas):  # the whole tile: both halves' wgmmas
-                        yield ctx.wgmma_async(s)
-                    yield ctx.commit_group()
-                    held.append(s)
-                    yield ctx.wait_group(1)
-                    while len(held) > 1:
-                        yield ctx.arrive(ctx.empty[held.pop(0)])
-                if tile + 1 < tiles:
-                    yield ctx.arrive(turn[(me + 1) % consumers])
-                yield ctx.wait_group(0)
-                yield ctx.arrive(ctx.empty[held.pop()])
+                handoff = turn[(me + 1) % consumers] if tile + 1 < tiles else None
+                yield from _mainloop(ctx, range(tile * per, (tile + 1) * per), consumers * mmas, 1, handoff=handoff)
                 yield ctx.work(epilogue, "epilogue")
         return program
 
@@ -219,8 +199,10 @@ def _ping_pong(p: pl.Pipeline, k_tiles: int, consumers: int, mmas: int, epilogue
 def _build(name: str, stages: int, tma_latency: float, wgmma_time: float, consumers: int, k_tiles: int,
            drain: float, epilogue: float) -> pl.Pipeline:
     mmas = 4
-    empty_count = 1 if name.startswith("bug: EMPTY count 1") else None  # right only with one consumer
-    p = pl.Pipeline(stages, tma_latency, wgmma_time, empty_count=empty_count, wgmma_drain=drain)
+    ping_pong = name.startswith("ping-pong")
+    empty_count = 1 if name.startswith("bug: EMPTY count 1") or ping_pong else None  # one reader per fill
+    p = pl.Pipeline(stages, tma_latency, wgmma_time, empty_count=empty_count, wgmma_drain=drain,
+                    readers=1 if ping_pong else None)
     if name.startswith("Lab 3"):
         p.add_role("warpgroup (thread 0 produces)", _lab3_warpgroup(k_tiles, mmas), consumer=True)
         return p
