@@ -18,7 +18,10 @@ registers, so counts adding up to more than the pool hang.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "REGISTER_FILE",
@@ -28,7 +31,18 @@ __all__ = [
     "Budget",
     "budget",
     "register_budget_widget",
+    "load_measured",
+    "MEASURED",
 ]
+
+#: what tools/gpu_jobs/lab4/setmaxnreg.py measured on an H100 (budgets that hang, the early-release corruption)
+MEASURED = Path(__file__).resolve().parents[2] / "tests" / "data" / "setmaxnreg_h100.json"
+
+
+def load_measured(path: Path | str = MEASURED) -> dict[str, Any] | None:
+    """The H100 capture of setmaxnreg budgets and early releases, or None when it was not captured yet."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
 
 REGISTER_FILE = 65536  # 32-bit registers per SM
 VERDICTS = ("ok", "not a multiple of 8", "outside 24..256", "over the pool")

@@ -240,3 +240,12 @@ def test_the_try_it_yourself_claims():
         assert not tw.run_scenario(name, stages=stages, k_tiles=stages + 1).ok
     assert tw.run_scenario("bug: EMPTY count 1 with 2 consumers", consumers=1).ok
     assert not tw.run_scenario("overlapped (wait_group 1)", stages=1).ok
+
+
+def test_the_committed_setmaxnreg_capture_if_any_is_consistent():
+    data = registers.load_measured()
+    if data is None:
+        pytest.skip("tests/data/setmaxnreg_h100.json not captured yet (tools/gpu_jobs/lab4/setmaxnreg.py)")
+    assert "H100" in data["meta"]["gpu"]
+    for run in data["budgets"]:
+        assert run["adds_up"] == (run["producer"] + 2 * run["consumers"] <= 3 * run["entry"])
