@@ -28,7 +28,7 @@ __all__ = [
     "BM", "BN", "BK", "A_BYTES", "B_BYTES", "STAGE_BYTES", "WGMMAS_PER_STAGE", "SMEM_LIMIT", "REGISTER_FILE",
     "VERDICTS", "reference_ring_slot", "reference_init_counts", "reference_producer", "reference_consumer",
     "reference_overlapped_consumer", "reference_stages", "dynamic_smem_bytes", "reference_setmaxnreg_verdict",
-    "entry_registers", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
+    "entry_registers", "Config", "FIXED_CONFIGS", "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol",
     "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec",
     "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "LAB3_KERNEL",
     "kernel_diff", "show_diff", "ladder_rows", "ladder_table", "show_ladder",
@@ -657,10 +657,6 @@ def source_stages(source: str) -> int | None:
     """The ``STAGES`` constant of a kernel source (``constexpr int ... STAGES = 4``), or None."""
     m = re.search(r"\bSTAGES\s*=\s*(\d+)\s*[;,]", source)
     return int(m.group(1)) if m else None
-
-
-def _ordered(instrs: list[Any]) -> list[tuple[int, Any]]:
-    return list(enumerate(instrs))
 
 
 def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str) -> int:
