@@ -6,18 +6,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 PORT   ?= 8888
+WORK   := my-work
 FIRST_LESSON := lessons/00_big_picture.ipynb
 
 .PHONY: lab test lint labs check-labs validate gpu-test bench strip nbgrader clean help
 
 help:
-	@echo "make lab        start JupyterLab on the course (sets up $(VENV) first)"
+	@echo "make lab        start JupyterLab on your copy of the course in $(WORK)/ (sets up $(VENV) first)"
 	@echo "make test       lint, check labs/ is generated, validate every notebook, run the test suite"
 	@echo "make labs       regenerate labs/ from solutions/ (keeps a lab you edited; writes the new one beside it)"
 	@echo "make validate   execute lessons, solutions (checks pass) and labs (checks fail on the stubs)"
 	@echo "make gpu-test   the tests that need a Hopper GPU"
 	@echo "make bench      benchmarks against cuBLAS, on a Hopper GPU"
-	@echo "make strip      remove outputs from every notebook before committing"
+	@echo "make strip      remove outputs from the course's notebooks before committing (never from $(WORK)/)"
 	@echo "make nbgrader   lay the course out as an nbgrader course in nbgrader/ and generate the assignments"
 
 $(VENV)/bin/python:
@@ -29,6 +30,7 @@ $(VENV)/.course-installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null 2>&1 || true
+	$(PY) -m helpers.workspace --settings-only
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
@@ -40,8 +42,10 @@ $(VENV)/.gpu-installed: pyproject.toml $(VENV)/.dev-installed
 	$(PIP) install -q -e ".[dev,gpu]"
 	@touch $@
 
+# Students work in $(WORK)/ (git-ignored): a copy of lessons/ and labs/ that `make test` and `git pull` never touch.
 lab: $(VENV)/.course-installed
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(FIRST_LESSON)"
+	$(PY) -m helpers.workspace
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/$(WORK)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(WORK)/$(FIRST_LESSON)"
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check helpers tests bench tools
@@ -62,7 +66,7 @@ gpu-test: $(VENV)/.gpu-installed
 	$(PY) -m pytest -m gpu -v tests
 
 bench: $(VENV)/.gpu-installed
-	$(PY) bench/gemm.py
+	$(PY) bench/ladder.py
 
 strip: $(VENV)/.dev-installed
 	$(PY) -m helpers.labgen strip

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -215,7 +216,8 @@ def check(root: Path = ROOT) -> int:
     for p in problems:
         print(f"labs/ out of date: {p}", file=sys.stderr)
     if problems:
-        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand)", file=sys.stderr)
+        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand; a student's work lives "
+              "in my-work/, which `make lab` fills)", file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -244,16 +246,26 @@ def _grade_info(cell) -> tuple[bool, str | None]:
     return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
 
 
-def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list[CellResult]:
-    """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
+def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900) -> nbformat.NotebookNode:
+    """Execute ``nb`` in place in a fresh kernel started in ``cwd``; errors are recorded in the outputs, not
+    raised. On Linux and macOS the kernel talks over local sockets (IPC), not TCP: nothing listens on the
+    network, and the kernel has no reason to warn about unencrypted TCP."""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute()
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
+        if os.name == "posix":
+            client.km = client.create_kernel_manager()
+            client.km.transport = "ipc"
+            client.km.ip = os.path.join(sockets, "ipc")  # absolute: the kernel runs in another directory
+        client.execute()
+    return nb
+
+
+def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list[CellResult]:
+    """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
+    nb = run_notebook(nbformat.read(path, as_version=4), path.parent, timeout)
     if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
         save_to.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")

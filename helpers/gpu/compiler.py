@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from helpers import notebook
+
 from .errors import CompileError
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
@@ -190,11 +192,15 @@ def _format_error(log: str, source: str, filename: str, arch: str) -> str:
     for lineno, msg in errs[:5]:
         i = int(lineno)
         text = lines[i - 1].strip() if 0 < i <= len(lines) else ""
-        out.append(f"  line {i}: {msg}\n      {i} | {text}")
+        where = notebook.find_line(lines, i - 1)  # the line's place in the notebook cell the student typed it in
+        if where is not None:
+            out.append(f"  line {where.line} of your cell [{where.count}]: {msg}\n      {where.line} | {text}")
+        else:
+            out.append(f"  line {i}: {msg}\n      {i} | {text}")
     if not errs:
         out.append("  " + "\n  ".join(ln for ln in clean.splitlines() if ln.strip())[:4000])
     else:
-        out.append("full compiler log:\n" + clean.strip())
+        out.append("the compiler's log (its line numbers count lines of the CUDA source):\n" + clean.strip())
     if "not supported on .target 'sm_90'" in clean or "requires .target sm_90a" in clean:
         out.append("hint: wgmma and setmaxnreg need arch='sm_90a' (the 'a' matters).")
     return "\n".join(out)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from helpers.grading import parse_number
+
 Judge = Callable[[object], tuple[bool, str]]
 
 
 def number(response: object) -> float | None:
-    """A number from a typed answer ('2,048', '2048 FLOP/B', '1e3'); None if there is none."""
-    text = str(response).strip().replace(",", "").replace("_", "")
-    found = re.match(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text)
-    return float(found.group(0)) if found else None
+    """A number from a typed answer ('2,048', '2 048', '2048 FLOP/B', '1e3'); None if there is none."""
+    return parse_number(response)
 
 
 def ints(response: object) -> list[int]:

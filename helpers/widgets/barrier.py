@@ -29,6 +29,8 @@ __all__ = [
     "OPCODES",
     "REPLAY_KERNEL",
     "replay_on_gpu",
+    "NOW_BARS",
+    "now_bars",
     "barrier_stepper_widget",
 ]
 
@@ -317,53 +319,71 @@ def timeline(steps: list[Step]) -> dict[str, list]:
     }
 
 
+#: the "now" chart: what the barrier is still waiting for, one bar (and one colour) each
+NOW_BARS = ("arrivals pending", "tx-count", "bytes in flight")
+_NOW_COLORS = ("#4c78a8", "#f28e2b", "#8fb8de")
+
+
+def now_bars(step: Step) -> tuple[list[float], list[str]]:
+    """The heights of :data:`NOW_BARS` after a step (arrivals, then bytes in KiB, so both show on one axis)
+    and the labels printed on them, with their units."""
+    s = step.state
+    return ([s.pending_arrivals, s.tx_count / 1024, step.in_flight / 1024],
+            [str(s.pending_arrivals), f"{s.tx_count / 1024:g} KiB", f"{step.in_flight / 1024:g} KiB"])
+
+
 def barrier_stepper_widget(count: int = 1, nbytes: int = 8192):
     """Buttons for init, arrive, expect_tx, arrive.expect_tx, TMA issue/land and wait(parity); the barrier's
     state and a timeline of its phases after each step."""
     import ipywidgets as w
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+
+    from helpers.widgets.figure import WidgetBox, controls, integer_axis, new_figure
 
     stepper = {"s": BarrierStepper(count)}
     count_pick = w.BoundedIntText(value=count, min=1, max=1024, description="count", layout=w.Layout(width="9em"),
                                   style={"description_width": "3.5em"})
     bytes_pick = w.Dropdown(options=[4096, 8192, 16384, 32768], value=nbytes, description="bytes",
                             layout=w.Layout(width="11em"), style={"description_width": "3em"})
+    auto = w.Layout(width="auto")
     buttons = {
-        "init": w.Button(description="init(count)"),
-        "arrive": w.Button(description="arrive"),
-        "expect_tx": w.Button(description="expect_tx(bytes)"),
-        "arrive_expect_tx": w.Button(description="arrive.expect_tx(bytes)", layout=w.Layout(width="13em")),
-        "issue_tma": w.Button(description="TMA issue(bytes)", button_style="info"),
-        "land": w.Button(description="TMA bytes land", button_style="info"),
-        "wait0": w.Button(description="wait(parity 0)", button_style="warning"),
-        "wait1": w.Button(description="wait(parity 1)", button_style="warning"),
-        "reset": w.Button(description="reset", button_style="danger"),
+        "init": w.Button(description="init(count)", layout=auto),
+        "arrive": w.Button(description="arrive", layout=auto),
+        "expect_tx": w.Button(description="expect_tx(bytes)", layout=auto),
+        "arrive_expect_tx": w.Button(description="arrive.expect_tx(bytes)", layout=auto),
+        "issue_tma": w.Button(description="TMA issue(bytes)", button_style="info", layout=auto),
+        "land": w.Button(description="TMA bytes land", button_style="info", layout=auto),
+        "wait0": w.Button(description="wait(parity 0)", button_style="warning", layout=auto),
+        "wait1": w.Button(description="wait(parity 1)", button_style="warning", layout=auto),
+        "reset": w.Button(description="reset", button_style="danger", layout=auto),
     }
     status = w.HTML()
     log = w.HTML()
-    fig = go.FigureWidget(make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38],
-                                        subplot_titles=("phase in progress after each step", "now")))
+    fig = new_figure(height=300, rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+                     subplot_titles=("phase in progress after each step", "what the barrier waits for now"))
     fig.add_trace(go.Scatter(x=[], y=[], mode="lines+markers", line={"shape": "hv", "color": "#999"},
                              marker={"size": 11}, hovertemplate="%{customdata}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=["arrivals pending", "tx bytes / 1024", "in flight / 1024"], y=[0, 0, 0],
-                         marker_color=["#4c78a8", "#f28e2b", "#8fb8de"], text=["", "", ""],
-                         textposition="outside"), row=1, col=2)
-    fig.update_yaxes(title="phase", dtick=1, rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(title="step", dtick=1, row=1, col=1)
-    fig.update_layout(height=300, margin={"l": 40, "r": 10, "t": 40, "b": 40}, showlegend=False)
+    fig.add_trace(go.Bar(x=list(NOW_BARS), y=[0, 0, 0], marker_color=list(_NOW_COLORS), text=["", "", ""],
+                         textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{text}<extra></extra>"),
+                  row=1, col=2)
+    integer_axis(fig, "y", title_text="phase", rangemode="tozero", row=1, col=1)
+    integer_axis(fig, "x", title_text="step", row=1, col=1)
+    fig.update_yaxes(showticklabels=False, row=1, col=2)  # the bars carry their values, in their own units
 
     def redraw():
         steps = stepper["s"].steps
         t = timeline(steps)
         last = steps[-1]
+        heights, labels = now_bars(last)
         with fig.batch_update():
             fig.data[0].x, fig.data[0].y = t["x"], t["phase"]
             fig.data[0].marker.color = t["color"]
             fig.data[0].customdata = [f"{a}: {o}" for a, o in zip(t["label"], t["outcome"], strict=True)]
-            vals = [last.state.pending_arrivals, last.state.tx_count / 1024, last.in_flight / 1024]
-            fig.data[1].y = vals
-            fig.data[1].text = [str(last.state.pending_arrivals), str(last.state.tx_count), str(last.in_flight)]
+            fig.layout.xaxis.range = [-0.5, max(len(steps), 6) - 0.5]
+            fig.layout.yaxis.range = [-0.3, max(t["phase"]) + 0.7]
+            fig.data[1].y = heights
+            fig.data[1].text = labels
+            fig.layout.yaxis2.range = [0, max(max(heights), 1) * 1.25]
         color = _KIND_COLOR[last.kind]
         status.value = (f"<div style='border-left:4px solid {color};padding-left:6px'><b>{last.action}</b>: "
                         f"{last.outcome}<br>{state_html(last)}</div>")
@@ -395,7 +415,7 @@ def barrier_stepper_widget(count: int = 1, nbytes: int = 8192):
     for name, b in buttons.items():
         b.on_click(handler(name))
     redraw()
-    row1 = w.HBox([count_pick, buttons["init"], buttons["arrive"], bytes_pick, buttons["expect_tx"],
-                   buttons["arrive_expect_tx"]])
-    row2 = w.HBox([buttons["issue_tma"], buttons["land"], buttons["wait0"], buttons["wait1"], buttons["reset"]])
-    return w.VBox([row1, row2, status, fig, log])
+    row1 = controls(count_pick, buttons["init"], buttons["arrive"], bytes_pick, buttons["expect_tx"],
+                    buttons["arrive_expect_tx"])
+    row2 = controls(buttons["issue_tma"], buttons["land"], buttons["wait0"], buttons["wait1"], buttons["reset"])
+    return WidgetBox([row1, row2, status, fig, log])

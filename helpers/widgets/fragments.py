@@ -35,6 +35,7 @@ __all__ = [
     "descriptor_fields",
     "k_columns_read",
     "k_steps_read",
+    "fragment_figure_width",
     "fragment_explorer_widget",
     "descriptor_widget",
 ]
@@ -198,12 +199,16 @@ _QUAD_COLOR = "#8fb8de"
 _CHOSEN_COLOR = "#f28e2b"
 
 
-def _discrete_scale(colors: list[str]) -> list[list]:
-    scale = []
-    n = len(colors)
-    for i, c in enumerate(colors):
-        scale += [[i / n, c], [(i + 1) / n, c]]
-    return scale
+#: top margin of a figure whose column axis is on top: the modebar, then the axis title, then its ticks
+_TOP_AXIS_MARGIN = 100
+
+
+def fragment_figure_width(n: int) -> int:
+    """The explorer's width for a 64×n tile: cells up to 26 px wide, and never wider than the column."""
+    from helpers.widgets.figure import COLUMN
+
+    margins = 56 + 16
+    return min(COLUMN, margins + n * min(26, (COLUMN - margins) // n))
 
 
 def _thread_html(thread: int, n: int) -> str:
@@ -225,18 +230,20 @@ def fragment_explorer_widget(n: int = 64, thread: int = 0):
     import ipywidgets as w
     import plotly.graph_objects as go
 
+    from helpers.widgets.figure import WidgetBox, controls, discrete_colorscale, integer_axis, new_figure
+
     n_pick = w.ToggleButtons(options=list(FRAGMENT_NS), value=n if n in FRAGMENT_NS else 64,
                              description="N", style={"button_width": "4em"})
     t_pick = w.IntSlider(value=thread, min=0, max=127, description="thread", continuous_update=True)
     info = w.HTML()
     clicked = w.HTML()
     colors = _WARP_COLORS + [_QUAD_COLOR, _CHOSEN_COLOR]
-    fig = go.FigureWidget(go.Heatmap(z=[[0]], zmin=-0.5, zmax=5.5, colorscale=_discrete_scale(colors),
-                                     showscale=False, xgap=1, ygap=1, texttemplate="%{text}",
-                                     textfont={"size": 9}))
-    fig.update_yaxes(autorange="reversed", title="row (M)")
-    fig.update_xaxes(title="column (N)", side="top")
-    fig.update_layout(height=520, margin={"l": 50, "r": 10, "t": 50, "b": 10})
+    fig = new_figure(height=560, width=fragment_figure_width(n_pick.value), top=_TOP_AXIS_MARGIN)
+    fig.add_trace(go.Heatmap(z=[[0]], zmin=-0.5, zmax=5.5, colorscale=discrete_colorscale(colors),
+                             showscale=False, xgap=1, ygap=1, texttemplate="%{text}", textfont={"size": 9}))
+    integer_axis(fig, "y", step=8, autorange="reversed", title="row (M)")
+    integer_axis(fig, "x", step=8, title="column (N)", side="top")
+    fig.update_layout(margin={"b": 10})
 
     def redraw(*_):
         nn, t = n_pick.value, t_pick.value
@@ -248,7 +255,8 @@ def fragment_explorer_widget(n: int = 64, thread: int = 0):
             fig.data[0].text = pic.text
             fig.data[0].customdata = hover
             fig.data[0].hovertemplate = "C[%{y}][%{x}]: %{customdata}<extra></extra>"
-            fig.layout.width = min(900, 160 + 13 * nn)
+            fig.layout.width = fragment_figure_width(nn)
+            fig.layout.xaxis.dtick = 8 if nn > 16 else (2 if nn == 8 else 4)
         info.value = _thread_html(t, nn)
 
     def on_click(trace, points, _state):
@@ -265,7 +273,7 @@ def fragment_explorer_widget(n: int = 64, thread: int = 0):
     legend = w.HTML("Background: the four warps' 16-row bands. <span style='color:#f28e2b'>■</span> the chosen "
                     "thread (numbers: its register j) &nbsp; <span style='color:#8fb8de'>■</span> the other "
                     "three threads of its quad. Click any element to jump to the thread that holds it.")
-    return w.VBox([w.HBox([n_pick, t_pick]), fig, legend, info, clicked])
+    return WidgetBox([controls(n_pick, t_pick), fig, legend, info, clicked])
 
 
 def descriptor_widget():
@@ -273,16 +281,19 @@ def descriptor_widget():
     import ipywidgets as w
     import plotly.graph_objects as go
 
+    from helpers.widgets.figure import WidgetBox, controls, discrete_colorscale, integer_axis, new_figure
+
     step_pick = w.ToggleButtons(options=[("32 bytes (right)", 32), ("16 bytes (wrong)", 16)], value=32,
-                                description="step")
+                                description="step", style={"button_width": "auto"})
     k_pick = w.IntSlider(value=0, min=0, max=3, description="wgmma k")
     bits_html = w.HTML()
-    fig = go.FigureWidget(go.Heatmap(z=np.zeros((64, 64)), zmin=0, zmax=2, showscale=False, xgap=1, ygap=1,
-                                     colorscale=[[0, "#eceff4"], [0.5, "#8fb8de"], [1, "#f28e2b"]],
-                                     hovertemplate="A[%{y}][k=%{x}]<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", title="row of the A tile (M)")
-    fig.update_xaxes(title="K column of the A tile", side="top")
-    fig.update_layout(height=420, width=560, margin={"l": 50, "r": 10, "t": 50, "b": 10})
+    fig = new_figure(height=470, width=600, top=_TOP_AXIS_MARGIN)
+    fig.add_trace(go.Heatmap(z=np.zeros((64, 64)), zmin=-0.5, zmax=2.5, showscale=False, xgap=1, ygap=1,
+                             colorscale=discrete_colorscale(["#eceff4", "#8fb8de", "#f28e2b"]),
+                             hovertemplate="A[%{y}][k=%{x}]<extra></extra>"))
+    integer_axis(fig, "y", step=8, autorange="reversed", title="row of the A tile (M)")
+    integer_axis(fig, "x", step=8, title="K column of the A tile", side="top")
+    fig.update_layout(margin={"b": 10})
 
     def redraw(*_):
         step, k = step_pick.value, k_pick.value
@@ -311,4 +322,4 @@ def descriptor_widget():
     legend = w.HTML("<span style='color:#f28e2b'>■</span> K columns read by the chosen wgmma &nbsp; "
                     "<span style='color:#8fb8de'>■</span> read by the other three. With a 32-byte step the four "
                     "cover K = 0..63 once each; with 16 bytes they overlap and K = 40..63 is never read.")
-    return w.VBox([w.HBox([step_pick, k_pick]), fig, legend, bits_html])
+    return WidgetBox([controls(step_pick, k_pick), fig, legend, bits_html])

@@ -41,6 +41,8 @@ __all__ = [
     "bank_conflicts",
     "Exploration",
     "explore",
+    "BANK_LOAD_MAX",
+    "BANK_LOAD_COLORS",
     "swizzle_widget",
 ]
 
@@ -264,43 +266,64 @@ def summary_html(e: Exploration) -> str:
             "when its 8 threads cover all 32 banks.")
 
 
+#: the bank-load colours: 0 lines (bank unused) grey-white, 1 (conflict-free) green, 2 … 8 orange to dark red
+BANK_LOAD_MAX = 8
+BANK_LOAD_COLORS = ("#f4f4f4", "#a6dba0", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#b30000",
+                    "#7f0000")
+
+
 def swizzle_widget(mode: str = "128B", rows: int = 32, pattern: str = "down a column"):
     """Pick a swizzle mode and an access pattern: see where chunks land and which banks the warp hits."""
     import ipywidgets as w
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
-    mode_w = w.ToggleButtons(options=list(MODES), value=mode, description="swizzle")
-    rows_w = w.SelectionSlider(options=[32, 64], value=rows, description="box rows")
-    bytes_w = w.SelectionSlider(options=[32, 64, 128], value=SPAN[mode] or 128, description="row bytes")
+    from helpers.widgets.figure import (
+        CATEGORY_COLORS,
+        WidgetBox,
+        colorbar_beside,
+        controls,
+        discrete_colorscale,
+        integer_axis,
+        new_figure,
+    )
+
+    narrow = w.Layout(width="17em")
+    mode_w = w.ToggleButtons(options=list(MODES), value=mode, description="swizzle",
+                             style={"button_width": "5em"})
+    rows_w = w.SelectionSlider(options=[32, 64], value=rows, description="box rows", layout=narrow)
+    bytes_w = w.SelectionSlider(options=[32, 64, 128], value=SPAN[mode] or 128, description="row bytes",
+                                layout=narrow)
     pattern_w = w.Dropdown(options=list(PATTERNS), value=pattern, description="warp reads",
                            layout=w.Layout(width="22em"))
-    chunk_w = w.IntSlider(0, 0, 7, description="chunk")
+    chunk_w = w.IntSlider(0, 0, 7, description="chunk", layout=narrow)
     base_w = w.SelectionSlider(options=[0, 128, 256, 384, 512, 640, 768, 896], value=0,
-                               description="base addr")
+                               description="base addr", layout=narrow)
     info = w.HTML()
 
-    fig = go.FigureWidget(make_subplots(
-        rows=1, cols=3, column_widths=[0.28, 0.36, 0.36], horizontal_spacing=0.07,
-        subplot_titles=("the box (row, chunk)", "shared memory (128-byte lines)", "bank load per quarter-warp"),
-    ))
-    palette = "Viridis"
-    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], texttemplate="%{text}", colorscale=palette, zmin=0, zmax=7,
-                             showscale=False, xgap=1, ygap=1, textfont={"size": 9},
-                             hovertemplate="box row %{y}, chunk %{x}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], texttemplate="%{text}", colorscale=palette, zmin=0, zmax=7,
-                             showscale=False, xgap=1, ygap=1, textfont={"size": 9},
-                             hovertemplate="line %{y}, slot %{x}: holds %{text}<extra></extra>"), row=1, col=2)
-    fig.add_trace(go.Heatmap(z=[[0]], colorscale="Reds", zmin=0, zmax=8, showscale=False, xgap=1, ygap=1,
-                             hovertemplate="quarter %{y}, bank %{x}: %{z} lines<extra></extra>"), row=1, col=3)
-    for col in (1, 2, 3):
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_xaxes(title_text="chunk", row=1, col=1)
-    fig.update_xaxes(title_text="16-byte slot (banks 4s..4s+3)", row=1, col=2)
-    fig.update_xaxes(title_text="bank", row=1, col=3)
-    fig.update_yaxes(title_text="quarter-warp", dtick=1, row=1, col=3)
-    fig.update_layout(height=520, width=1000, margin={"l": 40, "r": 10, "t": 40, "b": 40})
-    fig.update_annotations(font_size=12)
+    fig = new_figure(height=660, rows=2, cols=2, column_widths=[0.38, 0.62], row_heights=[0.74, 0.26],
+                     specs=[[{}, {}], [{"colspan": 2}, None]], horizontal_spacing=0.1, vertical_spacing=0.13,
+                     subplot_titles=("the box (row, chunk)", "shared memory (128-byte lines, 16-byte slots)",
+                                     "bank load: different 128-byte lines each bank must deliver, per quarter-warp"))
+    fig.update_layout(margin_r=80)
+    chunk_scale = discrete_colorscale(CATEGORY_COLORS[:8])
+    common = {"colorscale": chunk_scale, "zmin": -0.5, "zmax": 7.5, "showscale": False, "xgap": 1, "ygap": 1,
+              "texttemplate": "%{text}", "textfont": {"size": 9}}
+    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], hovertemplate="box row %{y}, chunk %{x}<extra></extra>",
+                             **common), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], hovertemplate="line %{y}, slot %{x}: holds %{text}<extra></extra>",
+                             **common), row=1, col=2)
+    fig.add_trace(go.Heatmap(z=[[0]], colorscale=discrete_colorscale(BANK_LOAD_COLORS), zmin=-0.5,
+                             zmax=BANK_LOAD_MAX + 0.5, xgap=1, ygap=1, texttemplate="%{z}", textfont={"size": 10},
+                             colorbar=colorbar_beside(fig, 2, 1, "lines", tickmode="linear", tick0=0, dtick=1),
+                             hovertemplate="quarter-warp %{y}, bank %{x}: %{z} lines<extra></extra>"), row=2, col=1)
+    for r, c in ((1, 1), (1, 2), (2, 1)):
+        fig.update_yaxes(autorange="reversed", row=r, col=c)
+    integer_axis(fig, "x", title_text="chunk", row=1, col=1)
+    integer_axis(fig, "y", step=4, title_text="box row", row=1, col=1)
+    integer_axis(fig, "x", title_text="slot s (banks 4s … 4s+3)", row=1, col=2)
+    integer_axis(fig, "y", step=4, title_text="line", row=1, col=2)
+    integer_axis(fig, "x", step=4, title_text="bank", row=2, col=1)
+    integer_axis(fig, "y", title_text="quarter", row=2, col=1)
 
     def redraw(change=None):
         span = SPAN[mode_w.value]
@@ -318,13 +341,15 @@ def swizzle_widget(mode: str = "128B", rows: int = 32, pattern: str = "down a co
             fig.data[1].z, fig.data[1].text = smem_z, smem_t
             fig.data[1].y = np.arange(smem_z.shape[0]) + int(e.line_of.min())
             fig.data[2].z = e.conflicts.load
+            fig.layout.xaxis.range = [-0.5, box_z.shape[1] - 0.5]
+            fig.layout.yaxis2.dtick = 1 if smem_z.shape[0] <= 16 else 4
         info.value = summary_html(e)
 
     for c in (mode_w, rows_w, bytes_w, pattern_w, chunk_w, base_w):
         c.observe(redraw, names="value")
     redraw()
-    note = w.HTML("Colour = the chunk's column in the box. Cells marked <b>t<i>n</i></b> are read by thread n. "
-                  "Right: how many different 128-byte lines each bank must deliver in each quarter-warp "
-                  "(1 everywhere = conflict-free).")
-    controls = w.VBox([mode_w, w.HBox([pattern_w, chunk_w]), w.HBox([rows_w, bytes_w, base_w])])
-    return w.VBox([controls, fig, note, info])
+    note = w.HTML("Colour = the chunk's column in the box (chunk 0 blue, 1 orange, 2 red, …), so you can follow "
+                  "each chunk into shared memory. Cells marked <b>t<i>n</i></b> are read by thread n. Bottom: 1 in "
+                  "every used bank = conflict-free.")
+    box_controls = w.VBox([mode_w, controls(pattern_w, chunk_w), controls(rows_w, bytes_w, base_w)])
+    return WidgetBox([box_controls, fig, note, info])

@@ -29,6 +29,8 @@ __all__ = [
     "evaluate",
     "footprint",
     "c_call",
+    "View",
+    "view",
     "tensormap_builder_widget",
 ]
 
@@ -184,14 +186,43 @@ def _rect(lo: tuple[float, float], hi: tuple[float, float]) -> tuple[list[float]
     return [x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0]
 
 
+@dataclass(frozen=True)
+class View:
+    """What the builder's picture shows: the x and y ranges of the main plot, and whether the whole tensor is
+    drawn beside it (when the main plot is zoomed to the box)."""
+
+    x: tuple[float, float]
+    y: tuple[float, float]
+    zoomed: bool
+
+
+def view(spec: TensorMapSpec, f: Footprint, around_box: bool = True) -> View:
+    """Zoom to the box (it then takes about a quarter of each side) when the whole tensor would make it a dot;
+    else, or when ``around_box`` is False, show the whole tensor and the box."""
+    d0, d1 = spec.global_dim[0], (spec.global_dim[1] if spec.rank > 1 else 1)
+    (bx0, by0), (bx1, by1) = f.lo, f.hi
+    bw, bh = max(bx1 - bx0, 1), max(by1 - by0, 1)
+    side = max(4 * bw, 4 * bh)  # a square window, centred on the box
+    cx, cy = (bx0 + bx1) / 2, (by0 + by1) / 2
+    window = ((cx - side / 2, cx + side / 2), (cy - side / 2, cy + side / 2))
+    whole = ((min(0, bx0), max(d0, bx1)), (min(0, by0), max(d1, by1)))
+    covers = window[0][0] <= whole[0][0] and window[0][1] >= whole[0][1] and \
+        window[1][0] <= whole[1][0] and window[1][1] >= whole[1][1]
+    if not around_box or covers:
+        pad = 0.04 * max(whole[0][1] - whole[0][0], whole[1][1] - whole[1][0])
+        return View((whole[0][0] - pad, whole[0][1] + pad), (whole[1][0] - pad, whole[1][1] + pad), False)
+    return View(window[0], window[1], True)
+
+
 def tensormap_builder_widget(spec: TensorMapSpec | None = None):
     """Edit every argument of a tiled tensor map; see the driver's verdict and where a box lands."""
     import ipywidgets as w
-    import plotly.graph_objects as go
+
+    from helpers.widgets.figure import WidgetBox, new_figure
 
     spec = spec or TensorMapSpec()
-    lay = w.Layout(width="26em")
-    sty = {"description_width": "9em"}
+    lay = w.Layout(width="21em")
+    sty = {"description_width": "8em"}
     dtype_w = w.Dropdown(options=DTYPES, value=spec.dtype, description="dataType", style=sty, layout=lay)
     rank_w = w.BoundedIntText(spec.rank, min=0, max=6, description="tensorRank", style=sty, layout=lay)
     addr_w = w.Text(f"{spec.address:#x}", description="globalAddress", style=sty, layout=lay)
@@ -205,20 +236,32 @@ def tensormap_builder_widget(spec: TensorMapSpec | None = None):
                       layout=lay)
     oob_w = w.Dropdown(options=OOB_FILLS, value=spec.oob_fill, description="oobFill", style=sty, layout=lay)
     coord_w = w.Text("0, 0", description="load at coords", style=sty, layout=lay)
+    zoom_w = w.ToggleButtons(options=["around the box", "whole tensor"], value="around the box",
+                             style={"button_width": "auto"}, layout=w.Layout(margin="0 0 0 56px"))
     verdict = w.HTML()
     code = w.HTML()
 
-    fig = go.FigureWidget()
-    fig.add_scatter(x=[], y=[], mode="lines", fill="toself", name="tensor", line={"color": "#4c78a8"},
-                    fillcolor="rgba(76,120,168,0.12)")
-    fig.add_scatter(x=[], y=[], mode="lines", fill="toself", name="box (filled: out of bounds)",
-                    line={"color": "#e45756"}, fillcolor="rgba(228,87,86,0.35)")
-    fig.add_scatter(x=[], y=[], mode="lines", fill="toself", name="box (loaded from the tensor)",
-                    line={"color": "#54a24b"}, fillcolor="rgba(84,162,75,0.6)")
-    fig.update_yaxes(autorange="reversed", title_text="dimension 1 (rows)")
-    fig.update_xaxes(title_text="dimension 0 (elements along a row)")
-    fig.update_layout(height=360, width=560, margin={"l": 60, "r": 10, "t": 30, "b": 40},
-                      legend={"orientation": "h", "y": -0.2}, title="where the box lands (first two dimensions)")
+    fig = new_figure(height=390, width=540)
+    styles = [("tensor", "#4c78a8", "rgba(76,120,168,0.12)"), ("box: filled (out of bounds)", "#e45756",
+              "rgba(228,87,86,0.35)"), ("box: loaded from the tensor", "#54a24b", "rgba(84,162,75,0.6)")]
+    for axes in ("", "2"):  # the main plot, then the whole tensor beside it
+        for name, line, fill in styles:
+            fig.add_scatter(x=[], y=[], mode="lines", fill="toself", name=name, line={"color": line, "width": 1.5},
+                            fillcolor=fill, showlegend=not axes, xaxis=f"x{axes}", yaxis=f"y{axes}",
+                            hoverinfo="skip")
+    fig.add_scatter(x=[], y=[], mode="lines", name="zoomed window", line={"color": "#d62728", "width": 1.5},
+                    showlegend=False, xaxis="x2", yaxis="y2", hoverinfo="skip")
+    fig.update_layout(
+        showlegend=True, legend={"orientation": "h", "y": -0.16, "x": 0},
+        margin={"t": 64, "b": 70},
+        title_text="where the box lands (dimensions 0 and 1)",
+        xaxis={"title_text": "dimension 0 (elements along a row)", "domain": [0, 0.7]},
+        yaxis={"title_text": "dimension 1 (rows)"},
+        xaxis2={"domain": [0.78, 1], "anchor": "y2", "showticklabels": False, "showgrid": False, "zeroline": False,
+                "title_text": "whole tensor", "title_font_size": 11},
+        yaxis2={"domain": [0.55, 1], "anchor": "x2", "autorange": "reversed", "showticklabels": False,
+                "showgrid": False, "zeroline": False, "scaleanchor": "x2"},
+    )
 
     def current() -> TensorMapSpec:
         return TensorMapSpec(
@@ -234,6 +277,29 @@ def tensormap_builder_widget(spec: TensorMapSpec | None = None):
             l2_promotion=l2_w.value,
             oob_fill=oob_w.value,
         )
+
+    def draw(s: TensorMapSpec, f: Footprint) -> None:
+        d0, d1 = s.global_dim[0], (s.global_dim[1] if s.rank > 1 else 1)
+        ilo = (max(f.lo[0], 0), max(f.lo[1], 0))
+        ihi = (min(f.hi[0], d0), min(f.hi[1], d1))
+        inside = _rect(ilo, ihi) if ilo[0] < ihi[0] and ilo[1] < ihi[1] else ([], [])
+        v = view(s, f, zoom_w.value == "around the box")
+        with fig.batch_update():
+            for base in (0, 3):
+                fig.data[base].x, fig.data[base].y = _rect((0, 0), (d0, d1))
+                fig.data[base + 1].x, fig.data[base + 1].y = _rect(f.lo, f.hi)
+                fig.data[base + 2].x, fig.data[base + 2].y = inside
+            fig.data[6].x, fig.data[6].y = _rect((v.x[0], v.y[0]), (v.x[1], v.y[1]))
+            for trace in fig.data[3:]:
+                trace.visible = v.zoomed
+            fig.layout.xaxis2.visible = fig.layout.yaxis2.visible = v.zoomed
+            fig.layout.xaxis.domain = [0, 0.7] if v.zoomed else [0, 1]
+            fig.layout.xaxis.autorange = False
+            fig.layout.xaxis.range = list(v.x)
+            fig.layout.yaxis.autorange = False
+            fig.layout.yaxis.range = [v.y[1], v.y[0]]  # reversed: row 0 at the top
+            fig.layout.title.text = ("where the box lands, zoomed (dimensions 0 and 1)" if v.zoomed else
+                                     "where the box lands (dimensions 0 and 1)")
 
     def redraw(*_):
         try:
@@ -258,23 +324,13 @@ def tensormap_builder_widget(spec: TensorMapSpec | None = None):
         html += (f"<li>a load at {coords}: {f.inside:,} elements from the tensor, {f.outside:,} filled with "
                  f"{'NaN' if s.oob_fill != 'NONE' else 'zeros'}; the mbarrier still counts the whole box</li></ul>")
         verdict.value = html
-        d0, d1 = s.global_dim[0], (s.global_dim[1] if s.rank > 1 else 1)
-        lo, hi = f.lo, f.hi
-        ilo = (max(lo[0], 0), max(lo[1], 0))
-        ihi = (min(hi[0], d0), min(hi[1], d1))
-        with fig.batch_update():
-            fig.data[0].x, fig.data[0].y = _rect((0, 0), (d0, d1))
-            fig.data[1].x, fig.data[1].y = _rect(lo, hi)
-            if ilo[0] < ihi[0] and ilo[1] < ihi[1]:
-                fig.data[2].x, fig.data[2].y = _rect(ilo, ihi)
-            else:
-                fig.data[2].x, fig.data[2].y = [], []
+        draw(s, f)
 
-    for c in (dtype_w, rank_w, addr_w, dim_w, stride_w, box_w, es_w, il_w, sw_w, l2_w, oob_w, coord_w):
+    for c in (dtype_w, rank_w, addr_w, dim_w, stride_w, box_w, es_w, il_w, sw_w, l2_w, oob_w, coord_w, zoom_w):
         c.observe(redraw, names="value")
     redraw()
     left = w.VBox([dtype_w, rank_w, addr_w, dim_w, stride_w, box_w, es_w, il_w, sw_w, l2_w, oob_w, coord_w])
-    return w.VBox([w.HBox([left, fig]), verdict, code])
+    return WidgetBox([w.HBox([left, w.VBox([fig, zoom_w])]), verdict, code])
 
 
 def with_changes(spec: TensorMapSpec, **changes) -> TensorMapSpec:

@@ -33,6 +33,7 @@ __all__ = [
     "ridge_point",
     "roofline",
     "tiled_matmul",
+    "tile_frame",
     "tile_grid_widget",
 ]
 
@@ -288,6 +289,18 @@ _COLORS = [[0.0, "#eceff4"], [0.33, "#eceff4"], [0.34, "#8fb8de"], [0.66, "#8fb8
 _TITLES = ("A · {}×{} tiles", "B · {}×{} tiles", "C · {}×{} tiles")
 
 
+def tile_frame(tile: tuple[int, int], fold: tuple[int, int], cells: tuple[int, int]) -> dict[str, float]:
+    """The frame drawn around tile (row, column) of a picture folded ``fold`` tiles per cell, ``cells`` cells
+    big: the cell's edges, widened to at least 1/16 of the picture so it stays visible in a 128×128 grid."""
+    out = {}
+    for axis, index, f, n in (("y", tile[0], fold[0], cells[0]), ("x", tile[1], fold[1], cells[1])):
+        cell = index // f
+        pad = max(0.0, n / 32 - 0.5)  # in cells, each side
+        out[f"{axis}0"] = (cell - 0.5 - pad) * f
+        out[f"{axis}1"] = (cell + 0.5 + pad) * f
+    return out
+
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -327,7 +340,8 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     """
     import ipywidgets as w
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+
+    from helpers.widgets.figure import WidgetBox, controls, new_figure
 
     sizes = [2**i for i in range(6, 15)] + [3000, 5000, 6144, 12288]
     sizes = sorted(set(sizes) | {M, N, K})
@@ -348,18 +362,17 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     step_s = w.IntSlider(k0, 0, max(start.k_steps - 1, 1), description="K step", style=wide)
     info = w.HTML()
 
-    fig = go.FigureWidget(make_subplots(
-        rows=1, cols=3, subplot_titles=("A", "B", "C"),
-        horizontal_spacing=0.06,
-    ))
+    fig = new_figure(height=380, rows=1, cols=3, subplot_titles=("A", "B", "C"), horizontal_spacing=0.08)
     for col in (1, 2, 3):
         fig.add_trace(go.Heatmap(z=[[0]], zmin=0, zmax=2, colorscale=_COLORS, showscale=False, xgap=1,
                                  ygap=1, hovertemplate="tile row %{y}, tile col %{x}<extra></extra>"),
                       row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(height=340, width=900, margin={"l": 40, "r": 10, "t": 40, "b": 30}, showlegend=False)
-    fig.update_annotations(font_size=13)
-
+    for col, (x, y) in enumerate((("K step", "tile row"), ("tile col", "K step"), ("tile col", "tile row")), 1):
+        fig.update_xaxes(title_text=x, title_standoff=4, row=1, col=col)
+        fig.update_yaxes(title_text=y, title_standoff=4, row=1, col=col)
+    for col in (1, 2, 3):  # a frame around this step's tile, so it is found at any size of the grid
+        fig.add_shape(type="rect", x0=0, x1=1, y0=0, y1=1, line={"color": "#d62728", "width": 2}, row=1, col=col)
     def plan() -> TilePlan:
         return TilePlan(m_s.value, n_s.value, k_s.value, bm_s.value, bn_s.value, bk_s.value)
 
@@ -384,11 +397,13 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
         cells = grid_cells(p, bm, bn, k)
         folds = (cells.fold_a, cells.fold_b, cells.fold_c)
         dims = ((p.grid_m, p.k_steps), (p.k_steps, p.grid_n), (p.grid_m, p.grid_n))
+        now = ((bm, k), (k, bn), (bm, bn))  # (row, column) of this step's tile in each picture
         with fig.batch_update():
             for i, (z, fold) in enumerate(zip((cells.a, cells.b, cells.c), folds, strict=True)):
                 fig.data[i].z = z
                 fig.data[i].x = np.arange(z.shape[1]) * fold[1]
                 fig.data[i].y = np.arange(z.shape[0]) * fold[0]
+                fig.layout.shapes[i].update(tile_frame(now[i], fold, z.shape))
                 note = "" if fold == (1, 1) else f" ({fold[0]}×{fold[1]} per cell)"
                 fig.layout.annotations[i].text = _TITLES[i].format(*dims[i]) + note
         info.value = summary_html(p, bm, bn, k)
@@ -402,9 +417,9 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     for s in (m_s, n_s, k_s, bm_s, bn_s, bk_s, row_s, col_s, step_s):
         s.observe(redraw, names="value")
     redraw()
-    controls = w.HBox([w.VBox([m_s, n_s, k_s]), w.VBox([bm_s, bn_s, bk_s]), w.VBox([row_s, col_s, step_s])])
+    sliders = controls(w.VBox([m_s, n_s, k_s]), w.VBox([bm_s, bn_s, bk_s]), w.VBox([row_s, col_s, step_s]))
     legend = w.HTML("<span style='color:#f28e2b'>■</span> this K step &nbsp; "
                     "<span style='color:#8fb8de'>■</span> earlier K steps (A, B) / accumulating in registers (C)"
-                    " &nbsp; C turns orange at the last K step, when the tile is stored. Click a C cell to "
-                    "pick its block.")
-    return w.VBox([controls, fig, legend, info])
+                    " &nbsp; <span style='color:#d62728'>□</span> this step's tiles. C turns orange at the last "
+                    "K step, when the tile is stored. Click a C cell to pick its block.")
+    return WidgetBox([sliders, fig, legend, info])

@@ -1,8 +1,14 @@
 """A real browser: JupyterLab headless on localhost, Debian's Chromium driven by Playwright.
 
-Opens the first lesson, runs all cells, asserts that no cell raised and that a plotly widget rendered, and
-saves a screenshot under test-artifacts/. Skipped (with the reason) where Chromium is not installed; CI
-installs it (.ci/run).
+1. The first lesson runs top to bottom, draws a plotly widget, and no news pop-up asks anything (the course's
+   JupyterLab settings, as `make lab` writes them).
+2. Every widget of the course (tests/platform/widget_gallery.py) in a notebook column exactly 900 px wide: each
+   is screenshotted (test-artifacts/browser/<name>.png), no figure or control runs past the column, no button
+   label is cut, no title sits under plotly's modebar, every figure drew its traces (the barrier stepper's bars
+   with their categories and three colours), and the interactive parts answer (a quiz graded on Enter, a button
+   redrawing a figure).
+
+Skipped (with the reason) where Chromium is not installed; CI installs it (.ci/run).
 """
 
 from __future__ import annotations
@@ -17,12 +23,18 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
+from widget_gallery import GALLERY, gallery_notebook
+
+from helpers import workspace
+from helpers.widgets import barrier
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST_LESSON = "lessons/00_big_picture.ipynb"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+COLUMN = 900  # px: the width of a notebook's output area the widgets must fit
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,19 +48,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("lab")
     # serve a copy of the lessons: JupyterLab autosaves a notebook it ran, and committed notebooks stay clean
-    course = tmp_path / "course"
+    course = tmp / "course"
     shutil.copytree(ROOT / "lessons", course / "lessons")
+    nbformat.write(gallery_notebook(), course / "gallery.ipynb")
+    # the course's JupyterLab settings, as `make lab` writes them into the environment (here into a copy)
+    overrides = workspace.jupyterlab_settings(tmp / "env").parent
+    # the test's own setting: every cell attached to the page (not only those scrolled to), to measure them all
+    user = tmp / "user-settings" / "@jupyterlab" / "notebook-extension"
+    user.mkdir(parents=True)
+    (user / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"))
-    log = open(tmp_path / "jupyterlab.log", "w")  # noqa: SIM115 - closed below
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "rt"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"), JUPYTERLAB_SETTINGS_DIR=str(tmp / "user-settings"))
+    log = open(tmp / "jupyterlab.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={course}", "--LabApp.expose_app_in_browser=True",
-         "--ServerApp.disable_check_xsrf=True", "--allow-root"],
+         f"--LabApp.app_settings_dir={overrides}", "--ServerApp.disable_check_xsrf=True", "--allow-root"],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
@@ -59,10 +79,10 @@ def jupyterlab(tmp_path):
                 break
             except OSError:
                 if proc.poll() is not None:
-                    pytest.fail("JupyterLab exited:\n" + (tmp_path / "jupyterlab.log").read_text())
+                    pytest.fail("JupyterLab exited:\n" + (tmp / "jupyterlab.log").read_text())
                 time.sleep(0.5)
         else:
-            pytest.fail("JupyterLab did not start in 60 s:\n" + (tmp_path / "jupyterlab.log").read_text())
+            pytest.fail("JupyterLab did not start in 60 s:\n" + (tmp / "jupyterlab.log").read_text())
         yield url, token
     finally:
         proc.terminate()
@@ -73,54 +93,225 @@ def jupyterlab(tmp_path):
         log.close()
 
 
-def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab):
+@pytest.fixture(scope="module")
+def browser():
     from playwright.sync_api import sync_playwright
 
-    url, token = jupyterlab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
+        b = p.chromium.launch(
             executable_path=CHROMIUM, headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        console_errors: list[str] = []
-        page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-        try:
-            page.goto(f"{url}/lab/tree/{FIRST_LESSON}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # wait for the kernel, then run every cell through JupyterLab's own command
-            page.wait_for_function(
-                "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-                " return !!(w && w.sessionContext && w.sessionContext.session"
-                " && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }",
-                timeout=120_000,
-            )
-            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            # done when no prompt shows [*] and every code cell has an execution count
-            page.wait_for_function(
-                "() => { const ps = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];"
-                " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }",
-                timeout=240_000,
-            )
-            # attached first: JupyterLab may not paint cells outside the viewport until they are scrolled to
-            page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
-            plot = page.locator(".js-plotly-plot").first
-            # scroll through JupyterLab's own API: a windowed notebook hides the cells it has not scrolled to
-            page.evaluate(
-                "async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
-                " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
-                " nb.activeCellIndex = i; await nb.scrollToItem(i, 'center'); }"
-            )
-            page.wait_for_timeout(1500)
-            box = plot.bounding_box()
-            assert box and box["width"] > 100 and box["height"] > 100, f"the plotly figure has no size: {box}"
-            errors = page.locator('[data-mime-type="application/vnd.jupyter.error"]')
-            error_texts = [errors.nth(i).inner_text()[:500] for i in range(errors.count())]
-            plots = page.locator(".js-plotly-plot").count()
-        finally:
-            page.screenshot(path=str(ARTIFACTS / "lesson00.png"), full_page=False)
-            browser.close()
+        yield b
+        b.close()
+
+
+KERNEL_IDLE = ("() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+               " return !!(w && w.sessionContext && w.sessionContext.session"
+               " && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }")
+ALL_RAN = ("() => { const nb = window.jupyterapp.shell.currentWidget.node;"
+           " const ps = [...nb.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];"
+           " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }")
+
+
+def _open_and_run(page, url: str, token: str, path: str) -> None:
+    try:
+        # a workspace of its own: JupyterLab would otherwise reopen the notebooks of an earlier page beside it
+        page.goto(f"{url}/lab/workspaces/{Path(path).stem}/tree/{path}?token={token}&reset")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function(ALL_RAN, timeout=int(os.environ.get("COURSE_BROWSER_TIMEOUT", 240)) * 1000)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"failed-{Path(path).stem}.png"), full_page=False)
+        raise
+
+
+def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab, browser):
+    url, token = jupyterlab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _open_and_run(page, url, token, FIRST_LESSON)
+        page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+        page.evaluate(
+            "async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
+            " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
+            " nb.activeCellIndex = i; await nb.scrollToItem(i, 'center'); }"
+        )
+        page.wait_for_timeout(1500)
+        box = page.locator(".js-plotly-plot").first.bounding_box()
+        assert box and box["width"] > 100 and box["height"] > 100, f"the plotly figure has no size: {box}"
+        errors = page.locator('[data-mime-type="application/vnd.jupyter.error"]')
+        error_texts = [errors.nth(i).inner_text()[:500] for i in range(errors.count())]
+        toasts = page.locator(".Toastify__toast").all_inner_texts()
+    finally:
+        page.screenshot(path=str(ARTIFACTS / "lesson00.png"), full_page=False)
+        page.close()
     assert not error_texts, "cells raised in the browser:\n" + "\n---\n".join(error_texts)
-    assert plots >= 1, "no plotly figure rendered"
+    assert not [t for t in toasts if "news" in t.lower()], f"JupyterLab asked about news: {toasts}"
+
+
+# what the page knows about one output: sizes, overflow, plotly's own view of each figure
+MEASURE = """(i) => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
+  const out = cell.node.querySelector('.jp-OutputArea-output');
+  const R = out.getBoundingClientRect();
+  const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const sel = '.jupyter-widgets, .widget-button, .widget-toggle-button, .widget-inline-hbox, .widget-hbox, '
+            + '.widget-vbox, .js-plotly-plot .main-svg';
+  const past = [...out.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().right > R.right + 1)
+               .map(e => e.className.baseVal !== undefined ? e.className.baseVal : e.className);
+  const cut = [...out.querySelectorAll('.widget-button, .widget-toggle-button')]
+               .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent);
+  const plots = [...out.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const fl = gd._fullLayout || {};
+    const titles = [...gd.querySelectorAll('.gtitle, .annotation, .g-xtitle, .g-x2title, .g-ytitle')].map(rect)
+                   .filter(r => r[2] > r[0]);
+    return {
+      width: gd.querySelector('.main-svg').getBoundingClientRect().width,
+      traces: (gd._fullData || []).map(t => ({type: t.type, visible: t.visible, x: t.x && [...t.x].slice(0, 8),
+                                              colors: t.marker && t.marker.color && [].concat(t.marker.color)})),
+      heatmaps: gd.querySelectorAll('.hm image').length,
+      bars: [...gd.querySelectorAll('.bars .point path')].map(p => getComputedStyle(p).fill),
+      xticks: Object.fromEntries(((fl._subplots || {}).xaxis || []).map(id => [
+        id, [...gd.querySelectorAll('.' + id + 'tick text')].map(t => t.textContent)])),
+      colorbars: gd.querySelectorAll('.colorbar').length,
+      ranges: {x: fl.xaxis && fl.xaxis.range, y: fl.yaxis && fl.yaxis.range},
+      titles,
+    };
+  });
+  const area = cell.node.querySelector('.jp-OutputArea');
+  return {width: out.clientWidth, overflow: out.scrollWidth - out.clientWidth, past, cut, plots,
+          text: area.innerText,
+          errors: area.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"]').length};
+}"""
+
+MODEBAR = """(i) => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
+  return [...cell.node.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const m = gd.querySelector('.modebar'); if (!m) return null;
+    const r = m.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; });
+}"""
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.fixture(scope="module")
+def gallery(jupyterlab, browser):
+    """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements)."""
+    url, token = jupyterlab
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    _open_and_run(page, url, token, "gallery.ipynb")
+    # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
+    width = page.evaluate("() => document.querySelector('.jp-OutputArea-output').clientWidth")
+    page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})
+    page.wait_for_timeout(2500)
+    names = list(GALLERY)
+    cells = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.map("
+                          "c => (c.model.getMetadata && c.model.getMetadata('tags')) || [])")
+    index = {name: cells.index([f"gallery-{name}"]) for name in names}
+    results = {}
+    for name in names:
+        i = index[name]
+        page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView()", i)
+        page.wait_for_timeout(300)
+        output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
+        output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+        results[name] = page.evaluate(MEASURE, i)
+    yield page, index, results, console
+    page.close()
+
+
+@pytest.mark.parametrize("name", list(GALLERY))
+def test_every_widget_fits_a_900px_column(gallery, name):
+    _, _, results, _ = gallery
+    r = results[name]
+    assert abs(r["width"] - COLUMN) <= 2, f"the output column is {r['width']} px, not {COLUMN}"
+    assert r["overflow"] <= 0 and not r["past"], f"{name} runs past the {COLUMN}-px column: {r['past'][:5]}"
+    assert not r["cut"], f"{name}: button labels cut short: {r['cut']}"
+    for plot in r["plots"]:
+        assert plot["width"] <= COLUMN, f"{name}: a figure {plot['width']} px wide"
+        assert plot["traces"] and all(t["visible"] is not False for t in plot["traces"][:1]), f"{name}: no traces"
+        heat = sum(t["type"] == "heatmap" and t["visible"] is not False for t in plot["traces"])
+        assert plot["heatmaps"] >= heat, f"{name}: {heat} heatmaps, {plot['heatmaps']} drawn"
+    if name != "check_report":
+        assert r["errors"] == 0, f"{name} raised:\n{r['text'][:800]}"
+
+
+@pytest.mark.parametrize("name", [n for n in GALLERY if n not in ("quiz", "check_report")])
+def test_the_modebar_never_covers_a_title(gallery, name):
+    page, index, results, _ = gallery
+    i = index[name]
+    plots = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".js-plotly-plot")
+    for k in range(plots.count()):
+        plots.nth(k).hover(position={"x": 60, "y": 120})
+        page.wait_for_timeout(200)
+        bar = page.evaluate(MODEBAR, i)[k]
+        titles = page.evaluate(MEASURE, i)["plots"][k]["titles"]
+        assert bar is not None
+        hits = [t for t in titles if _overlap(bar, t)]
+        assert not hits, f"{name}: the modebar {bar} covers titles at {hits}"
+
+
+def test_barrier_stepper_draws_its_first_state_and_answers_buttons(gallery):
+    page, index, results, _ = gallery
+    now = results["barrier_stepper"]["plots"][0]
+    bars = now["traces"][1]
+    assert bars["type"] == "bar" and bars["x"] == list(barrier.NOW_BARS)
+    assert len(set(now["bars"])) == 3, f"the three bars are not three colours: {now['bars']}"
+    assert now["xticks"]["x2"] == bars["x"]
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index["barrier_stepper"])
+    cell.get_by_role("button", name="arrive.expect_tx(bytes)").click()
+    page.wait_for_function(
+        "(i) => { const gd = window.jupyterapp.shell.currentWidget.content.widgets[i].node"
+        ".querySelector('.js-plotly-plot'); return gd && gd._fullData[1].y[1] === 8; }",
+        arg=index["barrier_stepper"], timeout=10_000)
+
+
+def test_swizzle_axes_are_whole_chunks_and_the_bank_load_has_a_scale(gallery):
+    _, _, results, _ = gallery
+    plot = results["swizzle_32B"]["plots"][0]
+    assert plot["xticks"]["x"] == ["0", "1"], plot["xticks"]
+    assert results["swizzle_128B"]["plots"][0]["colorbars"] == 1
+
+
+def test_tensormap_builder_zooms_to_the_box(gallery):
+    _, _, results, _ = gallery
+    plot = results["tensormap_builder"]["plots"][0]
+    x0, x1 = plot["ranges"]["x"]
+    assert x1 - x0 < 8192 / 16, f"the 64×64 box in an 8192² tensor is not zoomed to: x range {x0}..{x1}"
+    assert plot["traces"][3]["visible"] is True  # the whole tensor, beside
+
+
+def test_quiz_grades_on_enter_and_a_new_answer_replaces_the_verdict(gallery):
+    page, index, _, _ = gallery
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index["quiz"])
+    box = cell.locator("input[type=text]")
+    box.fill("128")
+    box.press("Enter")
+    cell.get_by_text("✗").wait_for(timeout=10_000)
+    box.fill("16,384")
+    box.press("Enter")
+    cell.get_by_text("✓").wait_for(timeout=10_000)
+    text = cell.locator(".jp-OutputArea").inner_text()
+    assert "✗" not in text and text.count("✓") == 1, text
+    cell.locator(".jp-OutputArea").screenshot(path=str(ARTIFACTS / "quiz_answered.png"))
+
+
+def test_a_failed_check_shows_its_report_once_without_a_traceback(gallery):
+    _, _, results, _ = gallery
+    text = results["check_report"]["text"]
+    assert text.count("✗ Lab 0 · a failing check: bytes of a 64×64 bf16 box") == 1
+    assert "Traceback" not in text and "File " not in text and "helpers/" not in text
+
+
+def test_the_page_logged_no_errors(gallery):
+    console = gallery[3]
+    assert not [m for m in console if "plotly" in m.lower() or "widget" in m.lower()], console

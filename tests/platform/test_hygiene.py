@@ -13,8 +13,8 @@ import yaml
 from helpers import labgen
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = [p for p in ROOT.rglob("*.ipynb") if not any(part.startswith(".") or part == "nbgrader"
-                                                           for part in p.relative_to(ROOT).parts)]
+# the course's own notebooks (lessons/, solutions/, labs/): a student's saved copies in my-work/ are theirs
+NOTEBOOKS = [path for path, _ in labgen.notebooks()]
 
 
 def _req(spec: str) -> tuple[str, str]:
@@ -33,7 +33,8 @@ def test_notebook_committed_without_outputs(path: Path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
-    assert not dirty, f"{path.relative_to(ROOT)} has outputs in cells {dirty}: run `make strip`"
+    assert not dirty, (f"{path.relative_to(ROOT)} has outputs in cells {dirty}: run `make strip` (students: your "
+                       f"work belongs in my-work/, see the README)")
 
 
 def test_labs_are_generated_from_solutions(capsys):

@@ -162,3 +162,7 @@ def test_nbgrader_runs_on_the_course_layout(tmp_path):
 
     assert "passes all the tests" in nbgrader("validate", "source/lab0_tiny/lab0_tiny.ipynb")
     assert "does not pass any tests" in nbgrader("validate", "--invert", "release/lab0_tiny/lab0_tiny.ipynb")
+    # nbgrader counts the failed check and shows the course's report as its error: no traceback into helpers/
+    failed = nbgrader("validate", "release/lab0_tiny/lab0_tiny.ipynb")
+    assert "VALIDATION FAILED" in failed and "✗ double is not written yet" in failed, failed
+    assert "grading.py" not in failed and "Traceback" not in failed, failed
