@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import pipeline as pl
+from helpers.widgets import figure
 
 __all__ = [
     "Bar",
@@ -331,37 +332,59 @@ def measured_bars(data: dict[str, Any], max_blocks: int = 4, max_steps: int = 12
     return bars, []
 
 
-def timeline_figure(bars: list[Bar], marks: list[Mark] = (), title: str = "", x_title: str = "time (cycles)"):
-    """A plotly figure of bars and marks: one row per lane, one colour per kind."""
+def _traces(bars: list[Bar], marks: list[Mark]) -> list[Any]:
+    """The plotly traces of a timeline: one horizontal bar trace per kind, then the marks."""
     import plotly.graph_objects as go
 
-    lanes: list[str] = []
-    for lane in [b.lane for b in bars] + [m.lane for m in marks]:
-        if lane not in lanes:
-            lanes.append(lane)
-    order = sorted(lanes, key=lambda s: (s.startswith("stage"), s == "tensor cores", s))
-    fig = go.Figure()
+    traces = []
     for kind, color in KINDS.items():
         sel = [b for b in bars if b.kind == kind]
         if not sel:
             continue
-        fig.add_trace(go.Bar(orientation="h", y=[b.lane for b in sel], x=[b.end - b.start for b in sel],
+        traces.append(go.Bar(orientation="h", y=[b.lane for b in sel], x=[b.end - b.start for b in sel],
                              base=[b.start for b in sel], name=kind, marker_color=color, marker_line_width=0,
                              width=[0.4 if kind == "wgmma" and b.lane != "tensor cores" else 0.8 for b in sel],
                              hovertext=[f"{b.label}<br>{b.start:g} → {b.end:g}" for b in sel],
                              hovertemplate="%{hovertext}<extra></extra>"))
     if marks:
-        fig.add_trace(go.Scatter(y=[m.lane for m in marks], x=[m.time for m in marks], mode="markers",
+        traces.append(go.Scatter(y=[m.lane for m in marks], x=[m.time for m in marks], mode="markers",
                                  name="barrier phase done / error",
                                  marker={"symbol": ["x" if m.error else "line-ns-open" for m in marks],
                                          "size": [14 if m.error else 9 for m in marks],
                                          "color": ["#d62728" if m.error else "#555" for m in marks]},
                                  hovertext=[m.text for m in marks], hovertemplate="%{hovertext}<extra></extra>"))
-    fig.update_layout(barmode="overlay", height=max(220, 60 + 26 * len(order)), title=title or None,
-                      margin={"l": 10, "r": 10, "t": 40 if title else 20, "b": 40},
-                      legend={"orientation": "h", "y": -0.25}, width=880)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), automargin=True)
-    fig.update_xaxes(title=x_title)
+    return traces
+
+
+def _lanes(bars: list[Bar], marks: list[Mark]) -> list[str]:
+    """The lanes top to bottom: roles, then the tensor cores, then the stages."""
+    lanes: list[str] = []
+    for lane in [b.lane for b in bars] + [m.lane for m in marks]:
+        if lane not in lanes:
+            lanes.append(lane)
+    return sorted(lanes, key=lambda s: (s.startswith("stage"), s == "tensor cores", s))
+
+
+def _draw(fig: Any, bars: list[Bar], marks: list[Mark], title: str, x_title: str) -> None:
+    """Put a timeline on a figure made by helpers.widgets.figure (its style kept; data and sizes replaced)."""
+    lanes = _lanes(bars, marks)
+    with fig.batch_update():
+        fig.data = ()
+        for trace in _traces(bars, marks):
+            fig.add_trace(trace)
+        height = max(260, figure.TOP + 110 + 24 * len(lanes))
+        plot = height - figure.TOP - 110  # the plotting area, in pixels: the legend goes 48 px below it
+        fig.update_layout(barmode="overlay", height=height, title_text=title, showlegend=True,
+                          legend={"orientation": "h", "y": -48 / plot, "yanchor": "top", "x": 0},
+                          margin={"l": 96, "b": 110})
+        fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)))
+        fig.update_xaxes(title_text=x_title)
+
+
+def timeline_figure(bars: list[Bar], marks: list[Mark] = (), title: str = "", x_title: str = "time (cycles)"):
+    """A figure of bars and marks, in the course's widget style: one row per lane, one colour per kind."""
+    fig = figure.new_figure(height=240)
+    _draw(fig, bars, list(marks), title, x_title)
     return fig
 
 
@@ -378,7 +401,6 @@ def pipeline_widget(scenario: str = "overlapped (wait_group 1)", stages: int = 4
                     wgmma_time: float = 40, consumers: int = 2, k_tiles: int = 16):
     """The timeline of a scenario with sliders for its parameters; bugs show the deadlock or the hazard."""
     import ipywidgets as w
-    import plotly.graph_objects as go
 
     style = {"description_width": "7em"}
     pick = w.Dropdown(options=list(SCENARIOS), value=scenario, description="scenario", style=style,
@@ -388,21 +410,17 @@ def pipeline_widget(scenario: str = "overlapped (wait_group 1)", stages: int = 4
     s_mma = w.IntSlider(value=int(wgmma_time), min=10, max=200, step=5, description="wgmma time", style=style)
     s_cons = w.IntSlider(value=consumers, min=1, max=3, description="consumers", style=style)
     s_k = w.IntSlider(value=k_tiles, min=4, max=32, description="K tiles", style=style)
-    status = w.HTML()
-    fig = go.FigureWidget()
+    status = w.HTML(layout=w.Layout(max_width=f"{figure.COLUMN}px"))
+    fig = figure.new_figure(height=240)
 
     def redraw(_=None):
         out = run_scenario(pick.value, s_stages.value, s_tma.value, s_mma.value, s_cons.value, s_k.value)
         bars, marks = timeline_bars(out.pipeline, out.error)
-        new = timeline_figure(bars, marks)
-        with fig.batch_update():
-            fig.data = ()
-            for trace in new.data:
-                fig.add_trace(trace)
-            fig.layout = new.layout
-        status.value = f"<div style='max-width:880px'>{_summary(out)}</div>"
+        _draw(fig, bars, marks, "", "time (cycles)")
+        status.value = _summary(out)
 
     for control in (pick, s_stages, s_tma, s_mma, s_cons, s_k):
         control.observe(redraw, names="value")
     redraw()
-    return w.VBox([pick, w.HBox([w.VBox([s_stages, s_cons, s_k]), w.VBox([s_tma, s_mma])]), status, fig])
+    return figure.WidgetBox([figure.controls(pick), figure.controls(s_stages, s_tma, s_mma, s_cons, s_k), status,
+                             fig])

@@ -123,6 +123,8 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
     import ipywidgets as w
     import plotly.graph_objects as go
 
+    from helpers.widgets import figure
+
     wg = w.IntSlider(value=warpgroups, min=2, max=5, description="warpgroups", style={"description_width": "6em"},
                      layout=w.Layout(width="22em"))
     minb = w.Dropdown(options=[("(threads, 1)", 1), ("(threads, 2)", 2), ("(threads) only", None)], value=1,
@@ -131,12 +133,11 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
                        style={"description_width": "6em"}, layout=w.Layout(width="26em"))
     cons = w.IntSlider(value=consumer, min=16, max=264, step=4, description="consumers",
                        style={"description_width": "6em"}, layout=w.Layout(width="26em"))
-    verdict = w.HTML()
-    fig = go.FigureWidget()
+    verdict = w.HTML(layout=w.Layout(max_width=f"{figure.COLUMN}px"))
+    fig = figure.new_figure(height=250)
     fig.add_trace(go.Bar(orientation="h", y=[], x=[], base=[], marker_color=[], text=[], textposition="inside",
                          hovertemplate="%{text}<extra></extra>"))
-    fig.update_layout(height=230, margin={"l": 90, "r": 10, "t": 30, "b": 40}, showlegend=False,
-                      xaxis_title="registers of the SM (thousands)", bargap=0.35)
+    fig.update_layout(margin={"l": 110}, xaxis_title="registers of the SM (thousands)", bargap=0.35)
 
     def redraw(_=None):
         counts = [prod.value] + [cons.value] * (wg.value - 1)
@@ -175,4 +176,4 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
     for control in (wg, minb, prod, cons):
         control.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([wg, minb]), w.HBox([prod, cons]), verdict, fig])
+    return figure.WidgetBox([figure.controls(wg, minb, prod, cons), verdict, fig])
