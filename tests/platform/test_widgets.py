@@ -8,9 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from helpers.widgets import barrier, figure, fragments, swizzle, tensormap_builder, tiles
+from helpers.widgets import barrier, figure, fragments, registers, swizzle, tensormap_builder, tiles
 from helpers.widgets import pipeline as timeline
-from helpers.widgets import registers
 
 WIDGETS = {
     "tile_grid": lambda: tiles.tile_grid_widget(),
