@@ -25,6 +25,8 @@ __all__ = [
     "shared_address_of",
     "split_operands",
     "run_on_gpu",
+    "run",
+    "runnable",
 ]
 
 
@@ -159,3 +161,26 @@ def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: 
         return gpu.run_isolated(kernel, grid, block, smem, *args, timeout=timeout).arrays
     except gpu.GpuError as exc:
         raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}") from None
+
+
+def runnable(kernel: Any, checked: str) -> bool:
+    """True when the kernel can run here (an H100 now; the course's PTX executor once it lands, through the same
+    call). Otherwise prints the runtime's one line (registers, spills, what was checked instead) and returns
+    False."""
+    from helpers import gpu
+
+    return not gpu.skip_without_hopper(kernel, checked=checked)
+
+
+def run(target: Any, *args: Any, what: str, timeout: float = 60.0) -> Any:
+    """THE run path of every CUDA check: ``gpu.run_isolated`` in a child process, so a fault or a deadlock is a
+    sentence and the notebook survives. ``target`` is a Kernel (then ``args`` are grid, block, shared memory and
+    the kernel's arguments; numpy arrays come back) or a module-level function run in the child. A fault or a
+    deadlock becomes a CheckFailed carrying the runtime's sentence."""
+    from helpers import gpu
+
+    try:
+        result = gpu.run_isolated(target, *args, timeout=timeout)
+    except gpu.GpuError as exc:
+        raise grading.CheckFailed(f"❌ {what} failed when it ran: {exc}") from None
+    return result.arrays if isinstance(result, gpu.IsolatedResult) else result
