@@ -64,7 +64,8 @@ def test_every_gpu_cell_has_a_predict_prompt_before_it(lesson):
 def test_every_quiz_is_shown_exactly_once_in_its_lesson():
     shown = [q for lesson in NOTEBOOKS for q in map(_quiz_of, _cells(lesson)) if q]
     assert len(shown) == len(set(shown)), "a quiz is shown twice"
-    assert {f"{m}.{n}" for m, n in shown} == set(all_quizzes()), "a quiz defined but not shown, or vice versa"
+    mine = {k for k in all_quizzes() if k.split(".")[0][-2:] in NOTEBOOKS}  # lessons 04+ test their own
+    assert {f"{m}.{n}" for m, n in shown} == mine, "a quiz defined but not shown, or vice versa"
     for lesson in NOTEBOOKS:
         assert all(m == f"lesson{lesson}" for m, _ in filter(None, map(_quiz_of, _cells(lesson))))
 

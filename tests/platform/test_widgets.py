@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from helpers.widgets import barrier, figure, fragments, swizzle, tensormap_builder, tiles
+from helpers.widgets import barrier, figure, fragments, registers, swizzle, tensormap_builder, tiles
+from helpers.widgets import pipeline as timeline
 
 WIDGETS = {
     "tile_grid": lambda: tiles.tile_grid_widget(),
@@ -17,6 +18,8 @@ WIDGETS = {
     "barrier_stepper": lambda: barrier.barrier_stepper_widget(),
     "fragment_explorer": lambda: fragments.fragment_explorer_widget(n=64),
     "descriptor": lambda: fragments.descriptor_widget(),
+    "pipeline_timeline": lambda: timeline.pipeline_widget(),
+    "register_budget": lambda: registers.register_budget_widget(),
 }
 
 

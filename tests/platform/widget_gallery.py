@@ -10,7 +10,9 @@ import nbformat
 SETUP = """\
 from helpers import grading
 from helpers.quizzes import lesson00
-from helpers.widgets import barrier, fragments, swizzle, tensormap_builder, tiles"""
+from helpers.widgets import barrier, fragments, swizzle, tensormap_builder, tiles
+from helpers.widgets import pipeline as timeline
+from helpers.widgets import registers"""
 
 #: name -> the cell that shows it (the screenshot is saved as test-artifacts/browser/<name>.png)
 GALLERY: dict[str, str] = {
@@ -23,6 +25,9 @@ GALLERY: dict[str, str] = {
     "fragment_explorer_n16": "fragments.fragment_explorer_widget(n=16, thread=5)",
     "fragment_explorer_n64": "fragments.fragment_explorer_widget(n=64, thread=0)",
     "descriptor": "fragments.descriptor_widget()",
+    "pipeline_timeline": "timeline.pipeline_widget()",
+    "pipeline_bug": 'timeline.pipeline_widget(scenario="bug: EMPTY count 1 with 2 consumers", stages=3)',
+    "register_budget": "registers.register_budget_widget()",
     "quiz": "lesson00.blocks",
     "check_report": "with grading.check('Lab 0 · a failing check', seed=7) as c:\n    c.ok('a first comparison')\n"
                     "    c.equal('bytes of a 64×64 bf16 box', 4096, 8192, hint='rows × columns × 2 bytes')",

@@ -1,0 +1,101 @@
+"""Measure the Lab 3 kernel's timeline on an H100: clock64 stamps per K step, for the blocks that share one SM.
+
+    python tools/gpu_jobs/lab4/timeline.py OUT_DIR      (about 10 s of GPU time)
+
+The kernel is Lab 3's (helpers.checks.lab4.LAB3_KERNEL) with three stamps added for thread 0 of each block, per K
+step: after its wait on EMPTY (the copies are issued next), after its wait on FULL (the tiles are there), after
+wgmma.wait_group 0 (the step's wgmmas are done). It also records the block's SM (%smid). Writes
+OUT_DIR/lab3_timeline_h100.json: the first blocks that ran on the busiest-at-start SM, stamps in SM cycles from the
+earliest one (commit it as tests/data/lab3_timeline_h100.json; Lesson 04 draws it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+from helpers import gpu  # noqa: E402
+from helpers.checks import lab4  # noqa: E402
+
+SIZE = 4096
+
+
+def instrumented(source: str) -> str:
+    """LAB3_KERNEL with the stamps: one more kernel parameter, three clock64 reads of thread 0 per K step."""
+    def swap(src: str, old: str, new: str) -> str:
+        assert old in src, old
+        return src.replace(old, new)
+
+    s = swap(source, "float* __restrict__ C, int M, int N, int K) {",
+             "float* __restrict__ C, int M, int N, int K, long long* stamps, int* sm) {\n"
+             "  long long* mine = stamps + 3ll * (K / 64) * (blockIdx.y * gridDim.x + blockIdx.x);")
+    s = swap(s, "      HOPPER_WAIT(empty, s, phase ^ 1);\n",
+             "      HOPPER_WAIT(empty, s, phase ^ 1);\n      mine[3 * k] = clock64();\n")
+    s = swap(s, "    HOPPER_WAIT(full, s, phase);  // every thread consumes\n",
+             "    HOPPER_WAIT(full, s, phase);  // every thread consumes\n"
+             "    if (threadIdx.x == 0) mine[3 * k + 1] = clock64();\n")
+    s = swap(s, "    hopper::wgmma_wait<0>();\n",
+             "    hopper::wgmma_wait<0>();\n    if (threadIdx.x == 0) mine[3 * k + 2] = clock64();\n")
+    s = swap(s, "  const int w = threadIdx.x / 32, l = threadIdx.x % 32;",
+             "  if (threadIdx.x == 0) {\n    unsigned id;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(id));\n"
+             "    sm[blockIdx.y * gridDim.x + blockIdx.x] = (int)id;\n  }\n"
+             "  const int w = threadIdx.x / 32, l = threadIdx.x % 32;")
+    return s
+
+
+def main(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    kernel = gpu.compile(instrumented(lab4.LAB3_KERNEL), "lab3_gemm")
+    if gpu.skip_without_hopper(kernel, checked="the instrumented kernel compiles"):
+        return 0
+    info = gpu.device_info()
+    m = n = k = SIZE
+    blocks = (n // 64) * (m // 64)
+    a, b = gpu.random((m, k), gpu.bfloat16, seed=1), gpu.random((n, k), gpu.bfloat16, seed=2)
+    c = gpu.poison((m, n), np.float32)
+    stamps = gpu.zeros((blocks, k // 64, 3), np.int64)
+    sm = gpu.poison(blocks, np.int32)
+    args = (gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64), c, np.int32(m), np.int32(n), np.int32(k),
+            stamps, sm)
+    for _ in range(3):  # warm-up, then the run that is kept
+        gpu.launch(kernel, (n // 64, m // 64), 128, 0, *args)
+    st, where = stamps.to_host(), sm.to_host()
+    gpu.check_gemm(c.to_host(), gpu.cublas_gemm(a, b).to_host(), k)
+    # the blocks of one SM that ran first: co-resident at the start of the grid
+    first = st[:, 0, 0]
+    chosen_sm = int(where[int(np.argmin(first))])
+    on_sm = [i for i in np.argsort(first) if where[i] == chosen_sm]
+    t0 = int(st[on_sm[0], 0, 0])
+    end0 = int(st[on_sm[0], -1, 2])
+    resident = [i for i in on_sm if st[i, 0, 0] < end0][:6]
+    blocks_out = [{"block": [int(i % (n // 64)), int(i // (n // 64))], "sm": chosen_sm,
+                   "steps": (st[i] - t0).astype(int).tolist()} for i in resident]
+    d = st[resident]
+    summary = {"co_resident_blocks": len(resident),
+               "median_cycles_issue_to_landed": float(np.median(d[:, :, 1] - d[:, :, 0])),
+               "median_cycles_landed_to_wgmma_done": float(np.median(d[:, :, 2] - d[:, :, 1])),
+               "median_cycles_per_k_step": float(np.median(np.diff(d[:, :, 0], axis=1)))}
+    data = {"meta": {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
+                     "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}",
+                     "script": "tools/gpu_jobs/lab4/timeline.py"},
+            "how": (f"Lab 3 kernel (helpers.checks.lab4.LAB3_KERNEL) at {SIZE}³, clock64 of thread 0 per K step: "
+                    "[after the EMPTY wait (copies issued next), after the FULL wait (tiles landed), after "
+                    "wgmma.wait_group 0]; the blocks resident on SM "
+                    f"{chosen_sm} at the start, cycles from the first stamp"),
+            "size": [m, n, k], "summary": summary, "blocks": blocks_out}
+    path = out / "lab3_timeline_h100.json"
+    path.write_text(json.dumps(data) + "\n")
+    print(json.dumps(summary, indent=1))
+    print(f"written {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/out")))
