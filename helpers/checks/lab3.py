@@ -679,7 +679,7 @@ def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool
         c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized, detail=notes,
                hint="ptxas serializes wgmma when it cannot prove the accumulators are left alone while a wgmma is "
                     "in flight: fence before the first wgmma, commit and wait after, no accumulator access between")
-        c.true("no register spills", report.spill_bytes == 0,
+        C.check_no_accumulator_spills(c, report,
                hint="the accumulators must stay in registers: index d[] only with compile-time constants")
         if not C.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
                                         "descriptors and the store are graded on the emulator above"):
