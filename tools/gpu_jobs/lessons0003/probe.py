@@ -263,6 +263,10 @@ CASES = {
     "overdeliver_then_expect_tx": lambda: case_overdelivery(8192, 1),
     "overdeliver_then_arrive_expect_tx": lambda: case_overdelivery(8192, 2),
     "exact_16384": lambda: case_overdelivery(16384, 0),
+    # The granularity of a TMA's byte reports: announce 8192 + d bytes of a 16384-byte load. If the copy reports its
+    # bytes in pieces of g bytes, phase 0 completes exactly when 8192 + d is a multiple of g.
+    **{f"overdeliver_granularity_{8192 + d}": (lambda d=d: case_overdelivery(8192 + d, 0))
+       for d in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)},
     **{f"passing_{k}": (lambda k=k: case_passing(k)) for k in PASSING},
     **{f"align_{k}": (lambda k=k: case_align(k)) for k in ALIGN},
     **{f"wgmma_{k}": (lambda k=k: case_wgmma(k)) for k in WGMMA},
