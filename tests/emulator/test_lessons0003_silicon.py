@@ -43,21 +43,42 @@ def _emulated_overdelivery(announce: int, then: str) -> tuple[list[int], list[in
 
 
 def test_tma_overdelivery_matches_the_emulator():
+    """A real 16384-byte TMA load onto a phase armed for fewer bytes (tools/gpu_jobs/lessons0003/probe.py).
+
+    The copy reports its bytes in pieces, not in one complete_tx: with 8192 announced, phase 0 completed and the
+    other 8192 bytes counted against phase 1 (so expect_tx(8192) left phase 1 waiting for its arrival, and
+    arrive.expect_tx(8192) completed it). Which announced counts a piece boundary hits depends on how the engine
+    splits the copy: 8192 and 8320 completed, 8208, 8448, 9216, 12288 never did. The emulator models the carry
+    when told where the pieces fall, and by default refuses over-delivery outright: a bug either way."""
     cases = _fixture("mbarrier_tma_overdelivery_h100.json")
-    assert {"overdeliver_spin", "overdeliver_then_expect_tx", "overdeliver_then_arrive_expect_tx",
-            "exact_16384"} <= set(cases)
-    for case in cases.values():
-        spin, after = _emulated_overdelivery(case["announce"], case["then"])
-        if "fault" in case:
-            assert after is None, f"{case['name']}: the H100 trapped, the emulator did not refuse"
-            assert case["cuda_error_code"] is not None
-            continue
-        assert case["test_wait_after_spin"] == spin, case["name"]
-        assert case["tile_landed_as_emulated"], f"{case['name']}: the copy's bytes did not land as emulated"
-        assert case["test_wait_after_then"] == after, case["name"]
     assert cases["exact_16384"]["test_wait_after_spin"] == [1, 0]
-    assert cases["overdeliver_spin"]["spin_cycles"] >= json.loads((DATA / "mbarrier_tma_overdelivery_h100.json")
-                                                                  .read_text())["meta"]["spin_cycles_limit"]
+    completes = {c["announce"] for c in cases.values() if c["test_wait_after_spin"] == [1, 0]}
+    never = {c["announce"] for c in cases.values() if c["test_wait_after_spin"] == [0, 1]}
+    limit = json.loads((DATA / "mbarrier_tma_overdelivery_h100.json").read_text())["meta"]["spin_cycles_limit"]
+    assert all(c["spin_cycles"] >= limit for c in cases.values() if c["announce"] in never)
+    assert {8192, 8320, 16384} <= completes and {8208, 8448, 9216, 12288} <= never
+    # no single piece size explains it: 8320 and 8448 are both multiples of 128, one completes and one never does
+    assert not any(all((a % g == 0) == (a in completes) for a in completes | never) for g in (16, 32, 64, 128, 256))
+    for case in cases.values():
+        assert case["tile_landed_as_emulated"] and case["poison_bytes_left"] == 0, case["name"]
+        strict = MBarrier("full")
+        strict.init(1)
+        strict.arrive_expect_tx(case["announce"])
+        if case["announce"] < case["box_bytes"]:
+            with pytest.raises(MBarrierError, match="transaction underflow"):
+                strict.complete_tx(case["box_bytes"])
+    # the carry, with the piece boundary where the H100 put it (8192): the "then" steps agree bit for bit
+    for name, then in (("overdeliver_spin", None), ("overdeliver_then_expect_tx", "expect_tx"),
+                       ("overdeliver_then_arrive_expect_tx", "arrive_expect_tx")):
+        bar = MBarrier("full", allow_negative_tx=True)
+        bar.init(1)
+        bar.arrive_expect_tx(8192)
+        bar.complete_tx(8192)
+        bar.complete_tx(8192)
+        assert [int(bar.test_wait(0)), int(bar.test_wait(1))] == cases[name]["test_wait_after_spin"]
+        if then:
+            getattr(bar, then)(8192)
+        assert [int(bar.test_wait(0)), int(bar.test_wait(1))] == cases[name]["test_wait_after_then"], name
 
 
 def test_tensor_map_passing():

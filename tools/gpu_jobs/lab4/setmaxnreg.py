@@ -94,9 +94,9 @@ def main(out: Path) -> int:
         print(r)
         budgets.append(r)
     try:
-        early = gpu.run_isolated(f"{__file__}:early_release_errors", timeout=120)
+        early = early_release_errors()  # a race, not a fault: it runs here, each launch bounded by its timeout
         early_error = None
-    except gpu.GpuError as exc:
+    except (gpu.GpuError, AssertionError) as exc:
         early, early_error = None, str(exc)[:300]
     print("early release, wrong elements per run:", early, early_error or "")
     data = {"meta": {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
