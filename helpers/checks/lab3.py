@@ -480,7 +480,7 @@ def check_gemm_kernel(source: str, *, benchmark: bool = True, size: int = 4096) 
         for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
             c.array(f"M={m}, N={n}, K={k} on the GPU: every element against fp64", got, _f64(a) @ _f64(b).T,
                     atol=grading.gemm_tolerance(a, _f64(b).T), hint=_diagnose_kernel(got, _f64(a) @ _f64(b).T))
-        if not benchmark:
+        if not benchmark or not gpu.hopper_available():  # timings need the H100 (the emulator does not time)
             return
         bench = _isolated(c, f"the {size}³ benchmark", gpu_benchmark, source, size, timeout=300)
         c.ok(f"timed: {bench.summary()}")

@@ -228,8 +228,8 @@ class _Parser:
         self.locs: dict[int, tuple] = {}  # token index -> .loc directive seen just before it
         self.i = 0
         self.scope_id = 0
-        self.directive_at: list[tuple[int, str, tuple]] = []
-        self.reg_names: set[str] = set()  # registers declared without a % (inline-asm scopes)  # (token index, name, values) of .maxntid & co
+        self.directive_at: list[tuple[int, str, tuple]] = []  # (token index, name, values) of .maxntid & co
+        self.reg_names: set[str] = set()  # registers declared without a % (inline-asm scopes)
         clean = _strip_comments(text)
         in_section = 0
         for n, line in enumerate(clean.split("\n"), 1):

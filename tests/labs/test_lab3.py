@@ -329,6 +329,7 @@ def no_gpu(monkeypatch):
     from helpers.gpu import device
 
     monkeypatch.setattr(device, "_probe", lambda: ("no NVIDIA driver (pretend, for the test)", None))
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")  # the compile-only path (tests/ptx runs kernels on the emulator)
 
 
 def test_kernel_compiles_and_reports_without_gpu(sol, no_gpu, capsys):
