@@ -189,6 +189,10 @@ _HALF_FNS = {
 
 # ------------------------------------------------------------------------------------------- add sub mul mad fma
 def _int_binary(b: Binder, ty: str, fn: Any) -> Any:
+    if isinstance(fn, np.ufunc):
+        fused = b.fused_binary(fn, ty)
+        if fused is not None:
+            return fused
     d = b.dst(b.ops[0], ty)
     x = b.val(b.ops[1], ty)
     y = b.val(b.ops[2], ty)
@@ -231,7 +235,7 @@ def _add_sub(b: Binder) -> Any:
             return np.clip(r, -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
 
         return _int_binary(b, ty, satop)
-    return _int_binary(b, ty, (lambda a, c2: a - c2) if sub else (lambda a, c2: a + c2))
+    return _int_binary(b, ty, np.subtract if sub else np.add)
 
 
 def _carry(b: Binder, ty: str, sub: bool, use_in: bool) -> Any:
@@ -334,7 +338,7 @@ def _mul(b: Binder) -> Any:
         return lambda m, c: d(m, np.asarray(x(m)).astype(wd) * np.asarray(y(m)).astype(wd))
     if "hi" in b.q:
         return _int_binary(b, ty, lambda a, c2: _mul_hi(a, c2, dt))
-    return _int_binary(b, ty, lambda a, c2: a * c2)
+    return _int_binary(b, ty, np.multiply)
 
 
 @decoder("mul24", "mad24")
@@ -600,6 +604,18 @@ def _shift(b: Binder) -> Any:
     s = b.val(b.ops[2], "u32")
     left = b.base == "shl"
     arith = dt.kind == "i" and not left
+    if isinstance(b.ops[2], Imm):
+        k = b.ops[2].value & 0xFFFFFFFF
+        if k >= w and not arith:
+            zero = dt.type(0)
+            return lambda m, c: d(m, np.full(count(m), zero))
+        kk = dt.type(min(k, w - 1))
+        fused = b.fused_binary(np.left_shift if left else np.right_shift, ty) if k < w else None
+        if fused is not None:
+            return fused
+        if left:
+            return lambda m, c: d(m, x(m) << kk)
+        return lambda m, c: d(m, x(m) >> kk)
 
     def f(m: Any, c: CTA) -> None:
         a = np.asarray(x(m), dt)
@@ -827,22 +843,23 @@ def _sad(b: Binder) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- compare and select
+_CMP_UFUNC = {"eq": np.equal, "ne": np.not_equal, "ne_ordered": np.not_equal, "lt": np.less, "le": np.less_equal,
+              "gt": np.greater, "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+              "hs": np.greater_equal}
+
+
 def _cmp(op: str, a: np.ndarray, c: np.ndarray, is_float: bool) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        if is_float:
+    if is_float:
+        if op in ("equ", "neu", "ltu", "leu", "gtu", "geu"):
             nan = np.isnan(a) | np.isnan(c)
-            if op in ("equ", "neu", "ltu", "leu", "gtu", "geu"):
-                return nan | _cmp(op[:-1] if op != "neu" else "ne_ordered", a, c, False)
-            if op == "num":
-                return ~nan
-            if op == "nan":
-                return nan
-            if op == "ne":
-                return ~nan & (a != c)
-        table = {"eq": np.equal, "ne": np.not_equal, "ne_ordered": np.not_equal, "lt": np.less, "le": np.less_equal,
-                 "gt": np.greater, "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
-                 "hs": np.greater_equal}
-        return table[op](a, c)
+            return nan | _CMP_UFUNC[op[:-1] if op != "neu" else "ne_ordered"](a, c)
+        if op == "num":
+            return ~(np.isnan(a) | np.isnan(c))
+        if op == "nan":
+            return np.isnan(a) | np.isnan(c)
+        if op == "ne":
+            return ~(np.isnan(a) | np.isnan(c)) & (a != c)
+    return _CMP_UFUNC[op](a, c)
 
 
 _CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu", "num",
@@ -870,9 +887,20 @@ def _setp(b: Binder) -> Any:
     is_float = dt.kind == "f"
     comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop or "")
 
+    if comb is None and dq is None:
+        ufunc = None if is_float and cmp not in ("eq", "lt", "le", "gt", "ge") else _CMP_UFUNC.get(cmp)
+        if ufunc is not None:
+            def fast(m: Any, c: CTA) -> None:
+                r = ufunc(x(m), y(m))
+                dp(m, r)
+
+            return fast
+
     def f(m: Any, c: CTA) -> None:
         n = count(m)
-        r = np.broadcast_to(_cmp(cmp, np.asarray(x(m), dt), np.asarray(y(m), dt), is_float), (n,))
+        r = _cmp(cmp, x(m), y(m), is_float)
+        if np.ndim(r) == 0:
+            r = np.full(n, r)
         if comb is not None:
             cp = cpred(m)
             p = comb(r, cp)
@@ -972,6 +1000,14 @@ def _mov(b: Binder) -> Any:
         d = b.dst(dst, "pred")
         x = b.pred(src)
         return lambda m, c: d(m, x(m))
+    dref, sref = b.regref(dst, ty), b.regref(src, ty)
+    if dref is not None and sref is not None:
+        (Vd, rd), (Vs, rs) = dref, sref
+
+        def mov(m: Any, c: CTA) -> None:
+            Vd[rd, m] = Vs[rs, m]
+
+        return mov
     d = b.dst(dst, ty)
     x = b.val(src, ty)
     return lambda m, c: d(m, x(m))

@@ -99,7 +99,8 @@ class Options:
 
     tma_latency: int = 500  # cycles from issue to landing (load) or to the global write (store)
     wgmma_latency: int = 120  # cycles from the 4th warp's issue to the result
-    warp_quantum: int = 4  # basic blocks a warp runs before the next warp's turn
+    warp_quantum: int = 1 << 30  # basic blocks a warp runs before the next warp's turn (default: until it waits)
+    stall_quantum: int = 2  # the same in stall mode, so every waiter reaches its time-out
     cta_quantum: int = 64  # basic blocks a CTA runs before the scheduler looks for the CTA with the smallest clock
     stall_clock_step: int = 1 << 24  # cycles a clock read adds in stall mode
     livelock_blocks: int = 400_000  # blocks run without any progress before spinning counts as a deadlock
@@ -309,6 +310,7 @@ class Machine:
         for pc in range(n - 1, -1, -1):
             end[pc] = pc if (ctl[pc] or target[pc + 1] or pc == n - 1) else end[pc + 1]
         self.block_end = end
+        self.blocks: dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ thread state
     def set_state(self, idx: Any, new: int) -> None:
@@ -436,7 +438,8 @@ class Machine:
                 c.wq = 0
                 return w
         w = c.cur_warp
-        if self.RCOUNT[w] > 0 and c.wq < self.opts.warp_quantum:
+        quantum = self.opts.stall_quantum if self.stall_mode else self.opts.warp_quantum
+        if self.RCOUNT[w] > 0 and c.wq < quantum:
             return w
         for k in range(1, self.W + 1):
             g = c.w0 + (w - c.w0 + k) % self.W
@@ -471,14 +474,17 @@ class Machine:
                 return
 
     def _run_block(self, p: int, m: Any, c: CTA) -> None:
-        ops = self.ops
         end = self.block_end[p]
+        body = self.blocks.get(p)
+        if body is None:
+            body = tuple(self.ops[p:end])
+            self.blocks[p] = body
         i = p
         try:
-            while i < end:
-                ops[i](m, c)
+            for op in body:
+                op(m, c)
                 i += 1
-            r = ops[end](m, c)
+            r = self.ops[end](m, c)
         except MemoryFault as e:
             raise ExecFault(e.error, e.detail, self.where(i, m, c)) from None
         except ExecFault as e:
@@ -727,6 +733,61 @@ class Binder:
             k = bool(op.value)
             return lambda m: np.full(count(m), k)
         return self.val(op, "pred")
+
+    def regref(self, op: object, ty: str, wider: bool = False) -> tuple[np.ndarray, int] | None:
+        """(typed 2-D bank view, row) when ``op`` is a plain register as wide as ``ty`` (for fused ops). With
+        ``wider``, an integer register wider than ``ty`` gives its own width with ``ty``'s signedness (what ld
+        and st do: extend on load, truncate on store)."""
+        if not isinstance(op, Reg) or self.is_special(op):
+            return None
+        r = self.mach.prog.regs.get((self.func, op.name))
+        if r is None:
+            return None
+        bank, row, _ = r
+        dt = DT[ty]
+        if bank == "P":
+            return None
+        bw = _BANK_DT[bank].itemsize
+        if bw == dt.itemsize:
+            return self.mach.view(bank, dt), row
+        if wider and bw > dt.itemsize and dt.kind in "iu":
+            return self.mach.view(bank, _SIGNED[bw] if dt.kind == "i" else _UNSIGNED[bw]), row
+        return None
+
+    def fused_binary(self, fn: Any, ty: str) -> Callable | None:
+        """``d = fn(a, b)`` as one closure over the register banks (no reader/writer calls), when d and a are
+        plain registers and b a register or an immediate; None otherwise."""
+        ops = self.ops
+        if len(ops) != 3:
+            return None
+        d = self.regref(ops[0], ty)
+        a = self.regref(ops[1], ty)
+        if d is None or a is None:
+            return None
+        Vd, rd = d
+        Va, ra = a
+        bref = self.regref(ops[2], ty)
+        if bref is not None:
+            Vb, rb = bref
+
+            def rr(m: Any, c: Any) -> None:
+                if m.__class__ is slice:
+                    fn(Va[ra, m], Vb[rb, m], out=Vd[rd, m])
+                else:
+                    Vd[rd, m] = fn(Va[ra, m], Vb[rb, m])
+
+            return rr
+        if isinstance(ops[2], Imm | FImm):
+            k = self.val(ops[2], ty)(None)
+
+            def ri(m: Any, c: Any) -> None:
+                if m.__class__ is slice:
+                    fn(Va[ra, m], k, out=Vd[rd, m])
+                else:
+                    Vd[rd, m] = fn(Va[ra, m], k)
+
+            return ri
+        return None
 
     def dst(self, op: object, ty: str) -> Callable[[Any, Any], None]:
         """A writer for a destination operand: ``f(m, value)`` with value of type ``ty`` (sink ``_``: nothing)."""

@@ -53,11 +53,13 @@ def _misaligned(addr: Any, width: int) -> MemoryFault:
 # ------------------------------------------------------------------------------------------- windows
 def _smem_target(mach: Machine, c: CTA, addr: Any, width: int, cluster: bool) -> list[tuple[CTA, np.ndarray, Any]]:
     """[(cta, offsets, selection)] for shared addresses; with ``cluster`` the rank bits pick the CTA."""
-    a = np.atleast_1d(np.asarray(addr, np.uint64))
-    if (a % np.uint64(width)).any():
+    a = np.asarray(addr, np.uint64)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
     off = (a & np.uint64(OFFSET_MASK)).astype(np.int64)
-    if not cluster:
+    if not cluster or not (a >> np.uint64(RANK_SHIFT)).any() and c.rank == 0:
         groups = [(c, off, None)]
     else:
         rank = (a >> np.uint64(RANK_SHIFT)).astype(np.int64)
@@ -87,7 +89,7 @@ def smem_load(mach: Machine, c: CTA, addr: Any, dt: np.dtype, nvec: int, cluster
     if len(groups) == 1:
         cta, off, _ = groups[0]
         return _gather(cta.smem, off, dt, nvec)
-    n = np.atleast_1d(addr).size
+    n = np.size(addr)
     out = np.empty((n, nvec) if nvec > 1 else n, dt)
     for cta, off, sel in groups:
         out[sel] = _gather(cta.smem, off, dt, nvec)
@@ -163,7 +165,7 @@ def local_store(mach: Machine, m: Any, off: Any, value: Any, dt: np.dtype, nvec:
 def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if (a % np.uint64(width)).any():
+    if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
     return mach.memory.load(a, dt, nvec)
 
@@ -171,7 +173,7 @@ def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray
 def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) -> None:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if (a % np.uint64(width)).any():
+    if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
     mach.memory.store(a, value, dt, nvec)
 
@@ -182,17 +184,22 @@ def _windows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sh, lo
 
 
+def _full(addr: Any, m: Any) -> np.ndarray:
+    a = np.asarray(addr, np.uint64)
+    return a if a.ndim else np.full(count(m), a, np.uint64)
+
+
 def load(mach: Machine, space: str, m: Any, c: CTA, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray:
     """Load through a state space (generic addresses are split by window)."""
-    if space in ("global", "const", "param"):
-        return global_load(mach, np.broadcast_to(addr, (count(m),)), dt, nvec)
     if space == "shared::cta":
-        return smem_load(mach, c, np.broadcast_to(addr, (count(m),)), dt, nvec)
+        return smem_load(mach, c, _full(addr, m), dt, nvec)
+    if space in ("global", "const", "param"):
+        return global_load(mach, _full(addr, m), dt, nvec)
     if space == "shared::cluster":
-        return smem_load(mach, c, np.broadcast_to(addr, (count(m),)), dt, nvec, cluster=True)
+        return smem_load(mach, c, _full(addr, m), dt, nvec, cluster=True)
     if space == "local":
         return local_load(mach, m, addr, dt, nvec)
-    a = np.broadcast_to(np.asarray(addr, np.uint64), (count(m),))
+    a = _full(addr, m)
     sh, lo = _windows(a)
     if not sh.any() and not lo.any():
         return global_load(mach, a, dt, nvec)
@@ -217,21 +224,21 @@ def load(mach: Machine, space: str, m: Any, c: CTA, addr: Any, dt: np.dtype, nve
 def store(mach: Machine, space: str, m: Any, c: CTA, addr: Any, value: Any, dt: np.dtype, nvec: int) -> None:
     """Store through a state space (generic addresses are split by window)."""
     n = count(m)
-    if space == "global":
-        global_store(mach, np.broadcast_to(addr, (n,)), value, dt, nvec)
-        return
     if space == "shared::cta":
-        smem_store(mach, c, np.broadcast_to(addr, (n,)), value, dt, nvec)
+        smem_store(mach, c, _full(addr, m), value, dt, nvec)
+        return
+    if space == "global":
+        global_store(mach, _full(addr, m), value, dt, nvec)
         return
     if space == "shared::cluster":
-        smem_store(mach, c, np.broadcast_to(addr, (n,)), value, dt, nvec, cluster=True)
+        smem_store(mach, c, _full(addr, m), value, dt, nvec, cluster=True)
         return
     if space == "local":
         local_store(mach, m, addr, value, dt, nvec)
         return
     if space in ("const", "param"):
         raise MemoryFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"a store to the {space} state space")
-    a = np.broadcast_to(np.asarray(addr, np.uint64), (n,))
+    a = _full(addr, m)
     sh, lo = _windows(a)
     if not sh.any() and not lo.any():
         global_store(mach, a, value, dt, nvec)
@@ -285,13 +292,66 @@ def _dest_list(b: Binder, op: object, ty: str) -> list:
     return [b.dst(x, ty) for x in items]
 
 
+def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
+    """ld/st.shared of one element through a [register + offset] address, as one closure (the hot path of
+    CUDA-core kernels); anything unusual (an exited peer, a fault) falls back to the general path."""
+    dt = DT[ty]
+    mem, val = (b.ops[0], b.ops[1]) if store else (b.ops[1], b.ops[0])
+    from .parser import Addr as _Addr
+
+    if not isinstance(mem, _Addr) or not isinstance(mem.base, Reg) or mem.coords is not None:
+        return None
+    base = b.regref(mem.base, "u32")
+    reg = b.regref(val, ty, wider=True)
+    if base is None or reg is None or dt.itemsize > 8:
+        return None
+    Va, ra = base
+    Vv, rv = reg
+    off = np.uint32(mem.offset & 0xFFFFFFFF)
+    es = dt.itemsize
+    shift = np.uint32(es.bit_length() - 1)
+    lowmask = np.uint32(es - 1)
+    mach = b.mach
+    slow = _st if store else _ld
+    general = slow(b, fast=False)
+
+    def ld(m: Any, c: CTA) -> None:
+        a = Va[ra, m] + off if off else Va[ra, m]
+        if (es > 1 and (a & lowmask).any()) or c.rank or (a >> np.uint32(24)).any():
+            general(m, c)
+            return
+        try:
+            Vv[rv, m] = c.smem.view(dt)[a >> shift]
+        except IndexError:
+            general(m, c)
+
+    def st(m: Any, c: CTA) -> None:
+        a = Va[ra, m] + off if off else Va[ra, m]
+        if (es > 1 and (a & lowmask).any()) or c.rank or c.barriers or (a >> np.uint32(24)).any():
+            general(m, c)
+            return
+        i = a >> shift
+        v = c.smem.view(dt)
+        if i.size and int(i.max()) >= v.size:
+            general(m, c)
+            return
+        v[i] = Vv[rv, m]
+        mach.since_progress = 0
+
+    return st if store else ld
+
+
 @decoder("ld", "ldu")
-def _ld(b: Binder) -> Any:
+def _ld(b: Binder, fast: bool = True) -> Any:
     b.only(_SEM | _SCOPE | _CACHE | _SPACES | set(_VEC))
     ty = b.type()
     dt = DT[ty]
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
+    if fast and space == "shared::cta" and nvec == 1:
+        op = _shared_fast(b, ty, False)
+        if op is not None:
+            return op
     dst, src = b.ops[0], b.ops[1]
     outs = _dest_list(b, dst, ty)
     if len(outs) != nvec:
@@ -328,12 +388,16 @@ def _ld(b: Binder) -> Any:
 
 
 @decoder("st")
-def _st(b: Binder) -> Any:
+def _st(b: Binder, fast: bool = True) -> Any:
     b.only(_SEM | _SCOPE | _CACHE | _SPACES | set(_VEC))
     ty = b.type()
     dt = DT[ty]
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
+    if fast and space == "shared::cta" and nvec == 1:
+        op = _shared_fast(b, ty, True)
+        if op is not None:
+            return op
     dst, src = b.ops[0], b.ops[1]
     items = src.items if isinstance(src, Vec) else (src,)
     if len(items) != nvec:

@@ -27,8 +27,8 @@ _MAX32 = np.float32(np.finfo(np.float32).max)
 def canon_nan32(x: np.ndarray) -> np.ndarray:
     """Replace every NaN by the GPU's fp32 NaN (0x7FFFFFFF); returns a float32 array."""
     x = np.asarray(x, np.float32)
-    nan = np.isnan(x)
-    if nan.any():
+    if np.isnan(x).any():
+        nan = np.isnan(x)
         x = np.array(x, np.float32, copy=True)
         x.view(np.uint32)[nan] = CANONICAL_NAN32
     return x
@@ -92,11 +92,29 @@ def round_f32(s: np.ndarray, e: np.ndarray | float = 0.0, mode: str = "rn") -> n
     return r
 
 
+_MID = np.uint64(0x10000000)  # the low 29 bits of an fp64 that lies halfway between two normal fp32 values
+_LOW29 = np.uint64(0x1FFFFFFF)
+_TINY32 = float(np.finfo(np.float32).tiny)
+
+
 def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str = "rn") -> np.ndarray:
     """Correctly rounded a*b + c in fp32 (PTX fma.rn/rz/rm/rp.f32, mad.rn.f32)."""
     a64 = np.asarray(a, np.float32).astype(np.float64)
     b64 = np.asarray(b, np.float32).astype(np.float64)
     c64 = np.asarray(c, np.float32).astype(np.float64)
+    if mode == "rn":
+        # fast path: s = fl64(a*b + c) rounds correctly to fp32 unless it is an fp32 midpoint, subnormal or special
+        p = a64 * b64
+        s = np.asarray(p + c64)
+        mid = (s.view(np.uint64) & _LOW29) == _MID
+        av = np.abs(s)
+        if not (((av < _TINY32) & (s != 0)).any() or not np.isfinite(av).all()):
+            if not mid.any():
+                return s.astype(np.float32)
+            bb = s - p
+            e = (p - (s - bb)) + (c64 - bb)
+            if not (mid & (e != 0)).any():  # the midpoints are exact sums: ties to even is right
+                return s.astype(np.float32)
     with np.errstate(all="ignore"):
         p = a64 * b64  # exact
         s = p + c64
