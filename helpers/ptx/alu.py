@@ -1103,7 +1103,14 @@ def _cvt(b: Binder) -> Any:
             if sty == "f64":
                 mode = rnd or "rn"
                 return lambda m, c: d(m, finish(N.f64_to_f32(np.asarray(x(m), np.float64), mode)))
-            return lambda m, c: d(m, finish(np.asarray(src_val(m), np.float32)))  # widening: exact
+            # widening is exact; a NaN keeps its sign and payload and becomes quiet (IEEE conversion)
+            def widen(m: Any, c: CTA) -> None:
+                v = np.asarray(src_val(m), np.float32)
+                if np.isnan(v).any():
+                    v = np.where(np.isnan(v), (v.view(np.uint32) | np.uint32(0x400000)).view(np.float32), v)
+                d(m, N.sat01(v) if sat else v)
+
+            return widen
         if dty == "f64":
             return lambda m, c: d(m, finish(np.asarray(src_val(m), np.float64)))
     if s_is_float and not d_is_float:

@@ -121,7 +121,13 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str = "rn") -> np
         bb = s - p
         e = (p - (s - bb)) + (c64 - bb)  # TwoSum: p + c == s + e exactly
         e = np.where(np.isfinite(e), e, 0.0)
-    return canon_nan32(round_f32(s, e, mode))
+    r = round_f32(s, e, mode)
+    if mode == "rm":  # an exact zero sum is -0 when rounding down, unless both addends are +0
+        zero = (s == 0) & (e == 0)
+        if np.any(zero):
+            plus = ~np.signbit(p) & (p == 0) & ~np.signbit(c64) & (c64 == 0)
+            r = np.where(zero, np.where(plus, np.float32(0), np.float32(-0.0)), r).astype(np.float32)
+    return canon_nan32(r)
 
 
 def add_f32(a: np.ndarray, b: np.ndarray, mode: str = "rn") -> np.ndarray:
@@ -134,10 +140,14 @@ def add_f32(a: np.ndarray, b: np.ndarray, mode: str = "rn") -> np.ndarray:
 
 def mul_f32(a: np.ndarray, b: np.ndarray, mode: str = "rn") -> np.ndarray:
     """a * b in fp32 with a rounding mode."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
     if mode == "rn":
         with np.errstate(all="ignore"):
-            return canon_nan32(np.asarray(a, np.float32) * np.asarray(b, np.float32))
-    return fma_f32(a, b, np.float32(-0.0), mode)
+            return canon_nan32(a * b)
+    r = fma_f32(a, b, np.float32(-0.0), mode)
+    sign = np.signbit(a) ^ np.signbit(b)  # a zero product keeps the sign of the product, in every mode
+    return np.where(r == 0, np.where(sign, np.float32(-0.0), np.float32(0)), r).astype(np.float32)
 
 
 def div_f32(a: np.ndarray, b: np.ndarray, mode: str = "rn") -> np.ndarray:
