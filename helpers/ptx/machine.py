@@ -247,6 +247,7 @@ class Machine:
         self.parked: list[Park] = []
         self.stall_mode = False
         self.stall_snapshot: list[Park] = []
+        self.stall_clock: dict[int, int] = {}
         self.progress = 0
         self.since_progress = 0
         self.trace: list[Event] = []
@@ -515,12 +516,18 @@ class Machine:
 
     # ------------------------------------------------------------------ deadlocks
     def _stall(self) -> None:
+        regs = [p for p in self.parked if p.kind == "setmaxnreg"]
+        if regs:  # registers that never come: the root cause, whoever else waits behind it
+            raise Deadlock(self.deadlock_sentence(regs))
         polls = [p for p in self.parked if p.kind == "mbar"]
         if not self.stall_mode and polls:
             self.stall_mode = True
             self.stall_snapshot = list(self.parked)
             for p in polls:
                 self.wake(p.obj)
+            for c in self.ctas:  # round robin from each CTA's first warp: the lowest thread gives up first
+                c.woken.clear()
+                c.cur_warp, c.wq = c.w0, 0
             return
         raise Deadlock(self.deadlock_sentence(self.stall_snapshot or self.parked))
 
@@ -867,9 +874,12 @@ class Binder:
 
             def clock(m: Any) -> Any:
                 cta = mach.cur
-                if mach.stall_mode:
-                    cta.clock += mach.opts.stall_clock_step
-                v = (cta.clock >> shift) & (0xFFFFFFFF if dt.itemsize == 4 else (1 << 64) - 1)
+                t = cta.clock
+                if mach.stall_mode:  # every read by a warp moves that warp's view of time on by a big step
+                    w = int(mach.WARPG[m.start if isinstance(m, slice) else m[0]])
+                    mach.stall_clock[w] = mach.stall_clock.get(w, 0) + mach.opts.stall_clock_step
+                    t += mach.stall_clock[w]
+                v = (t >> shift) & (0xFFFFFFFF if dt.itemsize == 4 else (1 << 64) - 1)
                 return dt.type(v)
 
             return clock

@@ -68,3 +68,97 @@ LAB2_RELEASE_BEFORE_READ = LAB2_GEMM.replace(
 #: The same kernel spinning on mbarrier.try_wait in a raw loop (no bounded wait, no report path).
 LAB2_RAW_SPIN = LAB2_WRONG_PARITY.replace(
     "HOPPER_WAIT(empty, s, use & 1);", "while (!hopper::mbar_try_wait(&empty[s], use & 1)) {}")
+
+#: A Lab 4-style warp-specialized GEMM: BM x BN tiles (BN = 128 or 256), 384 threads = one producer warpgroup (one
+#: thread issues the TMA loads, the warpgroup gives registers back with setmaxnreg.dec) and two consumer
+#: warpgroups (setmaxnreg.inc, wgmma m64nBNk16, one group in flight: wait_group 1, then release the PREVIOUS
+#: stage). STAGES stages in dynamic shared memory aligned to 1024 by hand.
+WS_GEMM = r"""
+#include "hopper.cuh"
+#ifndef BN
+#define BN 128
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef CONSUMER_REGS
+#define CONSUMER_REGS 232
+#endif
+#ifndef PRODUCER_REGS
+#define PRODUCER_REGS 40
+#endif
+constexpr int BM = 128, BK = 64, CONSUMERS = 2;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+ws_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b, float* C, int M,
+        int N, int K) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
+  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, steps = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], CONSUMERS);
+    }
+    hopper::mbar_fence_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    hopper::setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      for (int k = 0; k < steps; ++k) {
+        const int s = k % STAGES;
+        HOPPER_WAIT(empty, s, ((k / STAGES) & 1) ^ 1);
+        unsigned char* a = smem + s * STAGE_BYTES;
+        hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+        hopper::tma_load_2d(a, &tmap_a, &full[s], k * BK, m0);
+        hopper::tma_load_2d(a + A_BYTES, &tmap_b, &full[s], k * BK, n0);
+      }
+    }
+    return;
+  }
+  hopper::setmaxnreg_inc<CONSUMER_REGS>();
+  const int c = wg - 1;
+  float d[BN / 2];
+#pragma unroll
+  for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
+  for (int k = 0; k < steps; ++k) {
+    const int s = k % STAGES;
+    // a raw wait: the header's bounded wait calls a function, which ptxas cannot fit after setmaxnreg (C7600)
+    while (!hopper::mbar_try_wait(&full[s], (k / STAGES) & 1)) {
+    }
+    const unsigned char* a = smem + s * STAGE_BYTES + c * (64 * BK * 2);
+    const unsigned char* b = smem + s * STAGE_BYTES + A_BYTES;
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      hopper::wgmma_bf16<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                             hopper::make_smem_desc(b + 32 * kk, 16, 1024));
+    hopper::wgmma_commit();
+    hopper::wgmma_wait<1>();
+    if (k > 0 && tid == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);
+  }
+  hopper::wgmma_wait<0>();
+  hopper::wgmma_fence_operands(d);
+  const int w = tid / 32, l = tid % 32, row = m0 + 64 * c + 16 * w + l / 4;
+#pragma unroll
+  for (int j = 0; j < BN / 2; j += 4) {
+    const int col = n0 + 8 * (j / 4) + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&C[(long long)row * N + col]) = make_float2(d[j], d[j + 1]);
+    *reinterpret_cast<float2*>(&C[(long long)(row + 8) * N + col]) = make_float2(d[j + 2], d[j + 3]);
+  }
+}
+"""
+
+#: Consumers release the stage they just issued on (before its wgmma retired) instead of the previous one.
+WS_RELEASE_CURRENT = WS_GEMM.replace(
+    "if (k > 0 && tid == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);",
+    "if (tid == 0) hopper::mbar_arrive(&empty[s]);")
+
+
+def ws_smem(bn: int = 128, stages: int = 4) -> int:
+    """Dynamic shared memory of WS_GEMM: the stages plus 1 KB to align them."""
+    return stages * (128 * 64 * 2 + bn * 64 * 2) + 1024
