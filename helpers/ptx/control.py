@@ -345,11 +345,13 @@ def _named(b: Binder, wait: bool) -> Any:
             return None
         if not wait:
             return None
-        target = bar["expected"] if bar["expected"] is not None else _live(mach, c)
-        return mach.park(m, c, bar, "bar", pc, retry=False,
-                         what=f"waits at named barrier {bid} ({'bar.sync' if wait else 'bar.arrive'}) for "
-                              f"{target} threads, but only {bar['arrived']} ever arrive: every thread counted "
-                              "by the barrier must reach it (check the thread count and which warps call it).")
+        def what() -> str:  # worded when the deadlock is reported, with the final count
+            target = bar["expected"] if bar["expected"] is not None else _live(mach, c)
+            return (f"waits at named barrier {bid} (bar.sync) for {target} threads, but only {bar['arrived']} ever "
+                    "arrive: every thread counted by the barrier must reach it (check the thread count and which "
+                    "warps call it).")
+
+        return mach.park(m, c, bar, "bar", pc, retry=False, what=what)
 
     return bar_op
 

@@ -103,7 +103,7 @@ class Options:
     stall_quantum: int = 2  # the same in stall mode, so every waiter reaches its time-out
     cta_quantum: int = 64  # basic blocks a CTA runs before the scheduler looks for the CTA with the smallest clock
     stall_clock_step: int = 1 << 24  # cycles a clock read adds in stall mode
-    livelock_blocks: int = 400_000  # blocks run without any progress before spinning counts as a deadlock
+    livelock_blocks: int = 100_000  # blocks run without any progress before spinning counts as a deadlock
     time_limit: float | None = None  # wall-clock seconds
     max_resident: int | None = None  # CTAs resident at once (default: what fits on 132 SMs)
     trace: bool = False  # record per-warp events (Machine.trace)
@@ -565,7 +565,8 @@ class Machine:
                               p.cta.ctaid, t, p.cta.rank, max(p.cta.clock - p.since, 1), p.info.get("label", ""))
             return rec.sentence()
         who = f"deadlock: block {p.cta.label} warp {t // 32} (thread {t})"
-        return f"{who} {p.info.get('what', 'waits')}"
+        what = p.info.get("what", "waits")
+        return f"{who} {what() if callable(what) else what}"
 
 
 # ------------------------------------------------------------------------------------------- helpers

@@ -246,7 +246,7 @@ class _Parser:
                 if "{" not in s:
                     in_section = -1  # the brace comes on a later line
                 continue
-            if s.startswith(_LINE_DIRECTIVES):
+            if s.split(None, 1)[0:1] and s.split(None, 1)[0] in _LINE_DIRECTIVES:
                 self._line_directive(s, n)
                 continue
             self.toks.extend(_tokenize(line, n))
