@@ -7,6 +7,8 @@ that needs a Hopper GPU says so in one line when there is none.
 
 from __future__ import annotations
 
+import sys
+import types
 from importlib import import_module
 from typing import Any
 
@@ -49,6 +51,21 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(f".{mod}", __name__), name)
     globals()[name] = value
     return value
+
+
+class _Package(types.ModuleType):
+    """``gpu.launch`` is a function of the submodule ``helpers.gpu.launch``; importing that submodule makes it an
+    attribute of the package, which would hide the function. Give the function back in that case."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            value = getattr(value, name)
+            globals()[name] = value
+        return value
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:
