@@ -363,6 +363,18 @@ def _mad(b: Binder) -> Any:
         y = _float_in(b, ty, b.val(b.ops[2], ty))
         z = _float_in(b, ty, b.val(b.ops[3], ty))
         d = b.dst(b.ops[0], ty)
+        if ty == "f32" and mode == "rn" and not any(q in b.q for q in ("ftz", "sat")):
+            refs = [b.regref(op, "f32") for op in b.ops]
+            if all(r is not None for r in refs):
+                (Vd, rd), (Va, ra), (Vb, rb), (Vc, rc) = refs
+                fast = N.fma_rn_fast
+
+                def fma(m: Any, c: CTA) -> None:
+                    Vd[rd, m] = fast(Va[ra, m], Vb[rb, m], Vc[rc, m])
+
+                return fma
+            return lambda m, c: d(m, N.fma_rn_fast(np.asarray(x(m), np.float32), np.asarray(y(m), np.float32),
+                                                   np.asarray(z(m), np.float32)))
         if ty == "f32":
             return lambda m, c: d(m, post(N.fma_f32(x(m), y(m), z(m), mode)))
         return lambda m, c: d(m, N.fma_f64(x(m), y(m), z(m), mode))

@@ -310,14 +310,15 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     off = np.uint32(mem.offset & 0xFFFFFFFF)
     es = dt.itemsize
     shift = np.uint32(es.bit_length() - 1)
-    lowmask = np.uint32(es - 1)
+    odd = np.uint32(0xFF000000 | (es - 1))  # a misaligned address or rank bits: the general path says why
     mach = b.mach
     slow = _st if store else _ld
     general = slow(b, fast=False)
+    nz = np.count_nonzero
 
     def ld(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
-        if (es > 1 and (a & lowmask).any()) or c.rank or (a >> np.uint32(24)).any():
+        if nz(a & odd) or c.rank:
             general(m, c)
             return
         try:
@@ -327,7 +328,7 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
 
     def st(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
-        if (es > 1 and (a & lowmask).any()) or c.rank or c.barriers or (a >> np.uint32(24)).any():
+        if nz(a & odd) or c.rank or c.barriers:
             general(m, c)
             return
         i = a >> shift

@@ -92,6 +92,29 @@ def round_f32(s: np.ndarray, e: np.ndarray | float = 0.0, mode: str = "rn") -> n
     return r
 
 
+_EXP64 = np.uint64(0x7FF0000000000000)
+_NORMAL_LO = np.uint64(897 << 52)  # fp64 exponent field of 2**-126, the smallest normal fp32
+_NORMAL_SPAN = np.uint64(253 << 52)  # ... up to 2**127
+
+
+def fma_rn_fast(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fma.rn.f32 on float32 arrays: one fp64 rounding of a*b + c is the correctly rounded fp32 result whenever it is
+    not an fp32 midpoint and lies in the normal fp32 range (no zero, subnormal, infinity or NaN); anything else goes
+    to :func:`fma_f32`."""
+    p = a.astype(np.float64) * b
+    s = p + c
+    bits = s.view(np.uint64)
+    if np.count_nonzero(((bits & _EXP64) - _NORMAL_LO) > _NORMAL_SPAN):
+        return fma_f32(a, b, c)
+    mid = (bits & _LOW29) == _MID
+    if np.count_nonzero(mid):  # fp32 midpoints: fine when the fp64 sum was exact (ties to even), else exactly
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        if np.count_nonzero(mid & (e != 0)):
+            return fma_f32(a, b, c)
+    return s.astype(np.float32)
+
+
 _MID = np.uint64(0x10000000)  # the low 29 bits of an fp64 that lies halfway between two normal fp32 values
 _LOW29 = np.uint64(0x1FFFFFFF)
 _TINY32 = float(np.finfo(np.float32).tiny)

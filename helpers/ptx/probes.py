@@ -142,3 +142,35 @@ def alu_inputs(n: int = 1024, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np
     c[k:2 * k] = rng.integers(0, 40, k).astype(np.uint32)
     b[2 * k:3 * k] = rng.integers(0, 40, k).astype(np.uint32)
     return a, b, c
+
+
+#: Where a kernel's shared variables, its dynamic shared memory and its cluster rank land (run with a cluster of
+#: two and 256 bytes of dynamic shared memory): out[8 * block + k].
+SMEM_LAYOUT_PROBE = r"""
+#include "hopper.cuh"
+extern "C" __global__ void smem_layout(unsigned* out) {
+  __shared__ unsigned char a[12];
+  __shared__ alignas(1024) unsigned char b[1200];
+  __shared__ alignas(8) unsigned long long c;
+  __shared__ alignas(128) float d[3];
+  extern __shared__ __align__(16) unsigned char dyn[];
+  if (threadIdx.x == 0) {
+    a[threadIdx.y] = 1;
+    b[threadIdx.y] = 2;
+    c = 3;
+    d[threadIdx.y] = 4.0f;
+    dyn[threadIdx.y] = 5;
+    unsigned* o = out + 8 * blockIdx.x;
+    o[0] = hopper::smem_u32(a);
+    o[1] = hopper::smem_u32(b);
+    o[2] = hopper::smem_u32(&c);
+    o[3] = hopper::smem_u32(d);
+    o[4] = hopper::smem_u32(dyn);
+    unsigned x;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(x));
+    o[5] = x;
+    o[6] = hopper::cluster_ctarank();
+    o[7] = hopper::map_shared_rank(&c, 0);
+  }
+}
+"""

@@ -46,12 +46,17 @@ def _exact_round(x: np.ndarray, y: np.ndarray, z: np.ndarray, mode: str) -> np.n
 
 
 @pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
-@pytest.mark.parametrize("kind", ["random", "ties", "tiny", "cancel"])
+@pytest.mark.parametrize("kind", ["random", "bf16", "ties", "tiny", "cancel"])
 def test_fma_is_correctly_rounded(mode: str, kind: str) -> None:
     rng = np.random.default_rng(hash((mode, kind)) % 2**32)
     n = 2000
     if kind == "random":
         x, y, z = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    elif kind == "bf16":  # the course's data: bf16 products added to fp32 sums (many exact fp32 midpoints)
+        import ml_dtypes
+
+        x, y = (rng.standard_normal(n).astype(ml_dtypes.bfloat16).astype(np.float32) for _ in range(2))
+        z = (rng.standard_normal(n) * 4).astype(np.float32)
     elif kind == "ties":  # a*b has few bits; c a power of two: the fp64 sum lands on fp32 midpoints
         x = (1 + rng.integers(0, 1 << 12, n) / 2.0 ** 12).astype(np.float32)
         y = (1 + rng.integers(0, 1 << 12, n) / 2.0 ** 12).astype(np.float32)
@@ -67,6 +72,8 @@ def test_fma_is_correctly_rounded(mode: str, kind: str) -> None:
     want = _exact_round(x, y, z, mode)
     nz = (x.astype(np.float64) * y + z) != 0
     assert np.array_equal(got[nz], want[nz])
+    if mode == "rn":  # the fast path the fused fma.rn.f32 takes
+        assert np.array_equal(N.fma_rn_fast(x, y, z).view(np.uint32)[nz], want[nz])
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
