@@ -617,3 +617,66 @@ def _createpolicy(b: Binder) -> Any:
 
 
 __all__ = ["load", "store", "smem_load", "smem_store", "global_load", "global_store", "Reg", "Sink"]
+
+
+# ------------------------------------------------------------------------------------------- ldmatrix / stmatrix
+@decoder("ldmatrix", "stmatrix")
+def _matrix(b: Binder) -> Any:
+    """ldmatrix / stmatrix m8n8 .b16 (x1, x2, x4, .trans): lane 8i + r gives the shared address of row r of matrix
+    i; lane l holds, in its register i, the two b16 at row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its
+    transpose with .trans)."""
+    from .control import collective
+
+    b.only({"sync", "aligned", "m8n8", "x1", "x2", "x4", "trans", "shared", "shared::cta", "b16"})
+    if "m8n8" not in b.q or "b16" not in b.q:
+        raise b.fail("only the m8n8 .b16 shape is emulated")
+    nmat = next(int(x[1]) for x in b.q if x in ("x1", "x2", "x4"))
+    trans = "trans" in b.q
+    load = b.base == "ldmatrix"
+    regs_op, addr_op = (b.ops[0], b.ops[1]) if load else (b.ops[1], b.ops[0])
+    items = regs_op.items if isinstance(regs_op, Vec) else (regs_op,)
+    if len(items) != nmat:
+        raise b.fail(f"{len(items)} registers for .x{nmat}")
+    addr = b.addr(addr_op)
+    generic = not any(x in b.q for x in ("shared", "shared::cta"))
+    rd = [b.val(x, "b32") for x in items]
+    wr = [b.dst(x, "b32") for x in items] if load else []
+    mach = b.mach
+    pc = b.pc
+    lane = np.arange(32)
+    row_of, col_of = lane // 4, 2 * (lane % 4)
+
+    def op(m: Any, c: CTA) -> Any:
+        g = collective(mach, m, c, pc, 0xFFFFFFFF)
+        if g is None:
+            return True
+        idx = _indices(g)
+        if len(idx) != 32:
+            raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION", f"{b.base} needs all 32 lanes of the warp")
+        a = np.asarray(addr(g), np.uint64)
+        a = np.full(32, a, np.uint64) if a.ndim == 0 else a
+        if generic:
+            a = a - np.uint64(SHARED_WINDOW)
+        for i in range(nmat):
+            rows = a[8 * i:8 * i + 8]  # row r of matrix i at rows[r]; 16-byte aligned rows of 8 b16
+            if (rows % np.uint64(16)).any():
+                raise _misaligned(rows, 16)
+            r, cc = (col_of, row_of) if trans else (row_of, col_of)
+            # element (row, col) of the matrix as stored: address rows[row] + 2 col
+            first = rows[r] + np.uint64(2) * cc.astype(np.uint64)
+            second = rows[r + (1 if trans else 0)] + np.uint64(2) * (cc + (0 if trans else 1)).astype(np.uint64)
+            if load:
+                lo = smem_load(mach, c, first, np.dtype(np.uint16), 1).astype(np.uint32)
+                hi = smem_load(mach, c, second, np.dtype(np.uint16), 1).astype(np.uint32)
+                wr[i](g, lo | (hi << np.uint32(16)))
+            else:
+                v = np.asarray(rd[i](g), np.uint32)
+                v = np.full(32, v, np.uint32) if v.ndim == 0 else v
+                smem_store(mach, c, first, (v & np.uint32(0xFFFF)).astype(np.uint16), np.dtype(np.uint16), 1)
+                smem_store(mach, c, second, (v >> np.uint32(16)).astype(np.uint16), np.dtype(np.uint16), 1)
+                mach.since_progress = 0
+        mach.PC[g] = pc + 1
+        return True
+
+    op.ctl = True  # type: ignore[attr-defined]
+    return op

@@ -262,3 +262,41 @@ def test_launch_time_limit() -> None:
     k = gpu.compile(SPIN, "spin")
     with pytest.raises(gpu.KernelDeadlock, match=r"did not finish within 0.2 s on the emulator"):
         gpu.launch(k, 1, 32, 0, gpu.zeros(1, np.int32), timeout=0.2)
+
+
+MATRIX = r"""
+#include "hopper.cuh"
+extern "C" __global__ void matrix_ops(const unsigned short* in, unsigned* regs, unsigned short* out) {
+  __shared__ alignas(16) unsigned short a[4][8][8], b[4][8][8];
+  const int l = threadIdx.x;
+  for (int i = l; i < 256; i += 32) (&a[0][0][0])[i] = in[i];
+  __syncwarp();
+  unsigned r[4], t[4];
+  const unsigned pa = hopper::smem_u32(&a[l / 8][l % 8][0]);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(pa));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(t[0]), "=r"(t[1]), "=r"(t[2]), "=r"(t[3]) : "r"(pa));
+  for (int i = 0; i < 4; ++i) { regs[8 * l + i] = r[i]; regs[8 * l + 4 + i] = t[i]; }
+  const unsigned pb = hopper::smem_u32(&b[l / 8][l % 8][0]);
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(pb), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+  __syncwarp();
+  for (int i = l; i < 256; i += 32) out[i] = (&b[0][0][0])[i];
+}
+"""
+
+
+def test_ldmatrix_and_stmatrix() -> None:
+    k = gpu.compile(MATRIX, "matrix_ops")
+    a = np.random.default_rng(4).integers(0, 1 << 16, (4, 8, 8)).astype(np.uint16)
+    regs, out = gpu.poison(256, np.uint32), gpu.poison(256, np.uint16)
+    gpu.launch(k, 1, 32, 0, gpu.to_device(a), regs, out)
+    got = regs.to_host().reshape(32, 8)
+    lane = np.arange(32)
+    row, col = lane // 4, 2 * (lane % 4)
+    for i in range(4):
+        want = a[i, row, col].astype(np.uint32) | (a[i, row, col + 1].astype(np.uint32) << 16)
+        want_t = a[i, col, row].astype(np.uint32) | (a[i, col + 1, row].astype(np.uint32) << 16)
+        assert np.array_equal(got[:, i], want) and np.array_equal(got[:, 4 + i], want_t)
+    assert np.array_equal(out.to_host().reshape(4, 8, 8), a.transpose(0, 2, 1))

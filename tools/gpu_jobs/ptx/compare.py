@@ -84,7 +84,7 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
     """name -> (shape, run) where run() gives the kernel's outputs (numpy) in the current mode."""
     from kernels import LAB2_GEMM, WS_GEMM, ws_smem
     from test_clusters import CLUSTER
-    from test_control import DIVERGE, LOCAL_CALLS, NAMED, WARP
+    from test_control import DIVERGE, LOCAL_CALLS, MATRIX, NAMED, WARP
 
     from helpers import gpu
     from helpers.gpu import examples
@@ -232,6 +232,15 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         return o.to_host()
 
     out["named barriers"] = ("128 threads", named)
+    mats = np.random.default_rng(15).integers(0, 1 << 16, (4, 8, 8)).astype(np.uint16)
+
+    def matrix() -> np.ndarray:
+        k = gpu.compile(MATRIX, "matrix_ops")
+        regs, o = gpu.poison(256, np.uint32), gpu.poison(256, np.uint16)
+        gpu.launch(k, 1, 32, 0, gpu.to_device(mats), regs, o)
+        return np.concatenate([regs.to_host().view(np.uint16), o.to_host()])
+
+    out["ldmatrix/stmatrix"] = ("x4, plain and .trans", matrix)
     return out
 
 
