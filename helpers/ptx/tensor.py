@@ -211,6 +211,10 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
 
     mach.schedule(c, mach.opts.tma_latency, land)
     mach.since_progress = 0
+    if mach.opts.trace:
+        bar = c.barriers.get(boff)
+        mach.event(c, c.cur_warp - c.w0, "tma_issue", bar.name if bar else "", bar.phase if bar else -1, -1,
+                   f"{nbytes} bytes to {doff:#x}")
 
 
 def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], soff: int, where: Any) -> None:
@@ -538,6 +542,8 @@ def _wg_mma(b: Binder) -> Any:
         op.chain[w] = prev
         op.inputs[w] = None if prev is not None else W[rows_a, lo:hi].T.copy()
         op.count += 1
+        if mach.opts.trace:
+            mach.event(c, int(mach.WARPG[idx[0]]) - c.w0, "wgmma_issue", "", -1, -1, f"wgmma {seq} of warpgroup {g}")
         if op.count == 4:
             mach.schedule(c, mach.opts.wgmma_latency, lambda: _compute(mach, c, st, g, op, line))
         mach.since_progress = 0

@@ -151,3 +151,23 @@ extern "C" __global__ void fast_exp(float* x) {
     msg = str(e.value)
     assert "cannot run on the emulator: the PTX executor does not emulate `ex2.approx.f32`" in msg
     assert "not emulated bit-exactly" in msg and "at line 4 of the CUDA source" in msg and "PTX line" in msg
+
+
+def test_trace_records_per_warp_events() -> None:
+    from kernels import LAB2_GEMM
+
+    from helpers.ptx.machine import Options
+    from helpers.ptx.runtime import run_kernel
+
+    k = gpu.compile(LAB2_GEMM, "lab2_gemm")
+    a = gpu.to_device(gpu.random_host((64, 128), gpu.bfloat16, seed=1))
+    b = gpu.to_device(gpu.random_host((64, 128), gpu.bfloat16, seed=2))
+    info = run_kernel(k.ptx, "lab2_gemm", (1, 1, 1), (128, 1, 1), 0,
+                      [gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64), gpu.poison((64, 64)),
+                       np.int32(64), np.int32(64), np.int32(128)], options=Options(trace=True))
+    kinds = {e.kind for e in info.machine.trace}
+    assert {"arrive_expect_tx", "arrive", "wait", "tma_issue", "tma_landed", "phase_complete"} <= kinds
+    full0 = [e for e in info.machine.trace if e.kind == "phase_complete" and e.barrier == "full[0]"]
+    assert [e.phase for e in full0] == [0] and all(e.cta == (0, 0, 0) for e in info.machine.trace)
+    times = [e.time for e in info.machine.trace]
+    assert times == sorted(times) and times[-1] > times[0]  # one CTA: its clock only moves on
