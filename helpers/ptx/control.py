@@ -65,6 +65,8 @@ def exit_threads(mach: Machine, m: Any, c: CTA) -> None:
     if c.cluster is not None:
         _try_complete_cluster(mach, c.cluster)
     if not (mach.STATE[c.lo:c.hi] != EXIT).any():
+        for read in list(c.pending_reads):  # outstanding bulk stores read the block's shared memory first
+            read()
         c.alive = False
         mach.parked = [p for p in mach.parked if p.cta is not c]
         if all(not x.alive for x in c.cluster.ctas):

@@ -176,6 +176,7 @@ class CTA:
         self.bulk: dict[int, Any] = {}
         self.regs_pool = m.regs_per_thread * m.T
         self.regs_wg: dict[int, int] = {}
+        self.pending_reads: list = []  # bulk stores that have not read their shared-memory source yet
         self.alive = True
 
     @property

@@ -224,9 +224,14 @@ def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], s
     snap: dict = {}
 
     def read() -> None:
+        if op["read"]:
+            return
         snap["img"] = c.smem[soff:soff + tma_mod.smem_footprint(tmap)].copy()
         op["read"] = True
+        c.pending_reads.remove(read)
         mach.wake(("bulk", c.slot))
+
+    c.pending_reads.append(read)  # a block that exits first keeps its shared memory until the copy has read it
 
     def write() -> None:
         gmem = _gmem_of(mach, tmap)
@@ -307,9 +312,14 @@ def _bulk_copy(b: Binder, rest: list[str]) -> Any:
                 snap: dict = {}
 
                 def read(soff=soff, nbytes=nbytes, op=op, snap=snap) -> None:
+                    if op["read"]:
+                        return
                     snap["v"] = c.smem[soff:soff + nbytes].copy()
                     op["read"] = True
+                    c.pending_reads[:] = [f for f in c.pending_reads if f is not read]
                     mach.wake(("bulk", c.slot))
+
+                c.pending_reads.append(read)
 
                 def write(d=d, op=op, snap=snap, nbytes=nbytes) -> None:
                     try:
