@@ -26,7 +26,7 @@ _EXPORTS = {
     "compiler": ("compile", "Kernel", "CompileReport", "nvrtc_version", "include_dirs", "cache_dir", "INCLUDE_DIR",
                  "read_cubin", "find_kernel_names"),
     "device": ("hopper_available", "no_hopper_reason", "skip_without_hopper", "require_hopper", "device_info",
-               "executor_active",
+               "executor_active", "can_run",
                "DeviceInfo", "context_lost", "H100_PEAK_BF16_TFLOPS", "H100_HBM_TBS"),
     "arrays": ("DeviceArray", "to_device", "to_host", "empty", "zeros", "poison", "random", "random_host",
                "bfloat16"),

@@ -112,6 +112,11 @@ def executor_active() -> bool:
     return no_hopper_reason() is not None
 
 
+def can_run() -> bool:
+    """True when kernels can run here: on the H100, or on the emulator (see executor_active)."""
+    return hopper_available() or executor_active()
+
+
 def require_hopper(what: str) -> None:
     """Raise NoHopperError('<what> needs an sm_90 GPU: <reason>') when there is none."""
     reason = no_hopper_reason()
