@@ -495,6 +495,12 @@ class Machine:
             raise
         except (UnsupportedInstruction, EmulationLimit) as e:
             raise type(e)(f"{e} {self.where(i, m, c)}") from None
+        except (Deadlock, TimeoutError):
+            raise
+        except Exception as e:  # a gap in the emulator, not the student's mistake: say so, without a traceback
+            raise EmulationLimit(f"the emulator could not execute `{self.prog.instrs[i].opcode}` ({type(e).__name__}: "
+                                 f"{e}); this is a limitation of the course's emulator, please report it "
+                                 f"{self.where(i, m, c)}") from None
         if r is None:
             self.PC[m] = end + 1
         c.clock += end - p + 1
