@@ -160,6 +160,26 @@ def _core_arg(i: int, a: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- launches
+def _set_shape(launch: Any, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
+               cluster: Dim3 | None) -> None:
+    """The launch's kernel, dimensions and arguments, with the rules every launch checks first."""
+    if not isinstance(kernel, Kernel):
+        raise LaunchError(f"launch wants a kernel from gpu.compile(...), got {type(kernel).__name__}")
+    launch.kernel = kernel
+    launch.grid, launch.block = _dim3(grid, "grid"), _dim3(block, "block")
+    launch.cluster = _dim3(cluster, "cluster") if cluster is not None else None
+    launch.shared_mem = int(shared_mem)
+    launch.args = tuple(args)
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if threads > 1024:
+        raise LaunchError(f"a block has at most 1024 threads; block {launch.block} has {threads}")
+    if launch.cluster is not None:
+        if any(g % c for g, c in zip(launch.grid, launch.cluster, strict=True)):
+            raise LaunchError(f"the grid {launch.grid} (in blocks) must be a multiple of the cluster {launch.cluster}")
+        if launch.cluster[0] * launch.cluster[1] * launch.cluster[2] > 16:
+            raise LaunchError(f"a cluster has at most 16 blocks on an H100, not {launch.cluster}")
+
+
 class Launcher:
     """A launch with its arguments packed once; calling it enqueues the kernel (no wait). Used for timing."""
 
@@ -167,21 +187,7 @@ class Launcher:
                  cluster: Dim3 | None = None) -> None:
         from cuda.bindings import driver
 
-        if not isinstance(kernel, Kernel):
-            raise LaunchError(f"launch wants a kernel from gpu.compile(...), got {type(kernel).__name__}")
-        self.kernel = kernel
-        self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
-        self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
-        self.shared_mem = int(shared_mem)
-        self.args = tuple(args)
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > 1024:
-            raise LaunchError(f"a block has at most 1024 threads; block {self.block} has {threads}")
-        if self.cluster is not None:
-            if any(g % c for g, c in zip(self.grid, self.cluster, strict=True)):
-                raise LaunchError(f"the grid {self.grid} (in blocks) must be a multiple of the cluster {self.cluster}")
-            if self.cluster[0] * self.cluster[1] * self.cluster[2] > 16:
-                raise LaunchError(f"a cluster has at most 16 blocks on an H100, not {self.cluster}")
+        _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
         L = load(kernel)
         self._L = L
         _ensure_smem(kernel, L, self.shared_mem)
@@ -338,21 +344,7 @@ class EmuLauncher:
 
     def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
                  cluster: Dim3 | None = None) -> None:
-        if not isinstance(kernel, Kernel):
-            raise LaunchError(f"launch wants a kernel from gpu.compile(...), got {type(kernel).__name__}")
-        self.kernel = kernel
-        self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
-        self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
-        self.shared_mem = int(shared_mem)
-        self.args = tuple(args)
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > 1024:
-            raise LaunchError(f"a block has at most 1024 threads; block {self.block} has {threads}")
-        if self.cluster is not None:
-            if any(g % c for g, c in zip(self.grid, self.cluster, strict=True)):
-                raise LaunchError(f"the grid {self.grid} (in blocks) must be a multiple of the cluster {self.cluster}")
-            if self.cluster[0] * self.cluster[1] * self.cluster[2] > 16:
-                raise LaunchError(f"a cluster has at most 16 blocks on an H100, not {self.cluster}")
+        _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
         optin, static = 232448, kernel.report.static_smem or 0
         if self.shared_mem > optin - static:
             raise LaunchError(

@@ -723,6 +723,17 @@ def _bfind(b: Binder) -> Any:
     return f
 
 
+def _bit_field(pos: Any, ln: Any, n: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """bfe/bfi's field: position and length (each taken mod 256), the shift to apply and the mask of the bits that
+    lie inside a w-bit word."""
+    p = (_arr(pos, np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
+    length = (_arr(ln, np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
+    real = np.clip(np.minimum(length, w - p), 0, w)
+    mask = np.where(real >= 64, np.uint64((1 << 64) - 1),
+                    (np.uint64(1) << np.minimum(real, 63).astype(np.uint64)) - np.uint64(1))
+    return p, length, np.minimum(p, w - 1).astype(np.uint64), mask
+
+
 @decoder("bfe")
 def _bfe(b: Binder) -> Any:
     b.only(set())
@@ -738,14 +749,8 @@ def _bfe(b: Binder) -> Any:
     def f(m: Any, c: CTA) -> None:
         n = count(m)
         a = _arr(x(m), dt, n).astype(_udt(dt)).astype(np.uint64)
-        pos = (_arr(p(m), np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
-        length = (_arr(ln(m), np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
-        real = np.clip(np.minimum(length, w - pos), 0, w)
-        sh = np.minimum(pos, w - 1).astype(np.uint64)
-        field = np.where(pos >= w, np.uint64(0), a >> sh)
-        mask = np.where(real >= 64, np.uint64((1 << 64) - 1),
-                        (np.uint64(1) << np.minimum(real, 63).astype(np.uint64)) - np.uint64(1))
-        field = field & mask
+        pos, length, sh, mask = _bit_field(p(m), ln(m), n, w)
+        field = np.where(pos >= w, np.uint64(0), a >> sh) & mask
         if signed:
             spos = np.minimum(pos + length - 1, w - 1).astype(np.uint64)
             sbit = np.where(length > 0, (a >> spos) & np.uint64(1), np.uint64(0))
@@ -772,12 +777,7 @@ def _bfi(b: Binder) -> Any:
         n = count(m)
         ins = _arr(a(m), dt, n).astype(_udt(dt)).astype(np.uint64)
         bb = _arr(base(m), dt, n).astype(_udt(dt)).astype(np.uint64)
-        pos = (_arr(p(m), np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
-        length = (_arr(ln(m), np.uint32, n) & np.uint32(0xFF)).astype(np.int64)
-        real = np.clip(np.minimum(length, w - pos), 0, w)
-        mask = np.where(real >= 64, np.uint64((1 << 64) - 1),
-                        (np.uint64(1) << np.minimum(real, 63).astype(np.uint64)) - np.uint64(1))
-        sh = np.minimum(pos, w - 1).astype(np.uint64)
+        pos, _length, sh, mask = _bit_field(p(m), ln(m), n, w)
         put = np.where(pos >= w, np.uint64(0), mask << sh)
         r = (bb & ~put) | ((ins << sh) & put)
         d(m, (r & np.uint64((1 << w) - 1)).astype(_udt(dt)).view(dt))

@@ -20,7 +20,7 @@ from .machine import (
     _indices,
     count,
 )
-from .memory import RANK_SHIFT, MemoryFault
+from .memory import RANK_SHIFT, MemoryFault, gather, scatter
 from .parser import Addr, Reg, Sink, Vec
 from .registry import decoder
 
@@ -88,11 +88,11 @@ def smem_load(mach: Machine, c: CTA, addr: Any, dt: np.dtype, nvec: int, cluster
     groups = _smem_target(mach, c, addr, width, cluster)
     if len(groups) == 1:
         cta, off, _ = groups[0]
-        return _gather(cta.smem, off, dt, nvec)
+        return gather(cta.smem, off, dt, nvec)
     n = np.size(addr)
     out = np.empty((n, nvec) if nvec > 1 else n, dt)
     for cta, off, sel in groups:
-        out[sel] = _gather(cta.smem, off, dt, nvec)
+        out[sel] = gather(cta.smem, off, dt, nvec)
     return out
 
 
@@ -107,7 +107,7 @@ def smem_store(mach: Machine, c: CTA, addr: Any, value: Any, dt: np.dtype, nvec:
                                 f"a store to shared offset {o:#x} overwrote a live mbarrier "
                                 f"({_barrier_name(mach, cta, o)}): mbarrier.inval it before reusing its memory")
         v = value if sel is None or not np.ndim(value) else np.asarray(value)[sel]
-        _scatter(cta.smem, off, v, dt, nvec)
+        scatter(cta.smem, off, v, dt, nvec)
 
 
 def _barrier_name(mach: Machine, cta: CTA, off: int) -> str:
@@ -115,23 +115,6 @@ def _barrier_name(mach: Machine, cta: CTA, off: int) -> str:
         if boff <= off < boff + 8:
             return bar.name
     return f"offset {off:#x}"
-
-
-def _gather(buf: np.ndarray, off: np.ndarray, dt: np.dtype, nvec: int) -> np.ndarray:
-    es = dt.itemsize
-    view = buf.view(dt)
-    i = off // es
-    return view[i] if nvec == 1 else view[i[:, None] + np.arange(nvec)]
-
-
-def _scatter(buf: np.ndarray, off: np.ndarray, value: Any, dt: np.dtype, nvec: int) -> None:
-    es = dt.itemsize
-    view = buf.view(dt)
-    i = off // es
-    if nvec == 1:
-        view[i] = value
-    else:
-        view[i[:, None] + np.arange(nvec)] = value
 
 
 def _local_index(mach: Machine, m: Any, off: np.ndarray, dt: np.dtype, nvec: int) -> np.ndarray:

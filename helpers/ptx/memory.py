@@ -140,7 +140,7 @@ class DeviceMemory:
         hit = self._locate(addr, width, False)
         if hit is not None:
             a, off = hit
-            return _gather(a.data, off, dtype, nvec)
+            return gather(a.data, off, dtype, nvec)
         return self._multi(addr, dtype, nvec, None)
 
     def store(self, addr: np.ndarray, value: np.ndarray, dtype: np.dtype, nvec: int = 1) -> None:
@@ -150,7 +150,7 @@ class DeviceMemory:
         hit = self._locate(addr, width, True)
         if hit is not None:
             a, off = hit
-            _scatter(a.data, off, value, dtype, nvec)
+            scatter(a.data, off, value, dtype, nvec)
             return
         self._multi(addr, dtype, nvec, value)
 
@@ -169,11 +169,11 @@ class DeviceMemory:
                 raise self._fault(addr[sel], width, value is not None)
             off = (addr[sel] - np.uint64(a.base)).astype(np.int64)
             if value is None:
-                out[sel] = _gather(a.data, off, dtype, nvec)
+                out[sel] = gather(a.data, off, dtype, nvec)
             else:
                 if a.readonly:
                     raise MemoryFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"a store to read-only memory ({a.label})")
-                _scatter(a.data, off, np.asarray(value)[sel] if np.ndim(value) else value, dtype, nvec)
+                scatter(a.data, off, np.asarray(value)[sel] if np.ndim(value) else value, dtype, nvec)
         return out
 
     def read_bytes(self, addr: int, nbytes: int) -> np.ndarray:
@@ -185,7 +185,7 @@ class DeviceMemory:
         return a.data[o:o + nbytes]
 
 
-def _gather(buf: np.ndarray, off: np.ndarray, dtype: np.dtype, nvec: int) -> np.ndarray:
+def gather(buf: np.ndarray, off: np.ndarray, dtype: np.dtype, nvec: int) -> np.ndarray:
     """Elements at byte offsets (aligned to the element size) of a uint8 buffer."""
     es = dtype.itemsize
     view = buf.view(dtype) if buf.size % es == 0 else buf[:buf.size - buf.size % es].view(dtype)
@@ -195,7 +195,7 @@ def _gather(buf: np.ndarray, off: np.ndarray, dtype: np.dtype, nvec: int) -> np.
     return view[i[:, None] + np.arange(nvec)]
 
 
-def _scatter(buf: np.ndarray, off: np.ndarray, value: np.ndarray, dtype: np.dtype, nvec: int) -> None:
+def scatter(buf: np.ndarray, off: np.ndarray, value: np.ndarray, dtype: np.dtype, nvec: int) -> None:
     es = dtype.itemsize
     view = buf.view(dtype) if buf.size % es == 0 else buf[:buf.size - buf.size % es].view(dtype)
     i = off // es
