@@ -325,17 +325,21 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     return st if store else ld
 
 
-@decoder("ld", "ldu")
-def _ld(b: Binder, fast: bool = True) -> Any:
+def _access(b: Binder, store: bool, fast: bool) -> tuple[str, np.dtype, int, str, Any]:
+    """What ld and st share: (type, dtype, vector width, state space, the fused shared-memory op or None)."""
     b.only(_SEM | _SCOPE | _CACHE | _SPACES | set(_VEC))
     ty = b.type()
-    dt = DT[ty]
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
-    if fast and space == "shared::cta" and nvec == 1:
-        op = _shared_fast(b, ty, False)
-        if op is not None:
-            return op
+    op = _shared_fast(b, ty, store) if fast and space == "shared::cta" and nvec == 1 else None
+    return ty, DT[ty], nvec, space, op
+
+
+@decoder("ld", "ldu")
+def _ld(b: Binder, fast: bool = True) -> Any:
+    ty, dt, nvec, space, op = _access(b, False, fast)
+    if op is not None:
+        return op
     dst, src = b.ops[0], b.ops[1]
     outs = _dest_list(b, dst, ty)
     if len(outs) != nvec:
@@ -373,15 +377,9 @@ def _ld(b: Binder, fast: bool = True) -> Any:
 
 @decoder("st")
 def _st(b: Binder, fast: bool = True) -> Any:
-    b.only(_SEM | _SCOPE | _CACHE | _SPACES | set(_VEC))
-    ty = b.type()
-    dt = DT[ty]
-    nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
-    space = _space(b)
-    if fast and space == "shared::cta" and nvec == 1:
-        op = _shared_fast(b, ty, True)
-        if op is not None:
-            return op
+    ty, dt, nvec, space, op = _access(b, True, fast)
+    if op is not None:
+        return op
     dst, src = b.ops[0], b.ops[1]
     items = src.items if isinstance(src, Vec) else (src,)
     if len(items) != nvec:
