@@ -3,18 +3,19 @@ or without a GPU on the machine."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pytest
 
-os.environ.setdefault("HELPERS_EXECUTOR", "force")
 
-
-@pytest.fixture(autouse=True)
-def _emulator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+@pytest.fixture(scope="package", autouse=True)
+def _emulator() -> Any:
+    """HELPERS_EXECUTOR=force for the tests of this folder only (module-scoped fixtures included)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HELPERS_EXECUTOR", "force")
+    yield
+    mp.undo()
 
 
 def gemm_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
