@@ -162,7 +162,7 @@ def _parsed(digest: str, text: str) -> Module:
     return parse(text)
 
 
-_PROGRAMS: dict[tuple[str, str], Program] = {}
+_PROGRAMS: dict[tuple[str, str], Program] = {}  # most recently used last; at most 64 kept
 
 
 def load_program(ptx: str, entry: str | None = None) -> Program:
@@ -177,8 +177,11 @@ def load_program(ptx: str, entry: str | None = None) -> Program:
     if entry not in module.functions or module.functions[entry].kind != "entry":
         raise ParseError(f"the module has no kernel {entry!r} (kernels: {', '.join(module.entries)})")
     key = (digest, entry)
-    if key not in _PROGRAMS:
+    prog = _PROGRAMS.pop(key, None)
+    if prog is None:
         prog = Program(module, entry)
         _layout(prog)
-        _PROGRAMS[key] = prog
-    return _PROGRAMS[key]
+    _PROGRAMS[key] = prog
+    while len(_PROGRAMS) > 64:
+        del _PROGRAMS[next(iter(_PROGRAMS))]
+    return prog

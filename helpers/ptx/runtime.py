@@ -8,6 +8,7 @@ import ctypes
 import itertools
 import os
 import struct
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,7 @@ def load_module(program: Program, memory: DeviceMemory, cache: dict | None = Non
         return cache[key]
     g = memory.alloc(program.globals_bytes, label="the module's global variables")
     lm = LoadedModule(program, g, memory)
+    weakref.finalize(lm, memory.free, g)  # unloaded with the kernel that holds it
     for v, off in program.global_vars:
         if v.init:
             g.data[off:off + len(v.init)] = np.frombuffer(v.init, np.uint8)
