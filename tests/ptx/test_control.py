@@ -300,3 +300,29 @@ def test_ldmatrix_and_stmatrix() -> None:
         want_t = a[i, col, row].astype(np.uint32) | (a[i, col + 1, row].astype(np.uint32) << 16)
         assert np.array_equal(got[:, i], want) and np.array_equal(got[:, 4 + i], want_t)
     assert np.array_equal(out.to_host().reshape(4, 8, 8), a.transpose(0, 2, 1))
+
+
+FLAGS = r"""
+extern "C" __global__ void handoff(float* data, unsigned* flag, float* out) {
+  // block 1 produces, block 0 spins on an acquire load until the release store says the data is there
+  if (blockIdx.x == 1) {
+    if (threadIdx.x < 32) data[threadIdx.x] = threadIdx.x * 1.5f;
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(flag), "r"(1u) : "memory");
+  } else {
+    if (threadIdx.x == 0) {
+      unsigned seen = 0;
+      while (seen == 0) asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) out[threadIdx.x] = data[threadIdx.x] + 1.0f;
+  }
+}
+"""
+
+
+def test_acquire_release_handoff_between_blocks() -> None:
+    k = gpu.compile(FLAGS, "handoff")
+    data, flag, out = gpu.zeros(32), gpu.zeros(1, np.uint32), gpu.poison(32, np.float32)
+    gpu.launch(k, 2, 64, 0, data, flag, out)
+    assert np.array_equal(out.to_host(), np.arange(32, dtype=np.float32) * 1.5 + 1)

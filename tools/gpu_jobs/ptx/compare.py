@@ -88,7 +88,7 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
     """name -> (shape, run) where run() gives the kernel's outputs (numpy) in the current mode."""
     from kernels import LAB2_GEMM, WS_GEMM, ws_smem
     from test_clusters import CLUSTER
-    from test_control import DIVERGE, LOCAL_CALLS, MATRIX, NAMED, WARP
+    from test_control import DIVERGE, FLAGS, LOCAL_CALLS, MATRIX, NAMED, WARP
 
     from helpers import gpu
     from helpers.gpu import examples
@@ -245,6 +245,14 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         return np.concatenate([regs.to_host().view(np.uint16), o.to_host()])
 
     out["ldmatrix/stmatrix"] = ("x4, plain and .trans", matrix)
+
+    def handoff() -> np.ndarray:
+        k = gpu.compile(FLAGS, "handoff")
+        o = gpu.poison(32, np.float32)
+        gpu.launch(k, 2, 64, 0, gpu.zeros(32), gpu.zeros(1, np.uint32), o)
+        return o.to_host()
+
+    out["acquire/release between blocks"] = ("2 blocks", handoff)
     return out
 
 
