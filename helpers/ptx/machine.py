@@ -99,7 +99,7 @@ class Options:
 
     tma_latency: int = 500  # cycles from issue to landing (load) or to the global write (store)
     wgmma_latency: int = 120  # cycles from the 4th warp's issue to the result
-    warp_quantum: int = 1 << 30  # basic blocks a warp runs before the next warp's turn (default: until it waits)
+    warp_quantum: int = 512  # basic blocks a warp runs before the next warp's turn (it usually waits first)
     stall_quantum: int = 2  # the same in stall mode, so every waiter reaches its time-out
     cta_quantum: int = 64  # basic blocks a CTA runs before the scheduler looks for the CTA with the smallest clock
     stall_clock_step: int = 1 << 24  # cycles a clock read adds in stall mode

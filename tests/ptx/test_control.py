@@ -326,3 +326,32 @@ def test_acquire_release_handoff_between_blocks() -> None:
     data, flag, out = gpu.zeros(32), gpu.zeros(1, np.uint32), gpu.poison(32, np.float32)
     gpu.launch(k, 2, 64, 0, data, flag, out)
     assert np.array_equal(out.to_host(), np.arange(32, dtype=np.float32) * 1.5 + 1)
+
+
+WARP_FLAG = r"""
+extern "C" __global__ void warp_flag(int* out) {
+  __shared__ volatile int flag;
+  __shared__ int data;
+  if (threadIdx.x == 0) flag = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    while (flag == 0) {
+    }
+    out[0] = data;
+  } else if (threadIdx.x == 32) {
+    data = 42;
+    __threadfence_block();
+    flag = 1;
+  }
+}
+"""
+
+
+def test_a_warp_spinning_on_a_flag_lets_the_writer_run() -> None:
+    import time
+
+    k = gpu.compile(WARP_FLAG, "warp_flag")
+    out = gpu.poison(1, np.int32)
+    t0 = time.process_time()
+    gpu.launch(k, 1, 64, 0, out)
+    assert out.to_host()[0] == 42 and time.process_time() - t0 < 1.0
