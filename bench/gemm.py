@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     kernel = gpu.compile(KERNEL.read_text(), "gemm_64x64", filename=KERNEL.name)
-    if gpu.skip_without_hopper(kernel, checked="the reference kernel compiles"):
+    if gpu.skip_without_hopper(kernel, checked="the reference kernel compiles", timing=True):
         return 0
     info = gpu.device_info()
     assert info is not None

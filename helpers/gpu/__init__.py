@@ -7,6 +7,8 @@ that needs a Hopper GPU says so in one line when there is none.
 
 from __future__ import annotations
 
+import sys
+import types
 from importlib import import_module
 from typing import Any
 
@@ -24,6 +26,7 @@ _EXPORTS = {
     "compiler": ("compile", "Kernel", "CompileReport", "nvrtc_version", "include_dirs", "cache_dir", "INCLUDE_DIR",
                  "read_cubin", "find_kernel_names"),
     "device": ("hopper_available", "no_hopper_reason", "skip_without_hopper", "require_hopper", "device_info",
+               "executor_active", "can_run",
                "DeviceInfo", "context_lost", "H100_PEAK_BF16_TFLOPS", "H100_HBM_TBS"),
     "arrays": ("DeviceArray", "to_device", "to_host", "empty", "zeros", "poison", "random", "random_host",
                "bfloat16"),
@@ -50,6 +53,21 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(f".{mod}", __name__), name)
     globals()[name] = value
     return value
+
+
+class _Package(types.ModuleType):
+    """``gpu.launch`` is a function of the submodule ``helpers.gpu.launch``; importing that submodule makes it an
+    attribute of the package, which would hide the function. Give the function back in that case."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            value = getattr(value, name)
+            globals()[name] = value
+        return value
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import check, current, require_hopper
+from .device import check, current, executor_active, require_hopper
 
 try:
     import ml_dtypes
@@ -29,18 +29,33 @@ def _free(ptr: int) -> None:
 
 
 class DeviceArray:
-    """A C-contiguous array in GPU memory. ``.ptr`` is its device address; ``.to_host()`` copies it back."""
+    """A C-contiguous array in GPU memory. ``.ptr`` is its device address; ``.to_host()`` copies it back.
+    Without a GPU it lives in the emulator's memory (helpers.ptx), at an emulated device address."""
 
     def __init__(self, shape: int | Sequence[int], dtype: Any = np.float32) -> None:
-        require_hopper("allocating GPU memory")
-        from cuda.bindings import driver
-
         self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self._alloc: Any = None
+        if executor_active():
+            from helpers.ptx.memory import device_memory
+
+            mem = device_memory()
+            self._alloc = mem.alloc(max(self.nbytes, 1), label=f"a device array {self.shape} {self.dtype}")
+            self.ptr = self._alloc.base
+            self._finalizer = weakref.finalize(self, mem.free, self._alloc)
+            return
+        require_hopper("allocating GPU memory")
+        from cuda.bindings import driver
+
         ctx = current()
         self.ptr = int(check(driver.cuMemAllocAsync(max(self.nbytes, 1), ctx["stream_handle"]), "cuMemAllocAsync"))
         self._finalizer = weakref.finalize(self, _free, self.ptr)
+
+    @property
+    def emulated(self) -> bool:
+        """True when the array lives in the emulator's memory (no GPU)."""
+        return self._alloc is not None
 
     @property
     def size(self) -> int:
@@ -71,6 +86,9 @@ class DeviceArray:
         a = np.ascontiguousarray(a)
         if a.shape != self.shape or a.dtype != self.dtype:
             raise ValueError(f"shape/dtype mismatch: array is {self.shape} {self.dtype}, host data {a.shape} {a.dtype}")
+        if self._alloc is not None:
+            self._alloc.data[:self.nbytes] = a.reshape(-1).view(np.uint8)
+            return self
         s = current()["stream_handle"]
         check(driver.cuMemcpyHtoDAsync(self.ptr, a.ctypes.data, self.nbytes, s), "copy to the GPU")
         check(driver.cuStreamSynchronize(s), "copy to the GPU")
@@ -80,6 +98,8 @@ class DeviceArray:
         """Copy back to a new numpy array (after every kernel launched before on the course stream)."""
         from cuda.bindings import driver
 
+        if self._alloc is not None:
+            return self._alloc.data[:self.nbytes].view(self.dtype).reshape(self.shape).copy()
         out = np.empty(self.shape, self.dtype)
         s = current()["stream_handle"]
         check(driver.cuMemcpyDtoHAsync(out.ctypes.data, self.ptr, self.nbytes, s), "copy from the GPU")
@@ -88,6 +108,9 @@ class DeviceArray:
 
     def fill_bytes(self, byte: int) -> DeviceArray:
         """Set every byte to `byte` (0..255)."""
+        if self._alloc is not None:
+            self._alloc.data[:self.nbytes] = byte & 0xFF
+            return self
         from cuda.bindings import driver
 
         s = current()["stream_handle"]
@@ -107,7 +130,8 @@ class DeviceArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"
+        where = ", emulated" if self._alloc is not None else ""
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x}{where})"
 
 
 def empty(shape: int | Sequence[int], dtype: Any = np.float32) -> DeviceArray:
@@ -152,5 +176,6 @@ def random_host(shape: int | Sequence[int], dtype: Any = bfloat16, seed: int = 0
 def random(shape: int | Sequence[int], dtype: Any = bfloat16, seed: int = 0, std: float = 1.0,
            kind: str = "normal") -> DeviceArray:
     """A device array of random values (generated with numpy, then copied); see random_host."""
-    require_hopper("random fill on the GPU")
+    if not executor_active():
+        require_hopper("random fill on the GPU")
     return to_device(random_host(shape, dtype, seed, std, kind))

@@ -101,6 +101,22 @@ def device_info() -> DeviceInfo | None:
     return _probe()[1]
 
 
+def executor_active() -> bool:
+    """True when kernels run on the PTX executor (helpers.ptx) instead of a GPU: there is no usable Hopper GPU
+    and ``HELPERS_EXECUTOR`` is not ``off``, or ``HELPERS_EXECUTOR=force`` (tests, comparisons)."""
+    mode = os.environ.get("HELPERS_EXECUTOR", "auto").strip().lower()
+    if mode == "force":
+        return True
+    if mode == "off":
+        return False
+    return no_hopper_reason() is not None
+
+
+def can_run() -> bool:
+    """True when kernels can run here: on the H100, or on the emulator (see executor_active)."""
+    return hopper_available() or executor_active()
+
+
 def require_hopper(what: str) -> None:
     """Raise NoHopperError('<what> needs an sm_90 GPU: <reason>') when there is none."""
     reason = no_hopper_reason()
@@ -110,16 +126,23 @@ def require_hopper(what: str) -> None:
         raise GpuContextLost(_lost)
 
 
-def skip_without_hopper(report_or_kernel: Any = None, checked: str = "") -> bool:
-    """Without a Hopper GPU, print one line (compile summary; why the run is skipped; what was checked)
-    and return True; with one, return False. Notebook use: ``if not gpu.skip_without_hopper(k): ...run...``."""
+def skip_without_hopper(report_or_kernel: Any = None, checked: str = "", *, timing: bool = False) -> bool:
+    """Notebook use: ``if not gpu.skip_without_hopper(k): ...run...``. With a Hopper GPU: False. Without one the
+    kernel runs on the emulator (helpers.ptx): print one line (compile summary; "ran on the emulator") and return
+    False. Cells that time kernels pass ``timing=True``: timings need the H100, so without one print the compile
+    summary, why the run is skipped and what was checked, and return True."""
     reason = no_hopper_reason()
-    if reason is None:
-        return False
     report = getattr(report_or_kernel, "report", report_or_kernel)
     parts = []
     if report is not None and hasattr(report, "summary"):
         parts.append(report.summary())
+    if executor_active() and not timing:
+        why = "HELPERS_EXECUTOR=force" if reason is None else "no sm_90 GPU"
+        parts.append(f"ran on the emulator ({why})")
+        print("; ".join(parts))
+        return False
+    if reason is None:
+        return False
     parts.append(f"run skipped: no sm_90 GPU ({reason})")
     if checked:
         parts.append(f"checked: {checked}")

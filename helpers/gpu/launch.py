@@ -14,7 +14,7 @@ import numpy as np
 from . import diagnostics
 from .arrays import DeviceArray
 from .compiler import Kernel
-from .device import check, current, device_info, mark_context_lost, require_hopper
+from .device import check, current, device_info, executor_active, mark_context_lost, require_hopper
 from .errors import KernelDeadlock, KernelFault, LaunchError
 
 Dim3 = int | Sequence[int]
@@ -160,6 +160,26 @@ def _core_arg(i: int, a: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- launches
+def _set_shape(launch: Any, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
+               cluster: Dim3 | None) -> None:
+    """The launch's kernel, dimensions and arguments, with the rules every launch checks first."""
+    if not isinstance(kernel, Kernel):
+        raise LaunchError(f"launch wants a kernel from gpu.compile(...), got {type(kernel).__name__}")
+    launch.kernel = kernel
+    launch.grid, launch.block = _dim3(grid, "grid"), _dim3(block, "block")
+    launch.cluster = _dim3(cluster, "cluster") if cluster is not None else None
+    launch.shared_mem = int(shared_mem)
+    launch.args = tuple(args)
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if threads > 1024:
+        raise LaunchError(f"a block has at most 1024 threads; block {launch.block} has {threads}")
+    if launch.cluster is not None:
+        if any(g % c for g, c in zip(launch.grid, launch.cluster, strict=True)):
+            raise LaunchError(f"the grid {launch.grid} (in blocks) must be a multiple of the cluster {launch.cluster}")
+        if launch.cluster[0] * launch.cluster[1] * launch.cluster[2] > 16:
+            raise LaunchError(f"a cluster has at most 16 blocks on an H100, not {launch.cluster}")
+
+
 class Launcher:
     """A launch with its arguments packed once; calling it enqueues the kernel (no wait). Used for timing."""
 
@@ -167,21 +187,7 @@ class Launcher:
                  cluster: Dim3 | None = None) -> None:
         from cuda.bindings import driver
 
-        if not isinstance(kernel, Kernel):
-            raise LaunchError(f"launch wants a kernel from gpu.compile(...), got {type(kernel).__name__}")
-        self.kernel = kernel
-        self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
-        self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
-        self.shared_mem = int(shared_mem)
-        self.args = tuple(args)
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > 1024:
-            raise LaunchError(f"a block has at most 1024 threads; block {self.block} has {threads}")
-        if self.cluster is not None:
-            if any(g % c for g, c in zip(self.grid, self.cluster, strict=True)):
-                raise LaunchError(f"the grid {self.grid} (in blocks) must be a multiple of the cluster {self.cluster}")
-            if self.cluster[0] * self.cluster[1] * self.cluster[2] > 16:
-                raise LaunchError(f"a cluster has at most 16 blocks on an H100, not {self.cluster}")
+        _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
         L = load(kernel)
         self._L = L
         _ensure_smem(kernel, L, self.shared_mem)
@@ -281,6 +287,8 @@ def raise_for(err: Any, launcher: Launcher | None = None, where: str = "") -> No
 def wait(launcher: Launcher | None = None, timeout: float | None = None) -> None:
     """Wait for the course stream, at most `timeout` seconds (default $HELPERS_LAUNCH_TIMEOUT or 60); raise
     KernelFault / KernelDeadlock with a sentence when the kernel failed or never finished."""
+    if executor_active():
+        return  # emulated launches run to completion when called
     from cuda.bindings import driver
 
     stream = current()["stream_handle"]
@@ -305,8 +313,11 @@ def wait(launcher: Launcher | None = None, timeout: float | None = None) -> None
 
 
 def prepare(kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int = 0, *args: Any,
-            cluster: Dim3 | None = None) -> Launcher:
-    """Pack a launch once; call the result to enqueue it (for timing loops)."""
+            cluster: Dim3 | None = None) -> Launcher | EmuLauncher:
+    """Pack a launch once; call the result to enqueue it (for timing loops). On the emulator, calling it runs
+    the kernel to completion."""
+    if executor_active():
+        return EmuLauncher(kernel, grid, block, shared_mem, args, cluster)
     return Launcher(kernel, grid, block, shared_mem, args, cluster)
 
 
@@ -315,9 +326,54 @@ def launch(kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int = 0, *args: 
     """Launch `kernel` on a grid of blocks (grid counts blocks, also with a cluster) and, with sync=True, wait
     for it and raise a plain-words error if it failed. Arguments: DeviceArray (a pointer), numpy scalars
     (np.int32, np.float32, ...), ctypes scalars, driver CUtensorMap or cuda.core TensorMapDescriptor (by value)."""
+    if executor_active():
+        EmuLauncher(kernel, grid, block, shared_mem, args, cluster).run(timeout)
+        return
     require_hopper("launching a kernel")
     launcher = Launcher(kernel, grid, block, shared_mem, args, cluster)
     diagnostics.buffer()  # allocated before the launch, so a deadlock record can be written
     launcher()
     if sync:
         wait(launcher, timeout)
+
+
+# ------------------------------------------------------------------------------------------- the emulator
+class EmuLauncher:
+    """A launch on the PTX executor (helpers.ptx) when there is no Hopper GPU: the same checks and failure
+    sentences as :class:`Launcher`; calling it runs the kernel to completion."""
+
+    def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
+                 cluster: Dim3 | None = None) -> None:
+        _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
+        optin, static = 232448, kernel.report.static_smem or 0
+        if self.shared_mem > optin - static:
+            raise LaunchError(
+                f"kernel {kernel.name} asks for {self.shared_mem} bytes of dynamic shared memory; a block can have at "
+                f"most {optin} bytes, and its static shared memory already takes {static}, leaving {optin - static}")
+
+    describe = Launcher.describe
+
+    def run(self, timeout: float | None = None) -> Any:
+        from helpers.ptx.runtime import ArgumentError, KernelOutcome, run_kernel
+
+        limit = float(os.environ.get("HELPERS_LAUNCH_TIMEOUT", "60")) if timeout is None else timeout
+        k = self.kernel
+        try:
+            return run_kernel(k.ptx, k.lowered_name, self.grid, self.block, self.shared_mem, self.args,
+                              cluster=self.cluster, module_cache=k._loaded, regs=k.report.registers or 0,
+                              setmaxnreg_ignored=bool(getattr(k.report, "setmaxnreg_ignored", False)), name=k.name,
+                              timeout=limit)
+        except ArgumentError as e:
+            raise LaunchError(str(e)) from None
+        except KernelOutcome as e:
+            where = self.describe()
+            if e.kind == "deadlock":
+                raise KernelDeadlock(f"{e.sentence} [{where}]") from None
+            if e.kind == "timeout":
+                raise KernelDeadlock(f"deadlock: {where} {e.sentence}") from None
+            if e.kind == "unsupported":
+                raise LaunchError(f"{where} cannot run on the emulator: {e.sentence}") from None
+            raise KernelFault(f"{where} failed: {e.sentence}") from None
+
+    def __call__(self) -> None:
+        self.run()

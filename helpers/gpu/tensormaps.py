@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import DeviceArray, bfloat16
-from .device import require_hopper
+from .device import executor_active, require_hopper
 from .errors import LaunchError
 
 SWIZZLES = (0, 32, 64, 128)
@@ -77,7 +77,9 @@ def encode_tiled(dtype: Any, address: int, dims: Sequence[int], strides_bytes: S
                  *, element_strides: Sequence[int] | None = None, swizzle: int = 128, l2_promotion: int = 256,
                  oob_nan: bool = False) -> Any:
     """``cuTensorMapEncodeTiled`` with plain ints: dims and box innermost first, strides_bytes the byte strides
-    of dims 1.. (rank-1 of them). Returns a ``driver.CUtensorMap``."""
+    of dims 1.. (rank-1 of them). Returns a ``driver.CUtensorMap`` (on the emulator, an ``EmuTensorMap``)."""
+    if executor_active():
+        return _emulated(dtype, address, dims, strides_bytes, box, element_strides, swizzle, l2_promotion, oob_nan)
     require_hopper("building a tensor map")
     from cuda.bindings import driver
 
@@ -111,12 +113,32 @@ def tensor_map(array: DeviceArray, box: Sequence[int], *, swizzle: int = 128, vi
     dims = list(reversed(array.shape))
     strides = list(reversed(array.strides))[1:]
     validate(array.dtype, array.ptr, dims, strides, list(reversed(box)), swizzle)
+    if via not in ("driver", "core"):
+        raise ValueError("via must be 'driver' or 'core'")
+    if executor_active():  # both kinds are the emulator's map
+        return _emulated(array.dtype, array.ptr, dims, strides, list(reversed(box)), None, swizzle, l2_promotion,
+                         oob_nan, keep=array)
     if via == "driver":
         return encode_tiled(array.dtype, array.ptr, dims, strides, list(reversed(box)), swizzle=swizzle,
                             l2_promotion=l2_promotion, oob_nan=oob_nan)
     if via == "core":
         return _core_tensor_map(array, box, swizzle, l2_promotion, oob_nan)
     raise ValueError("via must be 'driver' or 'core'")
+
+
+def _emulated(dtype: Any, address: int, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
+              element_strides: Sequence[int] | None, swizzle: int, l2_promotion: int, oob_nan: bool,
+              keep: Any = None) -> Any:
+    from helpers.ptx.runtime import make_tensor_map
+    from helpers.tensormap import TensorMapError
+
+    validate(dtype, address, dims, strides_bytes, box, swizzle)
+    try:
+        return make_tensor_map(dtype, address, dims, strides_bytes, box, element_strides, swizzle, l2_promotion,
+                               oob_nan, keep=keep)
+    except (TensorMapError, KeyError) as e:
+        raise LaunchError(f"cuTensorMapEncodeTiled refused the map ({e}): dims={list(dims)}, "
+                          f"strides={list(strides_bytes)}, box={list(box)}, swizzle={swizzle}") from None
 
 
 def tensor_map_2d(array: DeviceArray, box_rows: int, box_cols: int, *, swizzle: int = 128,

@@ -11,7 +11,17 @@ from typing import Any
 import numpy as np
 
 from .arrays import DeviceArray, bfloat16, random
-from .device import H100_PEAK_BF16_TFLOPS, check, current, device_info, require_hopper
+from .device import H100_PEAK_BF16_TFLOPS, check, current, device_info, executor_active, require_hopper
+from .errors import NoHopperError
+
+
+def _needs_the_gpu(what: str) -> None:
+    """Timings need the H100: the emulator runs kernels but has no notion of their speed."""
+    if executor_active():
+        require_hopper(what)
+        raise NoHopperError(f"{what} needs the H100: kernels run on the emulator here (HELPERS_EXECUTOR=force), "
+                            "which does not time them.")
+    require_hopper(what)
 
 
 @dataclass
@@ -31,7 +41,7 @@ def time_kernel(fn: Callable[[], Any] | Sequence[Callable[[], Any]], *, warmup: 
     """Time `fn` (a zero-argument callable that enqueues GPU work, e.g. gpu.prepare(...)) with CUDA events:
     `warmup` untimed runs, then `repeat` timed runs. A list of callables is rotated through (one per run), so
     each run can use different input buffers and a problem that fits in L2 is not measured from cache."""
-    require_hopper("timing a kernel")
+    _needs_the_gpu("timing a kernel")
     from cuda.bindings import driver
 
     from .launch import wait
@@ -120,7 +130,7 @@ def gemm_benchmark(make_launch: Callable[[DeviceArray, DeviceArray, DeviceArray]
     C (M×N, out_dtype) and returns a zero-argument launcher (e.g. ``gpu.prepare(...)``). Several input sets are
     rotated so that about three L2s' worth of data is touched; the result is checked (every element) against
     cuBLAS before timing."""
-    require_hopper("the GEMM benchmark")
+    _needs_the_gpu("the GEMM benchmark")
     from .cublas import gemm_launcher
     from .launch import wait
 

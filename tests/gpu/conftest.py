@@ -11,11 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture()
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Pretend there is no GPU, whatever this machine has."""
+    """Pretend there is no GPU, whatever this machine has, and no emulator fallback (HELPERS_EXECUTOR=off: the
+    one-line 'needs a Hopper GPU' path; tests/ptx covers the fallback)."""
     from helpers.gpu import device
 
     reason = "no NVIDIA driver (pretend, for the test)"
     monkeypatch.setattr(device, "_probe", lambda: (reason, None))
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
     return reason
 
 

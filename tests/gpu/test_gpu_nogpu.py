@@ -102,8 +102,10 @@ def test_run_isolated_child_without_gpu() -> None:
     import os
 
     os.environ["HELPERS_NO_GPU"] = "1"
+    os.environ["HELPERS_EXECUTOR"] = "off"  # the child's one-line refusal (tests/ptx: the emulator fallback)
     try:
         with pytest.raises(gpu.NoHopperError, match="HELPERS_NO_GPU"):
             gpu.run_isolated("helpers.gpu.examples:vector_add_demo", timeout=60)
     finally:
         del os.environ["HELPERS_NO_GPU"]
+        del os.environ["HELPERS_EXECUTOR"]

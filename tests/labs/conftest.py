@@ -35,5 +35,6 @@ def no_gpu(monkeypatch):
     from helpers.gpu import device
 
     monkeypatch.setattr(device, "_probe", lambda: ("no NVIDIA driver (pretend, for the test)", None))
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")  # the compile-only path (tests/ptx runs kernels on the emulator)
 
 
