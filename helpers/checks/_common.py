@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from helpers import grading
 
 __all__ = [
@@ -25,6 +27,15 @@ __all__ = [
     "shared_address_of",
     "split_operands",
     "run_on_gpu",
+    "Line",
+    "stream",
+    "symbol_plus_offset",
+    "can_run",
+    "run_isolated_call",
+    "kernel_diff",
+    "GemmLaunch",
+    "run_gemm",
+    "time_gemm",
 ]
 
 
@@ -150,12 +161,185 @@ def is_32bit_reg(operand: str) -> bool:
 
 
 def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
-               timeout: float = 30.0) -> list[Any]:
+               timeout: float = 30.0, cluster: Any = None) -> list[Any]:
     """Launch the student's kernel in a child process (``gpu.run_isolated``); numpy arrays among ``args`` come
     back after the run. A fault or a deadlock becomes a CheckFailed carrying the runtime's sentence."""
     from helpers import gpu
 
     try:
-        return gpu.run_isolated(kernel, grid, block, smem, *args, timeout=timeout).arrays
+        return gpu.run_isolated(kernel, grid, block, smem, *args, timeout=timeout, cluster=cluster).arrays
     except gpu.GpuError as exc:
         raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------- whole-kernel PTX
+_LABEL = re.compile(r"^\s*(\$?[\w$]+):\s*$")
+
+
+@dataclass
+class Line:
+    """One line of a kernel's PTX body in text order: an instruction (``instr``), a label, or a branch."""
+
+    index: int
+    instr: Instr | None = None
+    label: str | None = None
+    target: str | None = None  # for a branch
+
+
+def stream(ptx: str, entry: str | None = None) -> list[Line]:
+    """Every instruction of the kernel ``entry`` in text order, inline asm or not, with labels and branch targets
+    (so a check can tell a loop's back edge: a branch to a label that came earlier)."""
+    out: list[Line] = []
+    for raw in _body(ptx, entry).split("\n"):
+        text = raw.split("//", 1)[0].strip()
+        if not text or text.startswith("."):  # blank lines and directives (.loc, .reg, ...)
+            continue
+        m = _LABEL.match(text)
+        if m:
+            out.append(Line(len(out), label=m.group(1)))
+            continue
+        for part in text.split(";"):
+            part = part.strip().strip("{}").strip()
+            if not part or part.startswith("."):
+                continue
+            mi = _INSTR.match(part)
+            if not mi:
+                continue
+            ins = Instr(mi.group(1), mi.group(2).strip(), part)
+            target = ins.operands.split(",")[-1].strip() if ins.opcode.startswith("bra") else None
+            out.append(Line(len(out), instr=ins, target=target))
+    return out
+
+
+def symbol_plus_offset(ptx: str, operand: str, depth: int = 8) -> tuple[str, int] | None:
+    """Follow an address register back through mov / cvta / ``add r, r, imm`` to ``(symbol, byte offset)``; None
+    when the address was computed some other way."""
+    defs: dict[str, tuple[str, str]] = {}
+    for op, dst, src in _DEF.findall(ptx):
+        defs.setdefault(dst, (op, src))
+    adds = {d: (s, int(i, 0)) for d, s, i in re.findall(
+        r"^\s*add\.[su](?:32|64)\s+(%\w+),\s*(%\w+),\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*;", ptx, re.M)}
+    cur, offset = operand.strip().strip("[]").strip(), 0
+    m = re.fullmatch(r"(%\w+)\s*\+\s*(-?\d+)", cur)
+    if m:
+        cur, offset = m.group(1), int(m.group(2))
+    for _ in range(depth):
+        if cur in adds:
+            cur, imm = adds[cur]
+            offset += imm
+        elif cur in defs:
+            cur = defs[cur][1]
+        else:
+            break
+    return None if cur.startswith("%") else (cur, offset)
+
+
+# ------------------------------------------------------------------------------------------- runs and diffs
+def can_run(kernel: Any, checked: str) -> bool:
+    """True when the student's kernel can be run here (a Hopper GPU); otherwise print the one-line notice and
+    return False. The one place that decides it, so that the PTX executor, when it lands, is one line here."""
+    from helpers import gpu
+
+    return not gpu.skip_without_hopper(kernel, checked=checked)
+
+
+def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str = "") -> Any:
+    """Run a module-level GPU function in a child process (``gpu.run_isolated``); a fault or a deadlock becomes a
+    CheckFailed carrying the runtime's sentence."""
+    from helpers import gpu
+
+    try:
+        return gpu.run_isolated(fn, *args, timeout=timeout)
+    except gpu.GpuError as exc:
+        raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}" + (f"\n    hint: {hint}" if hint else "")) \
+            from None
+
+
+def kernel_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
+    """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell."""
+    import difflib
+
+    def clean(src: str) -> list[str]:
+        return [line for line in src.strip("\n").split("\n")
+                if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+                and not re.match(r"^\s*//\s*HINT:", line)]
+
+    return "\n".join(difflib.unified_diff(clean(old), clean(new), old_name, new_name, n=context, lineterm=""))
+
+
+# ------------------------------------------------------------------------------------------- running a GEMM
+@dataclass(frozen=True)
+class GemmLaunch:
+    """How a lab's GEMM kernel ``name(tmap_a, tmap_b, C or tmap_c, int M, int N, int K)`` is launched: block size,
+    dynamic shared memory, tensor-map boxes (rows, cols) of A (M×K), B (N×K) and, for a TMA-store epilogue, C;
+    either a grid of ``cta_tile`` tiles or a persistent grid (every co-resident cluster of ``cluster`` blocks, no
+    more than there are ``persistent_unit`` tiles)."""
+
+    name: str
+    block: int
+    smem: int
+    box_a: tuple[int, int]
+    box_b: tuple[int, int]
+    box_c: tuple[int, int] | None = None
+    out_bf16: bool = False
+    cta_tile: tuple[int, int] = (64, 64)
+    cluster: int = 1
+    persistent_unit: tuple[int, int] | None = None
+
+    def launcher(self, kernel: Any, a: Any, b: Any, c: Any) -> Any:
+        """(GPU side.) A packed launch of ``kernel`` on device arrays A, B, C (``gpu.prepare``)."""
+        from helpers import gpu
+
+        (m, k), n = a.shape, b.shape[0]
+        ta, tb = gpu.tensor_map_2d(a, *self.box_a), gpu.tensor_map_2d(b, *self.box_b)
+        tc = gpu.tensor_map_2d(c, *self.box_c) if self.box_c else c
+        if self.persistent_unit:
+            work = -(-m // self.persistent_unit[0]) * -(-n // self.persistent_unit[1])
+            grid: tuple[int, ...] = (gpu.persistent_grid(kernel, self.block, self.smem, self.cluster, work), 1, 1)
+        else:
+            grid = (-(-n // self.cta_tile[1]), -(-m // self.cta_tile[0]))
+        cluster = (self.cluster, 1, 1) if self.cluster > 1 else None
+        return gpu.prepare(kernel, grid, self.block, self.smem, ta, tb, tc, *(np.int32(v) for v in (m, n, k)),
+                           cluster=cluster)
+
+
+def gemm_cases_child(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]]) -> list[Any]:
+    """(Runs in the isolated child.) The kernel on each (A, B), C poisoned with NaN first; every C back."""
+    from helpers import gpu
+
+    kernel = gpu.compile(source, spec.name)
+    out = []
+    for a, b in cases:
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16 if spec.out_bf16 else np.float32)
+        spec.launcher(kernel, da, db, dc)()
+        gpu.wait()
+        out.append(dc.to_host())
+    return out
+
+
+def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[int]) -> list[tuple[Any, str]]:
+    """(Runs in the isolated child.) The kernel at each size³ beside cuBLAS (same output type, same run), with
+    the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary)]."""
+    from helpers import gpu
+
+    kernel = gpu.compile(source, spec.name)
+    out = []
+    for size in sizes:
+        with gpu.sm_clock() as clk:
+            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), size, size, size,
+                                       out_dtype=gpu.bfloat16 if spec.out_bf16 else np.float32)
+        out.append((bench, clk.summary()))
+    return out
+
+
+def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, what: str, timeout: float = 180.0,
+             hint: str = "") -> list[Any]:
+    """THE way a CUDA grader runs a student's GEMM: every (A, B) case, C poisoned, in a child process; returns the
+    C of each case. (Where the PTX executor can run kernels without a GPU, this is the one place to switch.)"""
+    return run_isolated_call(gemm_cases_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
+
+
+def time_gemm(source: str, spec: GemmLaunch, sizes: list[int], *, what: str, timeout: float = 300.0) -> list[Any]:
+    """The kernel timed beside cuBLAS at each size³ (GPU only), in a child process."""
+    return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
