@@ -53,6 +53,9 @@ __all__ = [
     "SCHEDULES",
     "ClusterContext",
     "ClusterModel",
+    "RecordingContext",
+    "record",
+    "rank_mask",
     "run_mainloop",
     "reference_init",
     "reference_produce",
@@ -561,6 +564,40 @@ def run_mainloop(A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], ini
             exc.args = (f"{exc.args[0]}\n  (timing: {sched.name})",) + exc.args[1:]
             raise
     return out
+
+
+class RecordingContext(ClusterContext):
+    """A context that runs nothing and records every call (``calls``: (name, args) tuples), to see what a
+    function would do on CTA ``rank``: graders compare it with the reference, lessons print it."""
+
+    def __init__(self, rank: int, geometry: Geometry = LAB6):
+        class _Stub:
+            pass
+
+        stub = _Stub()
+        stub.geometry = geometry  # type: ignore[attr-defined]
+        super().__init__(stub, rank)  # type: ignore[arg-type]
+        self.calls: list[tuple] = []
+
+    def init(self, bar: BarrierRef, count: int) -> None:
+        self.calls.append(("init", bar, count))
+
+    def arrive(self, bar: BarrierRef) -> None:
+        self.calls.append(("arrive", bar))
+
+    def arrive_expect_tx(self, bar: BarrierRef, nbytes: int) -> None:
+        self.calls.append(("arrive_expect_tx", bar, nbytes))
+
+    def tma_load(self, operand: str, dst: int, coords: tuple[int, int], bar: BarrierRef,
+                 mask: int | None = None) -> None:
+        self.calls.append(("tma_load", operand, dst, tuple(coords), bar, mask))
+
+
+def record(fn: Callable, rank: int, *args: Any, geometry: Geometry = LAB6) -> list[tuple]:
+    """The calls ``fn(ctx, *args)`` makes on CTA ``rank`` (see :class:`RecordingContext`)."""
+    ctx = RecordingContext(rank, geometry)
+    fn(ctx, *args)
+    return ctx.calls
 
 
 # ------------------------------------------------------------------------------------------- the reference

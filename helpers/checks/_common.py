@@ -318,16 +318,17 @@ def gemm_cases_child(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]]
     return out
 
 
-def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[int]) -> list[tuple[Any, str]]:
-    """(Runs in the isolated child.) The kernel at each size³ beside cuBLAS (same output type, same run), with
-    the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary)]."""
+def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[Any]) -> list[tuple[Any, str]]:
+    """(Runs in the isolated child.) The kernel at each size (n: n³, or (m, n, k)) beside cuBLAS (same output
+    type, same run), with the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary)]."""
     from helpers import gpu
 
     kernel = gpu.compile(source, spec.name)
     out = []
     for size in sizes:
+        m, n, k = (size, size, size) if isinstance(size, int) else size
         with gpu.sm_clock() as clk:
-            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), size, size, size,
+            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), m, n, k,
                                        out_dtype=gpu.bfloat16 if spec.out_bf16 else np.float32)
         out.append((bench, clk.summary()))
     return out
@@ -340,6 +341,6 @@ def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, wha
     return run_isolated_call(gemm_cases_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
 
 
-def time_gemm(source: str, spec: GemmLaunch, sizes: list[int], *, what: str, timeout: float = 300.0) -> list[Any]:
-    """The kernel timed beside cuBLAS at each size³ (GPU only), in a child process."""
+def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0) -> list[Any]:
+    """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); GPU only), in a child process."""
     return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
