@@ -34,6 +34,8 @@ __all__ = [
     "run_isolated_call",
     "kernel_diff",
     "GemmLaunch",
+    "Opening",
+    "opening",
     "run_gemm",
     "time_gemm",
 ]
@@ -344,3 +346,34 @@ def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, wha
 def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0) -> list[Any]:
     """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); GPU only), in a child process."""
     return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
+
+
+class Opening:
+    """A lab's opening: the diff it makes to the previous lab's kernel, with that kernel's measured speed. Shows as
+    a colored diff in a notebook, as text elsewhere."""
+
+    def __init__(self, title: str, measured: list[str], diff: str):
+        self.title, self.measured, self.diff = title, measured, diff
+
+    def __str__(self) -> str:
+        return "\n".join([self.title, *self.measured, "", self.diff])
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**{self.title}**", ""] + [f"- {m}" for m in self.measured]
+        return "\n".join(lines) + "\n\n```diff\n" + self.diff + "\n```"
+
+
+def opening(previous_file: str, previous_key: str, previous_name: str, source: str, name: str) -> Opening:
+    """The diff from the previous lab's kernel (``bench/kernels/<previous_file>``) to this lab's ``source`` (its
+    regions as the notebook holds them: your code, or the stubs), and the previous kernel's measured speed."""
+    from pathlib import Path
+
+    from helpers.widgets.roofline import ladder
+
+    old = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / previous_file).read_text()
+    figures = []
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == previous_key), None)
+        figures.append(f"{previous_name} at {size}³: {row}" if row else f"{previous_name} at {size}³: not measured yet")
+    diff = kernel_diff(old, source, f"{previous_name} (bench/kernels/{previous_file})", name)
+    return Opening(f"What this lab changes in {previous_name}'s kernel", figures, diff)

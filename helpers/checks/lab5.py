@@ -15,7 +15,8 @@ import numpy as np
 
 from helpers import epilogue, grading, wgmma
 
-from ._common import GemmLaunch, compile_student, find_instrs, kernel_diff, stream
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, kernel_diff, stream
+from ._common import opening as _opening
 
 __all__ = [
     "KERNEL_NAME",
@@ -28,12 +29,18 @@ __all__ = [
     "rounding_cases",
     "epilogue_ops_from_ptx",
     "kernel_diff",
+    "opening",
 ]
 
 KERNEL_NAME = "lab5_gemm"
 SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages + 4 C buffers + alignment slack
 #: how the lab's kernel is launched (the same as bench/ladder.py's make_lab5)
 LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (256, 64), (64, 64), out_bf16=True, cta_tile=(128, 256))
+
+
+def opening(source: str) -> Opening:
+    """What this lab changes in Lab 4's kernel (``bench/kernels/lab4_ws.cu``), with Lab 4's measured speed."""
+    return _opening("lab4_ws.cu", "lab4b", "Lab 4", source, "Lab 5 (this notebook's LAB5_SRC)")
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:

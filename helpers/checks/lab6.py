@@ -17,7 +17,8 @@ import numpy as np
 from helpers import cluster, grading, scheduler
 from helpers.mbarrier import MBarrierError
 
-from ._common import GemmLaunch, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
+from ._common import opening as _opening
 from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "check_release",
     "check_persistent_kernel",
     "model_problem",
+    "opening",
 ]
 
 KERNEL_NAME = "lab6_gemm"
@@ -38,6 +40,11 @@ PAIR = 256  # a cluster's block of C is 256×256
 #: how the lab's kernel is launched (the same as bench/ladder.py's make_lab6)
 LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64), out_bf16=True, cluster=2,
                     persistent_unit=(PAIR, PAIR))
+
+
+def opening(source: str) -> Opening:
+    """What this lab changes in Lab 5's kernel (``bench/kernels/lab5_epilogue.cu``), with Lab 5's measured speed."""
+    return _opening("lab5_epilogue.cu", "lab5", "Lab 5", source, "Lab 6 (this notebook's LAB6_SRC)")
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
