@@ -290,7 +290,7 @@ class ClusterModel:
     """One cluster running the Lab 6 mainloop over the pair tiles ``pairs`` ((pm, pn) each) of C = A·Bᵀ."""
 
     def __init__(self, A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], geometry: Geometry = LAB6,
-                 schedule: Schedule = SCHEDULES[0]):
+                 schedule: Schedule = SCHEDULES[0], cache: dict | None = None):
         self.geometry = g = geometry
         self.schedule = schedule
         self.A, self.B = A, B
@@ -312,7 +312,7 @@ class ClusterModel:
         self._inflight: dict[tuple[int, int], list[_Landing]] = {}
         self._released: dict[tuple[int, int, int], int] = {}  # (rank, stage, consumer) -> last fill released
         self._fill_of: dict[int, int] = {}  # producer rank -> fill number of the stage it is filling now
-        self._expected_cache: dict[tuple[int, int, int], np.ndarray] = {}
+        self._cache = {} if cache is None else cache  # TMA boxes and expected stages, shared between timings
         self.reads = 0
         self.remote_arrivals = 0
         self.multicasts = 0
@@ -365,9 +365,8 @@ class ClusterModel:
             dests = [r for r in range(g.size) if mask >> r & 1]
             self.multicasts += 1
         tmap = self.tmaps[operand]
-        tensor = self.A if operand == "A" else self.B
         fill = self._fill_of.get(ctx.rank, 0)
-        image = tma.load_tile(tmap, tensor, tuple(int(c) for c in coords), smem_address=int(dst))
+        image = self._box(operand, coords, dst)
         if int(dst) < 0 or int(dst) + image.size > self.smem[0].size:
             raise ClusterError("smem-range", dst, f"CTA {ctx.rank}: a {image.size}-byte box at shared offset {dst} "
                                f"runs past the {self.smem[0].size}-byte ring")
@@ -381,6 +380,14 @@ class ClusterModel:
                             fill, what, tma.tx_bytes(tmap))
             heapq.heappush(self._landings, land)
             self._inflight.setdefault((d, stage), []).append(land)
+
+    def _box(self, operand: str, coords: tuple[int, int], dst: int) -> np.ndarray:
+        """The shared image of one TMA box (cached: the producers' loads and the expected stages share them)."""
+        key = (operand, int(coords[0]), int(coords[1]), int(dst))
+        if key not in self._cache:
+            tensor = self.A if operand == "A" else self.B
+            self._cache[key] = tma.load_tile(self.tmaps[operand], tensor, key[1:3], smem_address=key[3])
+        return self._cache[key]
 
     # -- hazards
     def _check_overwrite(self, ctx: ClusterContext, dest: int, stage: int, fill: int, operand: str) -> None:
@@ -398,24 +405,22 @@ class ClusterModel:
                     "lands in")
 
     def _expected(self, rank: int, it: int) -> np.ndarray:
-        key = (rank, it, 0)
-        if key not in self._expected_cache:
+        key = ("stage", rank, it)
+        if key not in self._cache:
             g = self.geometry
             pm, pn = self.pairs[it // self.steps]
             k = it % self.steps
             s = it % g.stages
             img = np.zeros(g.STAGE_BYTES, np.uint8)
             base = s * g.STAGE_BYTES
-            img[:g.A_BYTES] = tma.load_tile(self.tmaps["A"], self.A, (k * g.BK, pm * g.size * g.BM + rank * g.BM),
-                                            smem_address=base)
+            img[:g.A_BYTES] = self._box("A", (k * g.BK, pm * g.size * g.BM + rank * g.BM), base)
             for h in range(g.size):
                 off = g.A_BYTES + h * g.B_HALF
-                img[off:off + g.B_HALF] = tma.load_tile(self.tmaps["B"], self.B, (k * g.BK, pn * g.BN + h * g.B_ROWS),
-                                                        smem_address=base + off)
-            self._expected_cache[key] = img
-        return self._expected_cache[key]
+                img[off:off + g.B_HALF] = self._box("B", (k * g.BK, pn * g.BN + h * g.B_ROWS), base + off)
+            self._cache[key] = img
+        return self._cache[key]
 
-    def _check_read(self, rank: int, c: int, it: int) -> None:
+    def _check_read(self, rank: int, c: int, it: int, count: bool = True) -> None:
         g = self.geometry
         s = it % g.stages
         pending = self._inflight.get((rank, s), [])
@@ -439,7 +444,7 @@ class ClusterModel:
                 f"{it % self.steps}) and finds the wrong bytes in {part}: {bad.size} of {g.STAGE_BYTES} bytes differ; "
                 f"the stage holds A rows m0…m0+{g.BM - 1} at offset 0, then B rows n0…n0+{g.BN - 1}, the share of "
                 f"CTA r (rows n0 + {g.B_ROWS}·r …) at offset A_BYTES + r·B_HALF")
-        self.reads += 1
+        self.reads += count
 
     # -- the roles
     def _producer(self, rank: int, produce: Callable) -> Generator:
@@ -468,7 +473,7 @@ class ClusterModel:
                 yield ("wait", ctx.full[s], (it // g.stages) & 1)
                 self._check_read(rank, c, it)
                 yield ("sleep", self.schedule.read_time[rank])
-                self._check_read(rank, c, it)  # nothing overwrote it while the tensor cores read it
+                self._check_read(rank, c, it, count=False)  # nothing overwrote it while the tensor cores read it
                 self._released[(rank, s, c)] = it // g.stages
                 ctx.role = f"consumer {c}"
                 release(ctx, s)
@@ -555,9 +560,10 @@ def run_mainloop(A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], ini
                  schedules: tuple[Schedule, ...] = SCHEDULES) -> list[ClusterModel]:
     """Run one cluster's mainloop over ``pairs`` under every schedule; the first hazard raises (the message says
     which schedule). Returns the finished models."""
-    out = []
+    out: list[ClusterModel] = []
+    cache: dict = {}
     for sched in schedules:
-        model = ClusterModel(A, B, pairs, geometry, sched)
+        model = ClusterModel(A, B, pairs, geometry, sched, cache)
         try:
             out.append(model.run(init, produce, release))
         except (ClusterError, MBarrierError) as exc:

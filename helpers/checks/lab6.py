@@ -66,12 +66,13 @@ def _order_variants(pm: int, pn: int, g: int) -> list[tuple[np.ndarray, str]]:
     first = (p // per) * g
     in_group = p % per
     return [
+        (np.stack([first + in_group // pn, in_group % pn], 1),
+         "inside a group you walk along the row first (row-major order): walk down a column of the group first "
+         "(pm changes fastest), then go column by column"),
         (scheduler.row_major(pm, pn), "this is row-major order (along N first): walk each group of rows column by "
-                                      "column, top to bottom inside a column"),
+                                      "column, down a column first"),
         (scheduler.column_major(pm, pn), "this is column-major order over the whole grid: cut the rows into groups "
                                          "of `group` first"),
-        (np.stack([first + in_group // pn, in_group % pn], 1),
-         "inside a group you walk along the row first: walk down a column of the group first (pm changes fastest)"),
         (np.stack([first + in_group % g, in_group // g], 1),
          "the last group can hold fewer than `group` rows: rows = min(pairs_m - first, group)"),
     ]
@@ -441,7 +442,7 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
             c.fail("every remote arrival names this CTA's own rank",
                    hint="mapa with this CTA's rank is this CTA's own barrier: thread tid arrives on CTA tid's empty[s]")
         constants = {r for r in ranks if r.isdigit()}
-        if ranks and len(constants) == len(ranks) and constants != {"0", "1"}:
+        if ranks and all(r.isdigit() for r in ranks) and constants != {"0", "1"}:
             c.fail(f"every remote arrival goes to CTA {sorted(constants)}",
                    hint="one arrival on empty[s] of each CTA: cta = 0 and cta = 1")
         c.ok(f"consumers arrive on both CTAs' empty[s] through mapa ({len(remote)} sites, the bare form, no "
