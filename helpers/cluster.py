@@ -316,6 +316,7 @@ class ClusterModel:
         self.reads = 0
         self.remote_arrivals = 0
         self.multicasts = 0
+        self.early_landings = 0  # bytes that landed before their CTA's producer announced them
 
     # -- operations called through the contexts
     def _bar(self, ctx: ClusterContext, bar: Any, what: str) -> MBarrier:
@@ -522,7 +523,9 @@ class ClusterModel:
         stage = land.dst // g.STAGE_BYTES
         self.smem[land.dest][land.dst:land.dst + land.image.size] = land.image
         self._inflight[(land.dest, stage)].remove(land)
-        self.bars[land.bar].complete_tx(land.nbytes)
+        bar = self.bars[land.bar]
+        self.early_landings += bar.tx_count < land.nbytes
+        bar.complete_tx(land.nbytes)
 
     def _wake(self, bar: MBarrier, phase: int) -> None:
         for r in self.roles:

@@ -52,6 +52,9 @@ __all__ = [
     "run",
     "LAB5_OPS",
     "LAB6_OPS",
+    "PROBE_KERNEL",
+    "probe_on_gpu",
+    "round_on_gpu",
 ]
 
 SUB = 64  # a sub-tile is 64×64
@@ -398,3 +401,73 @@ def LAB6_OPS(sub: int, buffers: int = 2) -> list[tuple]:
     """Lab 6's loop body: the stores of the previous tile may still be in flight, so every sub-tile waits."""
     return [("wait_read", buffers - 1), ("bar",), ("write", sub % buffers), ("fence",), ("bar",),
             ("store", sub % buffers), ("commit",)]
+
+
+# ------------------------------------------------------------------------------------------- on the GPU
+#: One warpgroup runs Lab 5's sub-tile epilogue on given fragments: rounds them with cvt.rn.bf16x2.f32 into a
+#: 128B-swizzled 1024-aligned buffer, fences, meets, copies the raw buffer out (``image``) and TMA-stores it into C
+#: at (row0, col0). A second kernel converts pairs of floats with the same instruction (``bits``).
+PROBE_KERNEL = r"""
+#include "hopper.cuh"
+#include <cuda_bf16.h>
+
+extern "C" __global__ void __launch_bounds__(128)
+epilogue_probe(const __grid_constant__ CUtensorMap tmap_c, const float* frags, unsigned char* image, int row0,
+               int col0) {
+  __shared__ alignas(1024) unsigned char buf[64 * 128];
+  const int tid = threadIdx.x, w = tid / 32, l = tid % 32;
+  const float* d = frags + tid * 32;
+  for (int j = 0; j < 32; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int chunk = (j / 4) ^ (r % 8);
+    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        __floats2bfloat162_rn(d[j], d[j + 1]);
+  }
+  hopper::fence_proxy_async();
+  __syncthreads();
+  for (int i = tid; i < 64 * 128; i += 128) image[i] = buf[i];
+  if (tid == 0) {
+    hopper::tma_store_2d(&tmap_c, buf, col0, row0);
+    hopper::tma_store_commit();
+    hopper::tma_store_wait<0>();
+  }
+}
+
+extern "C" __global__ void round_probe(const float* x, unsigned* bits, int pairs) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < pairs) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);
+    bits[i] = *reinterpret_cast<unsigned*>(&v);
+  }
+}
+"""
+
+
+def probe_on_gpu(frags: np.ndarray, c_shape: tuple[int, int], row0: int, col0: int) -> tuple[Any, Any] | None:
+    """On a Hopper GPU: run :data:`PROBE_KERNEL` on (128, 32) fp32 fragments; return (the 8192-byte shared image,
+    the bf16 C as uint16 after the TMA store into a NaN-poisoned C of ``c_shape``). Without one: print the
+    compile report and return None. Compare with :func:`stage_subtile` and :func:`store_subtile`."""
+    from helpers import gpu
+
+    kernel = gpu.compile(PROBE_KERNEL, "epilogue_probe")
+    if gpu.skip_without_hopper(kernel, checked="stage_subtile and store_subtile on the emulator"):
+        return None
+    dev_frags = gpu.to_device(np.ascontiguousarray(frags, dtype=np.float32))
+    image = gpu.poison(SUB_BYTES, np.uint8)
+    c = gpu.poison(tuple(c_shape), gpu.bfloat16)
+    gpu.launch(kernel, 1, 128, 0, gpu.tensor_map_2d(c, SUB, SUB), dev_frags, image, np.int32(row0), np.int32(col0))
+    return gpu.to_host(image), gpu.to_host(c).view(np.uint16)
+
+
+def round_on_gpu(x: np.ndarray) -> np.ndarray | None:
+    """On a Hopper GPU: ``cvt.rn.bf16x2.f32`` of every value of ``x`` (even length), as uint16 bits; else None."""
+    from helpers import gpu
+
+    kernel = gpu.compile(PROBE_KERNEL, "round_probe")
+    if gpu.skip_without_hopper(kernel, checked="to_bf16_bits on the emulator"):
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    pairs = x.size // 2
+    out = gpu.poison(pairs, np.uint32)
+    gpu.launch(kernel, -(-pairs // 128), 128, 0, gpu.to_device(x), out, np.int32(pairs))
+    return gpu.to_host(out).view(np.uint16).reshape(-1)
