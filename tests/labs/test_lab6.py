@@ -322,15 +322,15 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
                                                "&empty[(it - 1) % STAGES], 0)"), "CTA ['0']"),
         "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid)",
                                        "hopper::mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
-        "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(", "hopper::mbar_arrive_cluster_release("),
-                                      "547 TFLOP/s"),
+        "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(",
+                                            "hopper::mbar_arrive_cluster_release("), "547 TFLOP/s"),
         "no cluster barrier at the end": (_swap(src, "  hopper::cluster_sync();\n}", "}"), "at the end"),
         "no cluster barrier after init": (_swap(src, "  hopper::cluster_sync();  // both", "  // both"),
                                           "before any copy"),
         "no cluster dims": (_swap(src, " __cluster_dims__(2, 1, 1)", ""), "reqnctapercluster"),
         "Lab 5's epilogue wait (only from sub-tile 2)": (_swap(
-            src, "        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it"
-                 "\n        hopper::named_bar_sync(1 + c, 128);\n",
+            src, "        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read "
+                 "it\n        hopper::named_bar_sync(1 + c, 128);\n",
             "        if (sub >= 2) {\n          if (tid == 0) hopper::tma_store_wait_read<1>();\n"
             "          hopper::named_bar_sync(1 + c, 128);\n        }\n"), "overwrite-in-flight"),
         "no fence": (_swap(src, "        hopper::fence_proxy_async();\n", ""), "unfenced-store"),
@@ -367,7 +367,12 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-def test_wrong_mask_kernel_fails_on_the_h100(sol):
-    """Past the static checks (a mask that is not a constant), the run must catch a wrong multicast."""
-    src = _swap(sol["LAB6_SRC"], "(1u << CLUSTER) - 1);", "(M > 0 ? 1u : 3u));")
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "hint")
+def test_shares_landing_on_each_other_fail_on_the_h100(sol, monkeypatch):
+    """A mistake the PTX cannot show (both halves of B multicast to the same offset) passes the static checks and
+    must fail the run."""
+    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
+                "tma_load_2d_multicast(a + A_BYTES,")
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    lab6.check_persistent_kernel(src, benchmark=False)  # statically fine
+    monkeypatch.delenv("HELPERS_NO_GPU")
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU")
