@@ -86,9 +86,12 @@ def multicast_figure(cm: int = 2, cn: int = 1, share: str = "B", BM: int = 128, 
                 x1 = x + cw * ld.rows[1] / BN
                 box(x0, 0.3, x1, 0.8, color, f"B {ld.rows[0]}–{ld.rows[1] - 1}")
                 src = ((x0 + x1) / 2, 0.3)
+            mid = (ld.rows[0] + ld.rows[1]) / 2
             for r in ld.receivers:
                 x, y = cta_xy(*r)
-                fig.add_annotation(x=x + cw / 2, y=y - ch / 2, ax=src[0], ay=src[1], xref="x", yref="y",
+                # B lands along the top edge of the receiver, A along its left edge, at the rows it carries
+                end = (x + cw * mid / BN, y) if ld.operand == "B" else (x, y - ch * mid / BM)
+                fig.add_annotation(x=end[0], y=end[1], ax=src[0], ay=src[1], xref="x", yref="y",
                                    axref="x", ayref="y", showarrow=True, arrowhead=2, arrowcolor=color, opacity=0.8,
                                    text="")
     fig.update_xaxes(visible=False, range=[0, 1.4 + cn * (cw + gap)])
@@ -117,9 +120,10 @@ def cluster_widget(cm: int = 2, cn: int = 1, share: str = "B"):
     """Pick the cluster shape and what is shared; the picture and the table follow."""
     import ipywidgets as w
 
-    cm_w = w.ToggleButtons(options=[1, 2, 4], value=cm, description="CTAs on M")
-    cn_w = w.ToggleButtons(options=[1, 2, 4], value=cn, description="CTAs on N")
-    share_w = w.ToggleButtons(options=["none", "A", "B", "both"], value=share, description="multicast")
+    style = {"button_width": "56px", "description_width": "80px"}
+    cm_w = w.ToggleButtons(options=[1, 2, 4], value=cm, description="CTAs on M", style=style)
+    cn_w = w.ToggleButtons(options=[1, 2, 4], value=cn, description="CTAs on N", style=style)
+    share_w = w.ToggleButtons(options=["none", "A", "B", "both"], value=share, description="multicast", style=style)
     import plotly.graph_objects as go
 
     fig = go.FigureWidget(multicast_figure(cm, cn, share))

@@ -142,8 +142,8 @@ def epilogue_race_widget():
                       layout=w.Layout(width="520px"))
     text = w.HTML()
     fig = go.FigureWidget()
-    fig.add_heatmap(z=[[0, 1, 2, 3]], zmin=-1, zmax=3, colorscale="Viridis", showscale=False, texttemplate="%{text}",
-                    text=[["", "", "", ""]], hoverinfo="skip")
+    fig.add_heatmap(z=[[1, 1, 1, 1]], zmin=0, zmax=1, colorscale=[[0, "#f4a6a6"], [1, "#a8ddb5"]], showscale=False,
+                    texttemplate="%{text}", text=[["", "", "", ""]], hoverinfo="skip", xgap=3)
     fig.update_xaxes(tickvals=[0, 1, 2, 3], ticktext=[f"C columns {64 * s}–{64 * s + 63}" for s in range(4)])
     fig.update_yaxes(visible=False)
     fig.update_layout(width=860, height=170, margin={"t": 10, "l": 10, "r": 10, "b": 40})
@@ -151,7 +151,7 @@ def epilogue_race_widget():
     def redraw(*_):
         r = race(pick.value)
         with fig.batch_update():
-            fig.data[0].z = [r.landed]
+            fig.data[0].z = [[int(x == s) for s, x in enumerate(r.landed)]]
             fig.data[0].text = [[("sub-tile " + str(x) if x >= 0 else "nothing") + (" ✓" if x == s else " ✗")
                                  for s, x in enumerate(r.landed)]]
         ops = "<br>".join(f"sub-tile {s}: " + ", ".join(o[0] + (f" {o[1]}" if len(o) > 1 else "") for o in ops)

@@ -253,11 +253,13 @@ def roofline_figure_widget(d: Design) -> Any:
     for (name, (xi, yi)), color in zip(pts.items(), ("#d62728", "#1f77b4"), strict=True):
         fig.add_scatter(x=[xi], y=[yi], mode="markers+text", name=name, text=[name], textposition="top center",
                         marker={"size": 12, "color": color})
-    fig.add_vline(x=ridge_point(), line_dash="dot", annotation_text=f"bf16 ridge {ridge_point():.0f}")
-    fig.add_vline(x=fp32_ridge(), line_dash="dot", line_color="gray", annotation_text=f"FP32 ridge {fp32_ridge():.0f}",
-                  annotation_position="bottom right")
-    fig.update_xaxes(type="log", title="FLOP per byte")
-    fig.update_yaxes(type="log", title="TFLOP/s", range=[0, math.log10(2000)])
+    for ridge, name, color in ((ridge_point(), "bf16 ridge", "black"), (fp32_ridge(), "FP32 ridge", "gray")):
+        # a vertical line as a trace: shapes and their annotations misplace themselves on log axes
+        fig.add_scatter(x=[ridge, ridge], y=[1, 1500], mode="lines+text", line={"dash": "dot", "color": color},
+                        text=["", f"{name} {ridge:.0f}"], textposition="top center", showlegend=False,
+                        hoverinfo="skip")
+    fig.update_xaxes(type="log", title="FLOP per byte", range=[0, math.log10(20000)])
+    fig.update_yaxes(type="log", title="TFLOP/s", range=[0, math.log10(3000)])
     fig.update_layout(width=860, height=420, margin={"t": 30, "l": 60, "r": 10, "b": 50},
                       legend={"orientation": "h", "y": -0.2})
     return fig
@@ -273,9 +275,11 @@ def roofline_widget(M: int = 4096, N: int = 4096, K: int = 4096, BM: int = 128, 
     m_s = w.SelectionSlider(options=sizes, value=M, description="M", **box)
     n_s = w.SelectionSlider(options=sizes, value=N, description="N", **box)
     k_s = w.SelectionSlider(options=sizes, value=K, description="K", **box)
-    bm = w.ToggleButtons(options=[64, 128, 256], value=BM, description="BM")
-    bn = w.ToggleButtons(options=[64, 128, 256], value=BN, description="BN")
-    share = w.ToggleButtons(options=[("no", 1), ("2 CTAs share B", 2)], value=1, description="multicast")
+    narrow = {"style": {"button_width": "56px", "description_width": "70px"}}
+    bm = w.ToggleButtons(options=[64, 128, 256], value=BM, description="BM", **narrow)
+    bn = w.ToggleButtons(options=[64, 128, 256], value=BN, description="BN", **narrow)
+    share = w.ToggleButtons(options=[("no", 1), ("2 share B", 2)], value=1, description="multicast",
+                            style={"button_width": "90px", "description_width": "70px"})
     info = w.HTML()
     d0 = design(M, N, K, BM, BN)
     fig = roofline_figure_widget(d0)
@@ -286,7 +290,7 @@ def roofline_widget(M: int = 4096, N: int = 4096, K: int = 4096, BM: int = 128, 
                    share_b=share.value)
         pts = roofline_points(d)
         with fig.batch_update():
-            for trace, (xi, yi) in zip(fig.data[2:], pts.values(), strict=True):
+            for trace, (xi, yi) in zip(fig.data[2:4], pts.values(), strict=True):
                 trace.x, trace.y = [xi], [yi]
         info.value = f"<div style='max-width:860px'>{d.summary()}; the roofline allows " \
                      f"<b>{d.attainable_tflops:.0f} TFLOP/s</b> after wave and edge losses.</div>"
