@@ -215,19 +215,20 @@ def ladder_figure(sizes: tuple[int, ...] = (4096, 8192), results: dict[str, dict
                         shared_yaxes=True)
     for col, size in enumerate(sizes, 1):
         rows = ladder(size, results)
-        names = [title.split(" · ")[0] + "<br>" + title.split(" · ")[1] for _, title, _ in rows]
+        names = ["Lab " + key[3:] for key, _, _ in rows]
         got = [m.tflops if m else 0 for _, _, m in rows]
         ref = [m.cublas_tflops if m else 0 for _, _, m in rows]
-        text = [f"{m.tflops:.0f} ({m.ratio:.2f}×)" if m else "not measured yet" for _, _, m in rows]
-        hover = [str(m) if m else "not measured yet" for _, _, m in rows]
-        fig.add_trace(go.Bar(x=names, y=got, name="the lab's kernel", marker_color="#1f77b4", text=text,
-                             textposition="outside", hovertext=hover, hoverinfo="text", showlegend=col == 1),
-                      row=1, col=col)
+        text = [f"{m.ratio:.2f}×" if m else "not measured yet" for _, _, m in rows]
+        hover = [f"{title}<br>{m if m else 'not measured yet'}" for _, title, m in rows]
+        fig.add_trace(go.Bar(x=names, y=got, name="the lab's kernel (× cuBLAS above the bar)", marker_color="#1f77b4",
+                             text=text, textposition="outside", textfont={"size": 11}, hovertext=hover,
+                             hoverinfo="text", showlegend=col == 1), row=1, col=col)
         fig.add_trace(go.Bar(x=names, y=ref, name="cuBLAS, same run", marker_color="#bbbbbb", hovertext=hover,
                              hoverinfo="text", showlegend=col == 1), row=1, col=col)
     fig.update_yaxes(title_text="TFLOP/s", row=1, col=1)
-    fig.update_layout(barmode="group", width=880, height=420, margin={"t": 60, "l": 60, "r": 10, "b": 90},
-                      legend={"orientation": "h", "y": 1.12, "x": 0.5, "xanchor": "center"})
+    fig.update_yaxes(range=[0, 1000])
+    fig.update_layout(barmode="group", width=880, height=420, margin={"t": 40, "l": 60, "r": 10, "b": 60},
+                      legend={"orientation": "h", "y": -0.12, "x": 0.5, "xanchor": "center"})
     return fig
 
 
