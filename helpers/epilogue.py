@@ -444,9 +444,10 @@ extern "C" __global__ void round_probe(const float* x, unsigned* bits, int pairs
 
 
 def probe_on_gpu(frags: np.ndarray, c_shape: tuple[int, int], row0: int, col0: int) -> tuple[Any, Any] | None:
-    """On a Hopper GPU: run :data:`PROBE_KERNEL` on (128, 32) fp32 fragments; return (the 8192-byte shared image,
-    the bf16 C as uint16 after the TMA store into a NaN-poisoned C of ``c_shape``). Without one: print the
-    compile report and return None. Compare with :func:`stage_subtile` and :func:`store_subtile`."""
+    """Run :data:`PROBE_KERNEL` (on a Hopper GPU, or wherever ``helpers.gpu`` can run kernels) on (128, 32) fp32
+    fragments; return (the 8192-byte shared image, the bf16 C as uint16 after the TMA store into a C poisoned with
+    0xFF bytes, of ``c_shape``). Where nothing can run: print the compile report and return None. Compare with
+    :func:`stage_subtile` and :func:`store_subtile`."""
     from helpers import gpu
 
     kernel = gpu.compile(PROBE_KERNEL, "epilogue_probe")
@@ -460,7 +461,8 @@ def probe_on_gpu(frags: np.ndarray, c_shape: tuple[int, int], row0: int, col0: i
 
 
 def round_on_gpu(x: np.ndarray) -> np.ndarray | None:
-    """On a Hopper GPU: ``cvt.rn.bf16x2.f32`` of every value of ``x`` (even length), as uint16 bits; else None."""
+    """``cvt.rn.bf16x2.f32`` of every value of ``x`` (even length), as uint16 bits, run like :func:`probe_on_gpu`;
+    None where nothing can run."""
     from helpers import gpu
 
     kernel = gpu.compile(PROBE_KERNEL, "round_probe")

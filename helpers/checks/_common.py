@@ -31,8 +31,9 @@ __all__ = [
     "stream",
     "symbol_plus_offset",
     "can_run",
+    "on_h100",
     "run_isolated_call",
-    "kernel_diff",
+    "source_diff",
     "GemmLaunch",
     "Opening",
     "opening",
@@ -238,11 +239,21 @@ def symbol_plus_offset(ptx: str, operand: str, depth: int = 8) -> tuple[str, int
 
 # ------------------------------------------------------------------------------------------- runs and diffs
 def can_run(kernel: Any, checked: str) -> bool:
-    """True when the student's kernel can be run here (a Hopper GPU); otherwise print the one-line notice and
-    return False. The one place that decides it, so that the PTX executor, when it lands, is one line here."""
+    """True when the student's kernel can be run here: a Hopper GPU, or (where ``helpers.gpu`` has it) the course's
+    PTX executor, which ``gpu.skip_without_hopper`` reports in its one line; otherwise that line says what was
+    skipped, and False. Timings need the H100 itself: :func:`on_h100`."""
     from helpers import gpu
 
     return not gpu.skip_without_hopper(kernel, checked=checked)
+
+
+def on_h100() -> bool:
+    """True when kernels run on a real Hopper GPU (not on the course's PTX executor, where ``helpers.gpu`` has one):
+    timings, occupancy queries and full-size problems need it."""
+    from helpers import gpu
+
+    executor = getattr(gpu, "executor_active", None)
+    return gpu.hopper_available() and not (executor and executor())
 
 
 def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str = "") -> Any:
@@ -250,14 +261,15 @@ def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str 
     CheckFailed carrying the runtime's sentence."""
     from helpers import gpu
 
+    where = "on the GPU" if on_h100() else "when it ran"
     try:
         return gpu.run_isolated(fn, *args, timeout=timeout)
     except gpu.GpuError as exc:
-        raise grading.CheckFailed(f"❌ {what} failed on the GPU: {exc}" + (f"\n    hint: {hint}" if hint else "")) \
+        raise grading.CheckFailed(f"❌ {what} failed {where}: {exc}" + (f"\n    hint: {hint}" if hint else "")) \
             from None
 
 
-def kernel_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
+def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
     """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell."""
     import difflib
 
@@ -270,6 +282,9 @@ def kernel_diff(old: str, new: str, old_name: str = "before", new_name: str = "a
 
 
 # ------------------------------------------------------------------------------------------- running a GEMM
+EMULATED_CLUSTERS = 2  # a persistent grid's clusters where kernels run on the PTX executor (no occupancy query)
+
+
 @dataclass(frozen=True)
 class GemmLaunch:
     """How a lab's GEMM kernel ``name(tmap_a, tmap_b, C or tmap_c, int M, int N, int K)`` is launched: block size,
@@ -297,7 +312,11 @@ class GemmLaunch:
         tc = gpu.tensor_map_2d(c, *self.box_c) if self.box_c else c
         if self.persistent_unit:
             work = -(-m // self.persistent_unit[0]) * -(-n // self.persistent_unit[1])
-            grid: tuple[int, ...] = (gpu.persistent_grid(kernel, self.block, self.smem, self.cluster, work), 1, 1)
+            if on_h100():
+                blocks = gpu.persistent_grid(kernel, self.block, self.smem, self.cluster, work)
+            else:  # on the course's PTX executor: two clusters, so that each takes several tiles in turn
+                blocks = min(work, EMULATED_CLUSTERS) * self.cluster
+            grid: tuple[int, ...] = (blocks, 1, 1)
         else:
             grid = (-(-n // self.cta_tile[1]), -(-m // self.cta_tile[0]))
         cluster = (self.cluster, 1, 1) if self.cluster > 1 else None
@@ -375,5 +394,5 @@ def opening(previous_file: str, previous_key: str, previous_name: str, source: s
     for size in (4096, 8192):
         row = next((m for key, _, m in ladder(size) if key == previous_key), None)
         figures.append(f"{previous_name} at {size}³: {row}" if row else f"{previous_name} at {size}³: not measured yet")
-    diff = kernel_diff(old, source, f"{previous_name} (bench/kernels/{previous_file})", name)
+    diff = source_diff(old, source, f"{previous_name} (bench/kernels/{previous_file})", name)
     return Opening(f"What this lab changes in {previous_name}'s kernel", figures, diff)

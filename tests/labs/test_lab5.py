@@ -31,6 +31,12 @@ def stub() -> dict:
     return labgen.solution_namespace(ROOT / "labs" / "lab5_epilogue.ipynb")
 
 
+def _static_only(monkeypatch) -> None:
+    """Grade from the compile report and the PTX only: no GPU, and no PTX executor (where helpers.gpu has one)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+
+
 def rejected_on_every_seed(monkeypatch, grader, answer, *needles, seeds: int = SEEDS) -> None:
     """``grader(answer)`` fails on each of ``seeds`` seeds, and every failure names each needle."""
     for seed in range(seeds):
@@ -74,7 +80,10 @@ def test_kernel_stub_fails(stub):
 def test_opening_shows_the_diff_and_lab4s_figures(sol):
     text = str(lab5.opening(sol["LAB5_SRC"]))
     assert "+++ Lab 5" in text and "--- Lab 4" in text
-    assert "649 TFLOP/s" in text and "bench/results/2026-11-22-ladder-run1.json" in text
+    from helpers.widgets import roofline
+
+    lab4_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab4b")
+    assert f"{lab4_4096.tflops:.0f} TFLOP/s" in text and lab4_4096.source in text
     assert "+#include <cuda_bf16.h>" in text
 
 
@@ -294,7 +303,7 @@ def wrong(sol) -> dict:
 
 
 def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    _static_only(monkeypatch)
     lab5.check_epilogue_kernel(sol["LAB5_SRC"])
 
 
@@ -302,7 +311,7 @@ def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """Static checks read the PTX, which is the same on every seed: one run covers them all."""
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    _static_only(monkeypatch)
     src, needle = wrong[name]
     grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, needle)
 
@@ -325,3 +334,21 @@ def test_kernel_solution_runs_on_the_h100(sol):
 def test_a_kernel_with_the_wrong_swizzle_fails_on_the_h100(sol):
     src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
     grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU")
+
+
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def _executor(monkeypatch) -> None:
+    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
+    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+
+
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    lab5.check_epilogue_kernel(sol["LAB5_SRC"])
+
+
+def test_a_kernel_with_the_wrong_swizzle_fails_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the emulator")

@@ -33,6 +33,12 @@ def stub() -> dict:
     return labgen.solution_namespace(ROOT / "labs" / "lab6_persistent.ipynb")
 
 
+def _static_only(monkeypatch) -> None:
+    """Grade from the compile report and the PTX only: no GPU, and no PTX executor (where helpers.gpu has one)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+
+
 def rejected_on_every_seed(monkeypatch, grader, *answer_and_needles, seeds: int = SEEDS, answers: int = 1) -> None:
     answer, needles = answer_and_needles[:answers], answer_and_needles[answers:]
     for seed in range(seeds):
@@ -77,7 +83,10 @@ def test_kernel_stub_fails(stub):
 
 def test_opening_shows_the_diff_and_lab5s_figures(sol):
     text = str(lab6.opening(sol["LAB6_SRC"]))
-    assert "731 TFLOP/s" in text and "707 TFLOP/s" in text and "+++ Lab 6" in text
+    from helpers.widgets import roofline
+
+    lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
+    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 6" in text
     assert "__cluster_dims__(2, 1, 1)" in text
 
 
@@ -343,14 +352,14 @@ def wrong(sol) -> dict:
 
 
 def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    _static_only(monkeypatch)
     lab6.check_persistent_kernel(sol["LAB6_SRC"])
 
 
 @pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """The static checks read the PTX, the same on every seed: one run covers them all."""
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    _static_only(monkeypatch)
     src, needle = wrong[name]
     grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, needle)
 
@@ -373,7 +382,29 @@ def test_shares_landing_on_each_other_fail_on_the_h100(sol, monkeypatch):
     must fail the run."""
     src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
                 "tma_load_2d_multicast(a + A_BYTES,")
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    _static_only(monkeypatch)
     lab6.check_persistent_kernel(src, benchmark=False)  # statically fine
     monkeypatch.delenv("HELPERS_NO_GPU")
+    monkeypatch.delenv("HELPERS_EXECUTOR")
     grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU")
+
+
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def _executor(monkeypatch) -> None:
+    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
+    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+
+
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
+    """Two clusters of two CTAs, several tiles each: the persistent loop, the multicast and the stores across
+    tiles all run."""
+    _executor(monkeypatch)
+    lab6.check_persistent_kernel(sol["LAB6_SRC"])
+
+
+def test_shares_landing_on_each_other_fail_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
+                "tma_load_2d_multicast(a + A_BYTES,")
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator")
