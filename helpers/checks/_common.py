@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from helpers import grading
 
 __all__ = [
@@ -44,6 +46,18 @@ __all__ = [
     "kernel_diff",
     "on_hardware",
     "MEASURED",
+    "Line",
+    "stream",
+    "symbol_plus_offset",
+    "can_run",
+    "on_h100",
+    "run_isolated_call",
+    "source_diff",
+    "GemmLaunch",
+    "Opening",
+    "opening",
+    "run_gemm",
+    "time_gemm",
 ]
 
 HELPERS = Path(__file__).resolve().parents[1]
@@ -188,7 +202,7 @@ def on_hardware() -> bool:
     return gpu.hopper_available()
 
 
-def run(target: Any, *args: Any, what: str, timeout: float = 60.0) -> Any:
+def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any = None) -> Any:
     """THE run path of every CUDA check: ``gpu.run_isolated`` in a child process, so a fault or a deadlock is a
     sentence and the notebook survives. ``target`` is a Kernel (then ``args`` are grid, block, shared memory and
     the kernel's arguments; numpy arrays come back) or a module-level function run in the child. A fault or a
@@ -196,16 +210,17 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0) -> Any:
     from helpers import gpu
 
     try:
-        result = gpu.run_isolated(target, *args, timeout=timeout)
+        kw = {} if cluster is None else {"cluster": cluster}
+        result = gpu.run_isolated(target, *args, timeout=timeout, **kw)
     except gpu.GpuError as exc:
         raise grading.CheckFailed(f"❌ {what} failed when it ran: {exc}") from None
     return result.arrays if isinstance(result, gpu.IsolatedResult) else result
 
 
 def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
-               timeout: float = 30.0) -> list[Any]:
+               timeout: float = 30.0, cluster: Any = None) -> list[Any]:
     """Launch a kernel through :func:`run`; numpy arrays among ``args`` come back after the run."""
-    return run(kernel, grid, block, smem, *args, what=what, timeout=timeout)
+    return run(kernel, grid, block, smem, *args, what=what, timeout=timeout, cluster=cluster)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -467,3 +482,226 @@ def check_no_accumulator_spills(c: grading.Check, report: Any, hint: str) -> Non
     """The accumulators stay in registers: at most SPILL_SLACK_BYTES of spill stores, whatever the NVRTC."""
     c.true(f"no accumulator spills ({report.spill_stores} bytes spilled; up to {SPILL_SLACK_BYTES} is a stray "
            "scalar, an accumulator fragment is at least 128)", report.spill_stores <= SPILL_SLACK_BYTES, hint=hint)
+
+
+# ------------------------------------------------------------------------------------------- whole-kernel PTX
+_LABEL = re.compile(r"^\s*(\$?[\w$]+):\s*$")
+
+
+@dataclass
+class Line:
+    """One line of a kernel's PTX body in text order: an instruction (``instr``), a label, or a branch."""
+
+    index: int
+    instr: Instr | None = None
+    label: str | None = None
+    target: str | None = None  # for a branch
+
+
+def stream(ptx: str, entry: str | None = None) -> list[Line]:
+    """Every instruction of the kernel ``entry`` in text order, inline asm or not, with labels and branch targets
+    (so a check can tell a loop's back edge: a branch to a label that came earlier)."""
+    out: list[Line] = []
+    for raw in _body(ptx, entry).split("\n"):
+        text = raw.split("//", 1)[0].strip()
+        if not text or text.startswith("."):  # blank lines and directives (.loc, .reg, ...)
+            continue
+        m = _LABEL.match(text)
+        if m:
+            out.append(Line(len(out), label=m.group(1)))
+            continue
+        for part in text.split(";"):
+            part = part.strip().strip("{}").strip()
+            if not part or part.startswith("."):
+                continue
+            mi = _INSTR.match(part)
+            if not mi:
+                continue
+            ins = Instr(mi.group(1), mi.group(2).strip(), part)
+            target = ins.operands.split(",")[-1].strip() if ins.opcode.startswith("bra") else None
+            out.append(Line(len(out), instr=ins, target=target))
+    return out
+
+
+def symbol_plus_offset(ptx: str, operand: str, depth: int = 8) -> tuple[str, int] | None:
+    """Follow an address register back through mov / cvta / ``add r, r, imm`` to ``(symbol, byte offset)``; None
+    when the address was computed some other way."""
+    defs: dict[str, tuple[str, str]] = {}
+    for op, dst, src in _DEF.findall(ptx):
+        defs.setdefault(dst, (op, src))
+    adds = {d: (s, int(i, 0)) for d, s, i in re.findall(
+        r"^\s*add\.[su](?:32|64)\s+(%\w+),\s*(%\w+),\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*;", ptx, re.M)}
+    cur, offset = operand.strip().strip("[]").strip(), 0
+    m = re.fullmatch(r"(%\w+)\s*\+\s*(-?\d+)", cur)
+    if m:
+        cur, offset = m.group(1), int(m.group(2))
+    for _ in range(depth):
+        if cur in adds:
+            cur, imm = adds[cur]
+            offset += imm
+        elif cur in defs:
+            cur = defs[cur][1]
+        else:
+            break
+    return None if cur.startswith("%") else (cur, offset)
+
+
+# ------------------------------------------------------------------------------------------- runs and diffs
+def can_run(kernel: Any, checked: str) -> bool:
+    """True when the student's kernel can be run here: a Hopper GPU, or (where ``helpers.gpu`` has it) the course's
+    PTX executor, which ``gpu.skip_without_hopper`` reports in its one line; otherwise that line says what was
+    skipped, and False. Timings need the H100 itself: :func:`on_h100`."""
+    from helpers import gpu
+
+    return not gpu.skip_without_hopper(kernel, checked=checked)
+
+
+def on_h100() -> bool:
+    """True when kernels run on a real Hopper GPU (not on the course's PTX executor, where ``helpers.gpu`` has one):
+    timings, occupancy queries and full-size problems need it."""
+    from helpers import gpu
+
+    executor = getattr(gpu, "executor_active", None)
+    return gpu.hopper_available() and not (executor and executor())
+
+
+def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str = "") -> Any:
+    """Run a module-level GPU function in a child process (``gpu.run_isolated``); a fault or a deadlock becomes a
+    CheckFailed carrying the runtime's sentence."""
+    from helpers import gpu
+
+    where = "on the GPU" if on_h100() else "when it ran"
+    try:
+        return gpu.run_isolated(fn, *args, timeout=timeout)
+    except gpu.GpuError as exc:
+        raise grading.CheckFailed(f"❌ {what} failed {where}: {exc}" + (f"\n    hint: {hint}" if hint else "")) \
+            from None
+
+
+def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
+    """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell."""
+    import difflib
+
+    def clean(src: str) -> list[str]:
+        return [line for line in src.strip("\n").split("\n")
+                if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+                and not re.match(r"^\s*//\s*HINT:", line)]
+
+    return "\n".join(difflib.unified_diff(clean(old), clean(new), old_name, new_name, n=context, lineterm=""))
+
+
+# ------------------------------------------------------------------------------------------- running a GEMM
+EMULATED_CLUSTERS = 2  # a persistent grid's clusters where kernels run on the PTX executor (no occupancy query)
+
+
+@dataclass(frozen=True)
+class GemmLaunch:
+    """How a lab's GEMM kernel ``name(tmap_a, tmap_b, C or tmap_c, int M, int N, int K)`` is launched: block size,
+    dynamic shared memory, tensor-map boxes (rows, cols) of A (M×K), B (N×K) and, for a TMA-store epilogue, C;
+    either a grid of ``cta_tile`` tiles or a persistent grid (every co-resident cluster of ``cluster`` blocks, no
+    more than there are ``persistent_unit`` tiles)."""
+
+    name: str
+    block: int
+    smem: int
+    box_a: tuple[int, int]
+    box_b: tuple[int, int]
+    box_c: tuple[int, int] | None = None
+    out_bf16: bool = False
+    cta_tile: tuple[int, int] = (64, 64)
+    cluster: int = 1
+    persistent_unit: tuple[int, int] | None = None
+
+    def launcher(self, kernel: Any, a: Any, b: Any, c: Any) -> Any:
+        """(GPU side.) A packed launch of ``kernel`` on device arrays A, B, C (``gpu.prepare``)."""
+        from helpers import gpu
+
+        (m, k), n = a.shape, b.shape[0]
+        ta, tb = gpu.tensor_map_2d(a, *self.box_a), gpu.tensor_map_2d(b, *self.box_b)
+        tc = gpu.tensor_map_2d(c, *self.box_c) if self.box_c else c
+        if self.persistent_unit:
+            work = -(-m // self.persistent_unit[0]) * -(-n // self.persistent_unit[1])
+            if on_h100():
+                blocks = gpu.persistent_grid(kernel, self.block, self.smem, self.cluster, work)
+            else:  # on the course's PTX executor: two clusters, so that each takes several tiles in turn
+                blocks = min(work, EMULATED_CLUSTERS) * self.cluster
+            grid: tuple[int, ...] = (blocks, 1, 1)
+        else:
+            grid = (-(-n // self.cta_tile[1]), -(-m // self.cta_tile[0]))
+        cluster = (self.cluster, 1, 1) if self.cluster > 1 else None
+        return gpu.prepare(kernel, grid, self.block, self.smem, ta, tb, tc, *(np.int32(v) for v in (m, n, k)),
+                           cluster=cluster)
+
+
+def gemm_cases_child(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]]) -> list[Any]:
+    """(Runs in the isolated child.) The kernel on each (A, B), C poisoned with NaN first; every C back."""
+    from helpers import gpu
+
+    kernel = gpu.compile(source, spec.name)
+    out = []
+    for a, b in cases:
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16 if spec.out_bf16 else np.float32)
+        spec.launcher(kernel, da, db, dc)()
+        gpu.wait()
+        out.append(dc.to_host())
+    return out
+
+
+def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[Any]) -> list[tuple[Any, str]]:
+    """(Runs in the isolated child.) The kernel at each size (n: n³, or (m, n, k)) beside cuBLAS (same output
+    type, same run), with the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary)]."""
+    from helpers import gpu
+
+    kernel = gpu.compile(source, spec.name)
+    out = []
+    for size in sizes:
+        m, n, k = (size, size, size) if isinstance(size, int) else size
+        with gpu.sm_clock() as clk:
+            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), m, n, k,
+                                       out_dtype=gpu.bfloat16 if spec.out_bf16 else np.float32)
+        out.append((bench, clk.summary()))
+    return out
+
+
+def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, what: str, timeout: float = 180.0,
+             hint: str = "") -> list[Any]:
+    """THE way a CUDA grader runs a student's GEMM: every (A, B) case, C poisoned, in a child process; returns the
+    C of each case. (Where the PTX executor can run kernels without a GPU, this is the one place to switch.)"""
+    return run_isolated_call(gemm_cases_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
+
+
+def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0) -> list[Any]:
+    """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); GPU only), in a child process."""
+    return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
+
+
+class Opening:
+    """A lab's opening: the diff it makes to the previous lab's kernel, with that kernel's measured speed. Shows as
+    a colored diff in a notebook, as text elsewhere."""
+
+    def __init__(self, title: str, measured: list[str], diff: str):
+        self.title, self.measured, self.diff = title, measured, diff
+
+    def __str__(self) -> str:
+        return "\n".join([self.title, *self.measured, "", self.diff])
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**{self.title}**", ""] + [f"- {m}" for m in self.measured]
+        return "\n".join(lines) + "\n\n```diff\n" + self.diff + "\n```"
+
+
+def opening(previous_file: str, previous_key: str, previous_name: str, source: str, name: str) -> Opening:
+    """The diff from the previous lab's kernel (``bench/kernels/<previous_file>``) to this lab's ``source`` (its
+    regions as the notebook holds them: your code, or the stubs), and the previous kernel's measured speed."""
+    from pathlib import Path
+
+    from helpers.widgets.roofline import ladder
+
+    old = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / previous_file).read_text()
+    figures = []
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == previous_key), None)
+        figures.append(f"{previous_name} at {size}³: {row}" if row else f"{previous_name} at {size}³: not measured yet")
+    diff = source_diff(old, source, f"{previous_name} (bench/kernels/{previous_file})", name)
+    return Opening(f"What this lab changes in {previous_name}'s kernel", figures, diff)

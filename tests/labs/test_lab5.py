@@ -1,0 +1,354 @@
+"""Lab 5 (the TMA-store epilogue) graders, both ways: the solution passes; the stubs and the named plausible wrong
+answers fail, each on every one of 200 seeds, with a hint that names the mistake. The solution is read from
+solutions/lab5_epilogue.ipynb itself; the kernel's wrong versions are the solution kernel with one change each.
+
+Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab5.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import epilogue, grading, labgen
+from helpers.checks import lab5
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTION = ROOT / "solutions" / "lab5_epilogue.ipynb"
+SEEDS = 200
+
+
+@pytest.fixture(scope="module")
+def sol() -> dict:
+    return labgen.solution_namespace(SOLUTION)
+
+
+@pytest.fixture(scope="module")
+def stub() -> dict:
+    return labgen.solution_namespace(ROOT / "labs" / "lab5_epilogue.ipynb")
+
+
+def _static_only(monkeypatch) -> None:
+    """Grade from the compile report and the PTX only: no GPU, and no PTX executor (where helpers.gpu has one)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+
+
+def rejected_on_every_seed(monkeypatch, grader, answer, *needles, seeds: int = SEEDS) -> None:
+    """``grader(answer)`` fails on each of ``seeds`` seeds, and every failure names each needle."""
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grading.assert_rejects(grader, answer, *needles)
+
+
+def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 20) -> None:
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grader(*answer)
+
+
+# ------------------------------------------------------------------------------------------- the notebook
+def test_kernel_is_the_bench_kernel(sol):
+    """The notebook's kernel is bench/kernels/lab5_epilogue.cu with solution markers and hints added, nothing else."""
+    bench = (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
+    lines = [ln for ln in sol["LAB5_SRC"].split("\n")
+             if "### BEGIN SOLUTION" not in ln and "### END SOLUTION" not in ln and not re.match(r"\s*// HINT:", ln)]
+    assert "\n".join(lines).strip("\n") == bench.strip("\n")
+
+
+def test_stub_kernel_names_its_regions(stub):
+    assert stub["LAB5_SRC"].count('#error "not written yet:') == 2
+    assert "__floats2bfloat162_rn(d[j]" not in stub["LAB5_SRC"]
+    assert "tma_store_wait_read<1>" not in stub["LAB5_SRC"]
+
+
+@pytest.mark.parametrize("grader, name", [(lab5.check_to_bf16, "to_bf16"), (lab5.check_smem_offset, "smem_offset"),
+                                          (lab5.check_stage_subtile, "stage_subtile"),
+                                          (lab5.check_epilogue_ops, "epilogue_ops")])
+def test_stubs_fail(stub, grader, name):
+    grading.assert_rejects(grader, stub[name], "not written yet", "hint")
+
+
+def test_kernel_stub_fails(stub):
+    grading.assert_rejects(lambda src: lab5.check_epilogue_kernel(src, benchmark=False), stub["LAB5_SRC"],
+                           "not written yet")
+
+
+def test_opening_shows_the_diff_and_lab4s_figures(sol):
+    text = str(lab5.opening(sol["LAB5_SRC"]))
+    assert "+++ Lab 5" in text and "--- Lab 4" in text
+    from helpers.widgets import roofline
+
+    lab4_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab4b")
+    assert f"{lab4_4096.tflops:.0f} TFLOP/s" in text and lab4_4096.source in text
+    assert "+#include <cuda_bf16.h>" in text
+
+
+# ------------------------------------------------------------------------------------------- 1 · rounding
+def test_rounding_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab5.check_to_bf16, sol["to_bf16"])
+
+
+def test_rounding_reference_matches_ml_dtypes():
+    from ml_dtypes import bfloat16
+
+    x, _ = lab5.rounding_cases(np.random.default_rng(1))
+    assert np.array_equal(epilogue.to_bf16_bits(x), x.astype(bfloat16).view(np.uint16))
+
+
+def test_ml_dtypes_answer_passes():
+    from ml_dtypes import bfloat16
+
+    lab5.check_to_bf16(lambda x: x.astype(bfloat16).view(np.uint16))
+
+
+def test_truncation_fails(monkeypatch):
+    rejected_on_every_seed(monkeypatch, lab5.check_to_bf16, epilogue.truncate_bf16_bits, "toward zero")
+
+
+def test_ties_away_fails(monkeypatch):
+    def ties_away(x):
+        return ((x.view(np.uint32).astype(np.uint64) + 0x8000) >> 16).astype(np.uint16)
+
+    rejected_on_every_seed(monkeypatch, lab5.check_to_bf16, ties_away, "halfway", "even")
+
+
+def test_ties_down_fails(monkeypatch):
+    def ties_down(x):
+        return ((x.view(np.uint32).astype(np.uint64) + 0x7FFF) >> 16).astype(np.uint16)
+
+    rejected_on_every_seed(monkeypatch, lab5.check_to_bf16, ties_down, "halfway cases went down")
+
+
+def test_rounded_values_instead_of_bits_fail():
+    from ml_dtypes import bfloat16
+
+    grading.assert_rejects(lab5.check_to_bf16, lambda x: x.astype(bfloat16).astype(np.float32), "bit patterns")
+
+
+def test_float16_fails():
+    with np.errstate(over="ignore"):
+        grading.assert_rejects(lab5.check_to_bf16, lambda x: x.astype(np.float16).view(np.uint16), "hint")
+
+
+def test_uint32_arithmetic_passes():
+    """Adding in uint32 cannot wrap for a finite input (only NaN patterns come near 2**32): a right answer."""
+    def uint32_sum(x):
+        u = x.view(np.uint32)
+        return ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+    lab5.check_to_bf16(uint32_sum)
+
+
+# ------------------------------------------------------------------------------------------- 2 · layout
+def test_layout_solution_passes(sol):
+    lab5.check_smem_offset(sol["smem_offset"])
+
+
+# check_smem_offset draws no random input: it asks all 4096 (row, col), so one run covers every seed
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda r, c: r * 128 + c * 2, "plain row-major"),
+    (lambda r, c: r * 128 + (((c // 8) ^ (r // 8) % 8) * 16) + (c % 8) * 2, "row modulo 8"),
+    (lambda r, c: r * 128 + ((c ^ (r % 8)) * 2), "whole 16-byte chunks"),
+    (lambda r, c: r * 64 + (((c // 8) ^ (r % 8)) * 8) + c % 8, "element index"),
+    (lambda r, c: c * 128 + (((r // 8) ^ (c % 8)) * 16) + (r % 8) * 2, "swapped"),
+    (lambda r, c: r * 128 + ((c // 8) ^ (r % 8)) * 16, "row·128 bytes"),
+])
+def test_layout_wrong_answers_fail(wrong, needle):
+    grading.assert_rejects(lab5.check_smem_offset, wrong, needle)
+
+
+def test_layout_float_fails():
+    grading.assert_rejects(lab5.check_smem_offset, lambda r, c: float(epilogue.subtile_offset(r, c)), "an int")
+
+
+# ------------------------------------------------------------------------------------------- 3 · the image
+def test_image_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab5.check_stage_subtile, sol["stage_subtile"], seeds=3)
+
+
+def test_image_vectorised_reference_passes(monkeypatch):
+    passes_on_seeds(monkeypatch, lab5.check_stage_subtile, epilogue.stage_subtile)
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda f: epilogue.stage_subtile(f, swizzle=False), "plain row-major"),
+    (lambda f: epilogue.stage_subtile(f, rounding="truncate"), "truncated"),
+    (lambda f: epilogue.stage_subtile(f, swizzle=False, rounding="truncate"), "truncated"),
+    (lambda f: epilogue.stage_subtile(f).reshape(-1, 2)[:, ::-1].reshape(-1), "little-endian"),
+    (lambda f: epilogue.stage_subtile(np.ascontiguousarray(
+        np.asarray(f)[:, [j ^ 1 for j in range(32)]])), "hint"),  # registers j and j+1 swapped
+    (lambda f: epilogue.stage_subtile(f).astype(np.uint16), "np.uint8"),
+])
+def test_image_wrong_answers_fail(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab5.check_stage_subtile, wrong, needle)
+
+
+def test_image_transposed_fails(monkeypatch):
+    def transposed(f):
+        bits = epilogue.subtile_from_image(epilogue.stage_subtile(f)).T
+        img = np.zeros(8192, np.uint8)
+        r, c = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+        off = epilogue.subtile_offset(r, c)
+        img[off], img[off + 1] = bits & 0xFF, bits >> 8
+        return img
+
+    rejected_on_every_seed(monkeypatch, lab5.check_stage_subtile, transposed, "transposed")
+
+
+# ------------------------------------------------------------------------------------------- 4 · the order
+def _without(op):
+    return lambda s, b: [o for o in epilogue.LAB5_OPS(s, b) if o != op]
+
+
+def _depth(n):
+    return lambda s, b: [("wait_read", n(b)) if o[0] == "wait_read" else o for o in epilogue.LAB5_OPS(s, b)]
+
+
+def _fence_after_bar(s, b):
+    ops = epilogue.LAB5_OPS(s, b)
+    i = ops.index(("fence",))
+    ops.pop(i)
+    ops.insert(i + 1, ("fence",))
+    return ops
+
+
+def _no_bar_after_wait(s, b):
+    ops = epilogue.LAB5_OPS(s, b)
+    return ops[:1] + ops[2:] if s >= b else ops
+
+
+def _no_bar_before_store(s, b):
+    ops = epilogue.LAB5_OPS(s, b)
+    i = len(ops) - 1 - ops[::-1].index(("bar",))
+    return ops[:i] + ops[i + 1:]
+
+
+def _store_other_buffer(s, b):
+    return [("store", (s + 1) % b) if o[0] == "store" else o for o in epilogue.LAB5_OPS(s, b)]
+
+
+def test_order_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab5.check_epilogue_ops, sol["epilogue_ops"])
+
+
+def test_order_lab6_form_passes():
+    """Waiting before every sub-tile (Lab 6's form) is correct here too: the first waits find nothing pending."""
+    lab5.check_epilogue_ops(epilogue.LAB6_OPS)
+
+
+@pytest.mark.parametrize("wrong, needles", [
+    (_without(("fence",)), ("unfenced-store", "fence.proxy.async")),
+    (_fence_after_bar, ("fence-after-barrier",)),
+    (lambda s, b: [o for o in epilogue.LAB5_OPS(s, b) if o[0] != "wait_read"], ("overwrite-in-flight",
+                                                                                 "wait_group.read")),
+    (_depth(lambda b: b), ("overwrite-in-flight",)),
+    (_depth(lambda b: 0), ("waits for more than it must",)),
+    (_depth(lambda b: 1), ("hint",)),  # hard-coded depth 1: right for 2 buffers only
+    (_no_bar_after_wait, ("overwrite-in-flight", "barrier")),
+    (_no_bar_before_store, ("unsynced-store",)),
+    (_without(("commit",)), ("overwrite-in-flight", "commit")),
+    (_store_other_buffer, ("store-unwritten",)),
+    (lambda s, b: epilogue.LAB5_OPS(s, b) + epilogue.LAB5_OPS(s, b)[-2:], ("stored exactly once",)),
+    (lambda s, b: ["write", "fence"], ("bad-op",)),
+])
+def test_order_wrong_answers_fail(monkeypatch, wrong, needles):
+    rejected_on_every_seed(monkeypatch, lab5.check_epilogue_ops, wrong, *needles)
+
+
+# ------------------------------------------------------------------------------------------- 5 · the kernel
+def _swap(src: str, old: str, new: str) -> str:
+    assert src.count(old) >= 1, old
+    return src.replace(old, new)
+
+
+def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
+    """Plausible wrong versions of the Lab 5 kernel: name -> (source, words the failure must contain)."""
+    return {
+        "no fence": (_swap(src, "    hopper::fence_proxy_async();        // these", "    // these"), "unfenced-store"),
+        "fence after the barrier": (_swap(
+            src, "    hopper::fence_proxy_async();        // these generic stores, before the TMA (async proxy) reads "
+                 "them\n    hopper::named_bar_sync(1 + c, 128);  // every",
+            "    hopper::named_bar_sync(1 + c, 128);\n    hopper::fence_proxy_async();  // every"),
+            "fence-after-barrier"),
+        "no wait_group.read": (_swap(src, "      if (tid == 0) hopper::tma_store_wait_read<1>();\n", ""),
+                               "overwrite-in-flight"),
+        "wait_group.read 2": (_swap(src, "tma_store_wait_read<1>", "tma_store_wait_read<2>"), "overwrite-in-flight"),
+        "wait_group.read 0": (_swap(src, "tma_store_wait_read<1>", "tma_store_wait_read<0>"), "waits more than"),
+        "no commit": (_swap(src, "      hopper::tma_store_commit();\n", ""), "overwrite-in-flight"),
+        "no barrier before the store": (_swap(
+            src, "    hopper::named_bar_sync(1 + c, 128);  // every thread of the warpgroup has written and fenced\n",
+            ""), "unsynced-store"),
+        "__syncthreads instead of the named barrier": (_swap(src, "hopper::named_bar_sync(1 + c, 128);  // every",
+                                                             "__syncthreads();  // every"), "whole-block barrier"),
+        "truncating conversion": (_swap(src, "__floats2bfloat162_rn(d[j], d[j + 1])",
+                                        "__halves2bfloat162(__float2bfloat16_rz(d[j]), __float2bfloat16_rz(d[j + 1]))"),
+                                  "cvt.rz"),
+        "truncating by a shift": (_swap(src, "__nv_bfloat162 v = __floats2bfloat162_rn(d[j], d[j + 1]);",
+                                        "unsigned v = (__float_as_uint(d[j]) >> 16) | "
+                                        "(__float_as_uint(d[j + 1]) & 0xFFFF0000u);").replace(
+            "*reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) = v;",
+            "*reinterpret_cast<unsigned*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) = v;"), "cvt.rn.bf16x2.f32"),
+        "no final wait": (_swap(src, "  if (tid == 0) hopper::tma_store_wait<0>();  // shared memory", "  // shared"),
+                          "wait_group 0"),
+    }
+
+
+@pytest.fixture(scope="module")
+def wrong(sol) -> dict:
+    return wrong_kernels(sol["LAB5_SRC"])
+
+
+def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
+    _static_only(monkeypatch)
+    lab5.check_epilogue_kernel(sol["LAB5_SRC"])
+
+
+@pytest.mark.parametrize("name", list(wrong_kernels(
+    (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
+    """Static checks read the PTX, which is the same on every seed: one run covers them all."""
+    _static_only(monkeypatch)
+    src, needle = wrong[name]
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, needle)
+
+
+def test_epilogue_extraction_reads_the_solution(sol):
+    from helpers import gpu
+
+    k = gpu.compile(sol["LAB5_SRC"], lab5.KERNEL_NAME)
+    chunks, final, notes = lab5.epilogue_ops_from_ptx(k.ptx, lab5.KERNEL_NAME)
+    assert [c[0] for c in chunks] == [("write", 0), ("write", 1), ("write", 0), ("write", 1)]
+    assert ("wait_read", 1) in chunks[1] and ("wait", 0) in final and not notes
+
+
+@pytest.mark.gpu
+def test_kernel_solution_runs_on_the_h100(sol):
+    lab5.check_epilogue_kernel(sol["LAB5_SRC"], sizes=(4096,))
+
+
+@pytest.mark.gpu
+def test_a_kernel_with_the_wrong_swizzle_fails_on_the_h100(sol):
+    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU")
+
+
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def _executor(monkeypatch) -> None:
+    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
+    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+
+
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    lab5.check_epilogue_kernel(sol["LAB5_SRC"])
+
+
+def test_a_kernel_with_the_wrong_swizzle_fails_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the emulator")

@@ -1,0 +1,410 @@
+"""Lab 6 (persistent, clusters, multicast) graders, both ways: the solution passes; the stubs and the named
+plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The cluster model
+itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
+one change each, rejected from its PTX.
+
+Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab6.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import cluster, grading, labgen, scheduler
+from helpers.checks import lab6
+from helpers.mbarrier import MBarrierError
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTION = ROOT / "solutions" / "lab6_persistent.ipynb"
+SEEDS = 200
+
+
+@pytest.fixture(scope="module")
+def sol() -> dict:
+    return labgen.solution_namespace(SOLUTION)
+
+
+@pytest.fixture(scope="module")
+def stub() -> dict:
+    return labgen.solution_namespace(ROOT / "labs" / "lab6_persistent.ipynb")
+
+
+def _static_only(monkeypatch) -> None:
+    """Grade from the compile report and the PTX only: no GPU, and no PTX executor (where helpers.gpu has one)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+
+
+def rejected_on_every_seed(monkeypatch, grader, *answer_and_needles, seeds: int = SEEDS, answers: int = 1) -> None:
+    answer, needles = answer_and_needles[:answers], answer_and_needles[answers:]
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grading.assert_rejects(lambda a: grader(*a), answer, *needles)
+
+
+def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 10) -> None:
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grader(*answer)
+
+
+# ------------------------------------------------------------------------------------------- the notebook
+def test_kernel_is_the_bench_kernel(sol):
+    bench = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+    lines = [ln for ln in sol["LAB6_SRC"].split("\n")
+             if "### BEGIN SOLUTION" not in ln and "### END SOLUTION" not in ln and not re.match(r"\s*// HINT:", ln)]
+    assert "\n".join(lines).strip("\n") == bench.strip("\n")
+
+
+def test_stub_kernel_hides_every_region(stub):
+    src = stub["LAB6_SRC"]
+    assert src.count('#error "not written yet:') == 8
+    for line in ("CONSUMERS * CLUSTER);", "(1u << CLUSTER) - 1", "mbar_arrive_cluster(&empty", "p += clusters",
+                 "pn = in_group / rows"):
+        assert line not in src
+
+
+@pytest.mark.parametrize("grader, names", [
+    (lab6.check_pair_coords, ("pair_coords",)), (lab6.check_cluster_pairs, ("cluster_pairs",)),
+    (lab6.check_wave_footprint, ("wave_footprint",)), (lab6.check_produce, ("init_barriers", "produce")),
+    (lab6.check_release, ("release",))])
+def test_stubs_fail(stub, grader, names):
+    grading.assert_rejects(lambda a: grader(*a), tuple(stub[n] for n in names), "not written yet", "hint")
+
+
+def test_kernel_stub_fails(stub):
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), stub["LAB6_SRC"],
+                           "not written yet")
+
+
+def test_opening_shows_the_diff_and_lab5s_figures(sol):
+    text = str(lab6.opening(sol["LAB6_SRC"]))
+    from helpers.widgets import roofline
+
+    lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
+    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 6" in text
+    assert "__cluster_dims__(2, 1, 1)" in text
+
+
+# ------------------------------------------------------------------------------------------- 1 · raster order
+def test_order_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab6.check_pair_coords, sol["pair_coords"])
+
+
+def test_order_matches_the_device_function():
+    """scheduler.grouped (vectorised) and grouped_coords (the kernel's arithmetic) agree, and are permutations."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        pm, pn, g = int(rng.integers(1, 50)), int(rng.integers(1, 50)), int(rng.integers(1, 20))
+        v = scheduler.grouped(pm, pn, g)
+        assert not scheduler.permutation_problems(v, pm, pn)
+        p = int(rng.integers(0, pm * pn))
+        assert tuple(v[p]) == scheduler.grouped_coords(p, pm, pn, g)
+
+
+def _no_partial_group(p, pm, pn, g):
+    per = g * pn
+    first = (p // per) * g
+    return first + (p % per) % g, (p % per) // g
+
+
+def _row_first(p, pm, pn, g):
+    per = g * pn
+    first = (p // per) * g
+    rows = min(pm - first, g)
+    return first + (p % per) // pn, (p % per) % pn if rows else 0
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda p, pm, pn, g: (p // pn, p % pn), "down a column"),
+    (lambda p, pm, pn, g: (p % pm, p // pm), "column-major"),
+    (_no_partial_group, "fewer than `group` rows"),
+    (_row_first, "down a column"),
+    (lambda p, pm, pn, g: scheduler.grouped_coords(min(p + 1, pm * pn - 1), pm, pn, g), "not a permutation"),
+    (lambda p, pm, pn, g: [scheduler.grouped_coords(p, pm, pn, g)], "pair"),
+])
+def test_order_wrong_answers_fail(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab6.check_pair_coords, wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- 2 · the loop
+def test_loop_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab6.check_cluster_pairs, sol["cluster_pairs"])
+
+
+def _blocked(c, clusters, pairs):
+    size = -(-pairs // clusters)
+    return list(range(c * size, min(pairs, (c + 1) * size)))
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda c, n, p: list(range(c + 1, p, n)), "never taken"),  # skips a tile
+    (lambda c, n, p: list(range(c, p, max(1, n - 1))), "taken"),  # repeats tiles
+    (lambda c, n, p: list(range(c, p + 1, n)), "outside"),
+    (_blocked, "contiguous chunks"),
+    (lambda c, n, p: list(range(c, p, n))[::-1], "the pairs of cluster"),
+])
+def test_loop_wrong_answers_fail(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab6.check_cluster_pairs, wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- 3 · footprint
+def test_footprint_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab6.check_wave_footprint, sol["wave_footprint"])
+
+
+def _per_pair(v, clusters, wave, K):
+    n = len(v[wave * clusters:(wave + 1) * clusters])
+    return n * 256 * K * 2, n * 256 * K * 2
+
+
+def _elements(v, clusters, wave, K):
+    f = scheduler.wave_footprint(v, clusters, wave, 256, 256, K)
+    return f.a_panels * 256 * K, f.b_panels * 256 * K
+
+
+def _swapped(v, clusters, wave, K):
+    f = scheduler.wave_footprint(v, clusters, wave, 256, 256, K)
+    return f.bytes_b, f.bytes_a
+
+
+def _first_wave_only(v, clusters, wave, K):
+    f = scheduler.wave_footprint(v, clusters, 0, 256, 256, K)
+    return f.bytes_a, f.bytes_b
+
+
+@pytest.mark.parametrize("wrong, needle", [(_per_pair, "distinct"), (_elements, "2 bytes"),
+                                           (_swapped, "A panels follow"), (_first_wave_only, "wave 3"),
+                                           (lambda v, c, w, K: None, "return (bytes of A")])
+def test_footprint_wrong_answers_fail(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab6.check_wave_footprint, wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- 4 · the producer
+def _produce(mask=None, expect=None, b_offset=None, b_rows=None, a_multicast=False):
+    def produce(ctx, s, k, m0, n0):
+        base = s * ctx.STAGE_BYTES
+        ctx.arrive_expect_tx(ctx.full[s], expect(ctx) if expect else ctx.STAGE_BYTES)
+        ctx.tma_load("A", base, (k * ctx.BK, m0), ctx.full[s], mask=3 if a_multicast else None)
+        ctx.tma_load("B", base + ctx.A_BYTES + (b_offset(ctx) if b_offset else ctx.rank * ctx.B_HALF),
+                     (k * ctx.BK, n0 + (b_rows(ctx) if b_rows else ctx.rank * ctx.B_ROWS)), ctx.full[s],
+                     mask=mask(ctx) if mask else (1 << ctx.size) - 1)
+
+    return produce
+
+
+def _init(empty, full=1):
+    def init(ctx):
+        for s in range(ctx.stages):
+            ctx.init(ctx.full[s], full)
+            ctx.init(ctx.empty[s], empty(ctx))
+
+    return init
+
+
+GOOD_INIT = _init(lambda ctx: ctx.consumers * ctx.size)
+WRONG_PRODUCERS = {
+    "mask 0b01": (_produce(mask=lambda ctx: 1), "0b11"),
+    "mask of this CTA only": (_produce(mask=lambda ctx: 1 << ctx.rank), "only to this CTA"),
+    "mask 0b10": (_produce(mask=lambda ctx: 2), "0b11"),
+    "expect-tx of the local operands only": (_produce(expect=lambda ctx: ctx.A_BYTES + ctx.B_HALF),
+                                             "only this CTA's own loads"),
+    "expect-tx of A + the whole B + the half again": (_produce(expect=lambda ctx: ctx.STAGE_BYTES + ctx.B_HALF),
+                                                      "STAGE_BYTES"),
+    "both shares at the same offset": (_produce(b_offset=lambda ctx: 0), "must not land on top"),
+    "both shares the same rows": (_produce(b_rows=lambda ctx: 0), "B_ROWS"),
+    "A multicast too": (_produce(a_multicast=True), "one multicast load"),
+}
+WRONG_INITS = {
+    "empty counts this CTA's consumers only": (_init(lambda ctx: ctx.consumers), "forgets the peer"),
+    "empty counts 1": (_init(lambda ctx: 1), "every consumer warpgroup of every CTA"),
+    "full counts 2": (_init(lambda ctx: 4, full=2), "full[s]'s arrival count"),
+}
+
+
+def test_produce_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab6.check_produce, sol["init_barriers"], sol["produce"], seeds=3)
+
+
+@pytest.mark.parametrize("name", list(WRONG_PRODUCERS))
+def test_produce_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_PRODUCERS[name]
+    rejected_on_every_seed(monkeypatch, lab6.check_produce, GOOD_INIT, wrong, needle, answers=2)
+
+
+@pytest.mark.parametrize("name", list(WRONG_INITS))
+def test_init_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_INITS[name]
+    needle = "2 counts" if False else needle
+    rejected_on_every_seed(monkeypatch, lab6.check_produce, wrong, cluster.reference_produce,
+                           needle if "peer" not in needle else "both CTAs", answers=2)
+
+
+# ------------------------------------------------------------------------------------------- 5 · the release
+def _release_local_twice(ctx, s):
+    for _ in range(ctx.size):
+        ctx.arrive(ctx.empty[s])
+
+
+def _release_local_once(ctx, s):
+    ctx.arrive(ctx.empty[s])
+
+
+def _release_peer_only(ctx, s):
+    ctx.arrive(ctx.mapa(ctx.empty[s], 1 - ctx.rank))
+
+
+def _release_full(ctx, s):
+    for cta in range(ctx.size):
+        ctx.arrive(ctx.mapa(ctx.full[s], cta))
+
+
+WRONG_RELEASES = {
+    "remote arrival sent to the local barrier": (_release_local_twice, "own empty[s]"),
+    "only the local barrier": (_release_local_once, "for both CTAs"),
+    "only the peer's barrier": (_release_peer_only, "this CTA's empty[s] too"),
+    "arrives on full": (_release_full, "not another barrier"),
+}
+
+
+def test_release_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab6.check_release, sol["release"], seeds=3)
+
+
+@pytest.mark.parametrize("name", list(WRONG_RELEASES))
+def test_release_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_RELEASES[name]
+    rejected_on_every_seed(monkeypatch, lab6.check_release, wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- the cluster model
+MODEL_CASES = {
+    **{f"producer: {k}": (GOOD_INIT, v[0], cluster.reference_release) for k, v in WRONG_PRODUCERS.items()},
+    **{f"init: {k}": (v[0], cluster.reference_produce, cluster.reference_release) for k, v in WRONG_INITS.items()},
+    **{f"release: {k}": (cluster.reference_init, cluster.reference_produce, v[0]) for k, v in WRONG_RELEASES.items()},
+}
+
+
+@pytest.mark.parametrize("name", list(MODEL_CASES))
+def test_cluster_model_rejects_every_wrong_protocol(name):
+    """Not only the graders' call probes: the model itself catches each wrong protocol, on 100 random problems (the
+    graders' own tests above run 200 seeds each)."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    for _ in range(100):
+        a, b, pairs = lab6.model_problem(rng)
+        with pytest.raises((cluster.ClusterError, MBarrierError)):
+            cluster.run_mainloop(a, b, pairs, *MODEL_CASES[name])
+
+
+def test_cluster_model_accepts_the_reference_on_random_problems():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        a, b, pairs = lab6.model_problem(rng)
+        models = cluster.run_mainloop(a, b, pairs, cluster.reference_init, cluster.reference_produce,
+                                      cluster.reference_release)
+        steps = models[0].steps
+        assert all(m.reads == 2 * 2 * len(pairs) * steps for m in models)
+
+
+# ------------------------------------------------------------------------------------------- 6 · the kernel
+def _swap(src: str, old: str, new: str) -> str:
+    assert src.count(old) >= 1, old
+    return src.replace(old, new)
+
+
+def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
+    """Plausible wrong versions of the Lab 6 kernel: name -> (source, words the failure must contain)."""
+    return {
+        "multicast mask 0b01": (_swap(src, "(1u << CLUSTER) - 1);", "1u);"), "multicast mask"),
+        "multicast mask of this CTA": (_swap(src, "(1u << CLUSTER) - 1);", "1u << rank);"), "multicast mask"),
+        "expect-tx of the local operands": (_swap(src, "mbar_arrive_expect_tx(&full[s], STAGE_BYTES)",
+                                                  "mbar_arrive_expect_tx(&full[s], A_BYTES + B_HALF)"), "32768"),
+        "EMPTY forgets the peer's consumers": (_swap(src, "mbar_init(&empty[s], CONSUMERS * CLUSTER)",
+                                                     "mbar_init(&empty[s], CONSUMERS)"), "this CTA's consumers only"),
+        "remote arrival sent to the local barrier": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+                                                           "&empty[(it - 1) % STAGES], rank)"), "own rank"),
+        "remote arrivals all to CTA 0": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+                                               "&empty[(it - 1) % STAGES], 0)"), "CTA ['0']"),
+        "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid)",
+                                       "hopper::mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
+        "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(",
+                                            "hopper::mbar_arrive_cluster_release("), "547 TFLOP/s"),
+        "no cluster barrier at the end": (_swap(src, "  hopper::cluster_sync();\n}", "}"), "at the end"),
+        "no cluster barrier after init": (_swap(src, "  hopper::cluster_sync();  // both", "  // both"),
+                                          "before any copy"),
+        "no cluster dims": (_swap(src, " __cluster_dims__(2, 1, 1)", ""), "reqnctapercluster"),
+        "Lab 5's epilogue wait (only from sub-tile 2)": (_swap(
+            src, "        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read "
+                 "it\n        hopper::named_bar_sync(1 + c, 128);\n",
+            "        if (sub >= 2) {\n          if (tid == 0) hopper::tma_store_wait_read<1>();\n"
+            "          hopper::named_bar_sync(1 + c, 128);\n        }\n"), "overwrite-in-flight"),
+        "no fence": (_swap(src, "        hopper::fence_proxy_async();\n", ""), "unfenced-store"),
+    }
+
+
+@pytest.fixture(scope="module")
+def wrong(sol) -> dict:
+    return wrong_kernels(sol["LAB6_SRC"])
+
+
+def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
+    _static_only(monkeypatch)
+    lab6.check_persistent_kernel(sol["LAB6_SRC"])
+
+
+@pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
+    """The static checks read the PTX, the same on every seed: one run covers them all."""
+    _static_only(monkeypatch)
+    src, needle = wrong[name]
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, needle)
+
+
+def test_launch_spec_matches_the_bench():
+    ladder = (ROOT / "bench" / "ladder.py").read_text()
+    assert "SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024" in ladder and lab6.LAUNCH.smem == 4 * 48 * 1024 + 33 * 1024
+    assert lab6.LAUNCH.box_b == (128, 64) and lab6.LAUNCH.cluster == 2
+
+
+@pytest.mark.gpu
+def test_kernel_solution_runs_on_the_h100(sol):
+    """Random shapes, then 4096³, 8192³ and two non-square shapes beside cuBLAS (the ratios go in the report)."""
+    lab6.check_persistent_kernel(sol["LAB6_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
+
+
+@pytest.mark.gpu
+def test_shares_landing_on_each_other_fail_on_the_h100(sol, monkeypatch):
+    """A mistake the PTX cannot show (both halves of B multicast to the same offset) passes the static checks and
+    must fail the run."""
+    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
+                "tma_load_2d_multicast(a + A_BYTES,")
+    _static_only(monkeypatch)
+    lab6.check_persistent_kernel(src, benchmark=False)  # statically fine
+    monkeypatch.delenv("HELPERS_NO_GPU")
+    monkeypatch.delenv("HELPERS_EXECUTOR")
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU")
+
+
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def _executor(monkeypatch) -> None:
+    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
+    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+
+
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
+    """Two clusters of two CTAs, several tiles each: the persistent loop, the multicast and the stores across
+    tiles all run."""
+    _executor(monkeypatch)
+    lab6.check_persistent_kernel(sol["LAB6_SRC"])
+
+
+def test_shares_landing_on_each_other_fail_on_the_executor(sol, monkeypatch):
+    _executor(monkeypatch)
+    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
+                "tma_load_2d_multicast(a + A_BYTES,")
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator")
