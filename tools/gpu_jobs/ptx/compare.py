@@ -37,7 +37,7 @@ def _mode(mode: str) -> None:
 def _solutions() -> dict[str, Any]:
     """The solution notebooks' names (imports cell and solution cells executed), without nbformat if need be."""
     ns: dict[str, Any] = {}
-    for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):
+    for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):  # the CUDA strings of Labs 1-3 (wrappers + kernels)
         path = ROOT / "solutions" / f"{nb}.ipynb"
         try:
             from helpers import labgen
@@ -119,14 +119,16 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
 
     tile_src = gpu.random_host((128, 192), gpu.bfloat16, seed=3).view(np.uint16)
 
+    lab1 = '#include "hopper.cuh"\n' + sol["TMA_LOAD"] + sol["LAB1_KERNEL"]
+
     def copy_tiles() -> np.ndarray:
-        k = gpu.compile('#include "hopper.cuh"\n' + sol["COPY_TILES"], "copy_tiles")
+        k = gpu.compile(lab1, "lab1_copy")
         da = gpu.to_device(tile_src)
         o = gpu.poison((128, 192), np.uint16)
         gpu.launch(k, (3, 2), 128, 0, gpu.tensor_map_2d(da, 64, 64), da, o, np.int32(192))
         return o.to_host()
 
-    out["lab1 copy_tiles"] = ("128x192 bf16", copy_tiles)
+    out["lab1 lab1_copy"] = ("128x192 bf16", copy_tiles)
 
     def one_tile() -> np.ndarray:
         k = gpu.compile(_lesson_kernel("01_tma", "tma_one_tile"), "tma_one_tile")
@@ -140,21 +142,14 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         return np.stack(res)
 
     out["lesson01 tma_one_tile"] = ("3 boxes, 128B swizzle", one_tile)
-
-    rows = gpu.random_host((128, 320), gpu.bfloat16, seed=4)
-
-    def row_sums() -> np.ndarray:
-        k = gpu.compile('#include "hopper.cuh"\n' + sol["ROW_SUMS"], "row_sums")
-        da = gpu.to_device(rows)
-        o = gpu.poison(128, np.float32)
-        gpu.launch(k, 2, 128, 0, gpu.tensor_map_2d(da, 64, 64), da, o, np.int32(5))
-        return o.to_host()
-
-    out["lab2 row_sums"] = ("128x320 bf16", row_sums)
+    wrappers = '#include "hopper.cuh"\n' + sol["TMA_LOAD"] + sol["MBAR_INIT_ARRIVE"] + sol["MBAR_TX_WAIT"]
+    out["lab2_gemm (CUDA cores)"] = ("128x128x256", _gemm(wrappers + sol["LAB2_KERNEL"], "lab2_gemm", 128, 128, 256,
+                                                          (2, 2), 128, 0, (64, 64), (64, 64), 5))
     out["lab2_gemm (lineage)"] = ("128x128x256", _gemm(LAB2_GEMM, "lab2_gemm", 128, 128, 256, (2, 2), 128, 0,
                                                         (64, 64), (64, 64), 5))
-    out["lab3_gemm"] = ("256x192x320", _gemm(sol["GEMM_SRC"], "lab3_gemm", 256, 192, 320, (3, 4), 128, 0, (64, 64),
-                                             (64, 64), 6))
+    out["lab3_gemm"] = ("256x192x320", _gemm(wrappers + sol["WGMMA"] + sol["LAB3_KERNEL"], "lab3_gemm", 256, 192,
+                                             320, (3, 4), 128, 0, (64, 64), (64, 64), 6))
+    out.update(_ladder_cases())
     bench = (ROOT / "bench" / "kernels" / "gemm_64x64.cu").read_text()
     out["bench gemm_64x64"] = ("256x256x256", _gemm(bench, "gemm_64x64", 256, 256, 256, (4, 4), 128, 0, (64, 64),
                                                     (64, 64), 7))
@@ -253,6 +248,49 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         return o.to_host()
 
     out["acquire/release between blocks"] = ("2 blocks", handoff)
+    return out
+
+
+def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
+    """The ladder's kernels (bench/kernels, the same code as the Labs 4-7 solutions) on small shapes: Lab 5-7 on
+    shapes with partial tiles, Labs 6-7 on 2 and 3 clusters so each cluster takes several pairs / pieces."""
+    from helpers import gpu
+
+    kdir = ROOT / "bench" / "kernels"
+    out: dict[str, tuple[str, Callable[[], Any]]] = {}
+    out["lab4 128x128 ring"] = ("256x256x320", _gemm((kdir / "lab4_128x128.cu").read_text(), "lab4_gemm_128x128",
+                                                      256, 256, 320, (2, 2), 384, 4 * 32 * 1024 + 1024, (128, 64),
+                                                      (128, 64), 21))
+    out["lab4 128x256 warp-specialized"] = ("256x512x320", _gemm((kdir / "lab4_ws.cu").read_text(), "lab4_gemm_ws",
+                                                                  256, 512, 320, (2, 2), 384, 4 * 48 * 1024 + 1024,
+                                                                  (128, 64), (256, 64), 22))
+    smem = 4 * 48 * 1024 + 32 * 1024 + 1024
+
+    def bf16_gemm(file: str, name: str, m: int, n: int, k: int, seed: int, grid: Any, cluster: Any = None,
+                  streamk: int = 0) -> Callable[[], np.ndarray]:
+        a = gpu.random_host((m, k), gpu.bfloat16, seed=seed)
+        b = gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
+
+        def run() -> np.ndarray:
+            kern = gpu.compile((kdir / file).read_text(), name)
+            da, db = gpu.to_device(a), gpu.to_device(b)
+            dc = gpu.poison((m, n), gpu.bfloat16)
+            box_b = (256, 64) if cluster is None else (128, 64)
+            extra = ()
+            if streamk:
+                extra = (gpu.zeros((streamk * 2 * 128 * 256,), np.float32), gpu.zeros((streamk * 2,), np.uint32))
+            gpu.launch(kern, grid, 384, smem, gpu.tensor_map_2d(da, 128, 64), gpu.tensor_map_2d(db, *box_b),
+                       gpu.tensor_map_2d(dc, 64, 64), np.int32(m), np.int32(n), np.int32(k), *extra, cluster=cluster)
+            return dc.to_host()
+
+        return run
+
+    out["lab5 TMA-store epilogue"] = ("264x520x200", bf16_gemm("lab5_epilogue.cu", "lab5_gemm", 264, 520, 200, 23,
+                                                               (3, 3)))
+    out["lab6 persistent clusters"] = ("776x520x200 on 2 clusters", bf16_gemm(
+        "lab6_persistent.cu", "lab6_gemm", 776, 520, 200, 24, (4, 1, 1), cluster=(2, 1, 1)))
+    out["lab7 Stream-K"] = ("520x264x1000 on 4 clusters", bf16_gemm(
+        "lab7_streamk.cu", "lab7_gemm", 520, 264, 1000, 25, (8, 1, 1), cluster=(2, 1, 1), streamk=4))
     return out
 
 
