@@ -407,18 +407,21 @@ def _int_div(a: np.ndarray, c: np.ndarray, dt: np.dtype, rem: bool) -> np.ndarra
         q = a // safe
         r = a % safe
         q = np.where(zero, np.iinfo(dt).max, q)
-        r = np.where(zero, a, r)
+        r = np.where(zero, np.iinfo(dt).max, r)  # all ones by zero (measured on the H100)
         return np.asarray(r if rem else q, dt)
     ua = np.abs(a.astype(np.int64)) if dt.itemsize < 8 else np.abs(a).astype(np.uint64)
     uc = np.abs(c.astype(np.int64)) if dt.itemsize < 8 else np.abs(c).astype(np.uint64)
     ua = ua.astype(np.uint64)
     uc = uc.astype(np.uint64)
     safe = np.where(zero, np.uint64(1), uc)
-    uq = np.where(zero, np.uint64(np.iinfo(_udt(dt)).max), ua // safe)
-    ur = np.where(zero, ua, ua % safe)
+    uq = ua // safe
+    ur = ua % safe
     neg_q = (a < 0) != (c < 0)
     q = np.where(neg_q, (~uq + np.uint64(1)), uq).astype(_udt(dt)).view(dt)
     r = np.where(a < 0, (~ur + np.uint64(1)), ur).astype(_udt(dt)).view(dt)
+    # by zero, the H100 gives all ones for the quotient and the remainder, whatever the sign (measured)
+    q = np.where(zero, dt.type(-1), q)
+    r = np.where(zero, dt.type(-1), r)
     return np.asarray(r if rem else q, dt)
 
 
@@ -503,9 +506,11 @@ def _abs_neg(b: Binder) -> Any:
         x = _float_in(b, ty, b.val(b.ops[1], ty))
         ud = _udt(dt)
         sign = ud.type(1 << (_bits(dt) - 1))
+        # fp32 abs/neg of a NaN give the canonical NaN on the H100 (measured); fp64 flips the sign bit only
+        canon = N.canon_nan32 if ty == "f32" else (lambda v: v)
         if b.base == "neg":
-            return lambda m, c: d(m, (np.asarray(x(m), dt).view(ud) ^ sign).view(dt))
-        return lambda m, c: d(m, (np.asarray(x(m), dt).view(ud) & ~sign).view(dt))
+            return lambda m, c: d(m, canon((np.asarray(x(m), dt).view(ud) ^ sign).view(dt)))
+        return lambda m, c: d(m, canon((np.asarray(x(m), dt).view(ud) & ~sign).view(dt)))
     b.only(set())
     x = b.val(b.ops[1], ty)
     if b.base == "neg":
@@ -1115,11 +1120,16 @@ def _cvt(b: Binder) -> Any:
             if sty == "f64":
                 mode = rnd or "rn"
                 return lambda m, c: d(m, finish(N.f64_to_f32(np.asarray(x(m), np.float64), mode)))
-            # widening is exact; a NaN keeps its sign and payload and becomes quiet (IEEE conversion)
+            # widening is exact. A bf16 NaN keeps its sign and payload and becomes quiet (the H100 widens bf16 by
+            # moving bits); an f16 NaN becomes the canonical 0x7FFFFFFF (the H100's f16 -> f32 conversion; measured,
+            # tests/data/ptx_vs_h100.json)
+            canonical = sty == "f16"
+
             def widen(m: Any, c: CTA) -> None:
                 v = np.asarray(src_val(m), np.float32)
                 if np.isnan(v).any():
-                    v = np.where(np.isnan(v), (v.view(np.uint32) | np.uint32(0x400000)).view(np.float32), v)
+                    nan = N.canon_nan32(v) if canonical else (v.view(np.uint32) | np.uint32(0x400000)).view(np.float32)
+                    v = np.where(np.isnan(v), nan, v)
                 d(m, N.sat01(v) if sat else v)
 
             return widen

@@ -298,13 +298,13 @@ def idiv(a: int, b: int, signed: bool, rem: bool) -> int:
     if signed:
         x, y = s32(a), s32(b)
         if y == 0:
-            return (a if rem else (1 if x < 0 else M32)) & M32
+            return M32  # by zero: all ones, quotient and remainder alike (measured on the H100)
         q = abs(x) // abs(y)
         q = -q if (x < 0) != (y < 0) else q
         r = x - q * y
         return (r if rem else q) & M32
     if b == 0:
-        return a if rem else M32
+        return M32  # by zero: all ones (measured on the H100)
     return (a % b) if rem else (a // b)
 
 
@@ -339,10 +339,10 @@ def reference(name: str, a: int, b: int, c: int) -> int:
         return ref_minmax(a, b, True)
     if base == "min.NaN.f32":
         return ref_minmax(a, b, False, True)
-    if base == "abs.f32":
-        return a & 0x7FFFFFFF
+    if base == "abs.f32":  # a NaN comes out canonical (measured on the H100)
+        return NAN32 if is_nan(a) else a & 0x7FFFFFFF
     if base == "neg.f32":
-        return a ^ 0x80000000
+        return NAN32 if is_nan(a) else a ^ 0x80000000
     if base == "add.ftz.f32":
         return ftz(ref_add(ftz(a), ftz(b), "rn"))
     if base == "add.sat.f32":
@@ -378,8 +378,9 @@ def reference(name: str, a: int, b: int, c: int) -> int:
         return (half_bits(a, "f16") << 16) | half_bits(b, "f16")
     if base == "cvt.f32.bf16":
         return half_value(a & 0xFFFF, "bf16")
-    if base == "cvt.f32.f16":
-        return half_value(a & 0xFFFF, "f16")
+    if base == "cvt.f32.f16":  # an f16 NaN widens to the canonical NaN (measured on the H100)
+        v = half_value(a & 0xFFFF, "f16")
+        return NAN32 if is_nan(v) else v
     if base == "add.s32":
         return (a + b) & M32
     if base == "sub.s32":

@@ -30,8 +30,9 @@ def test_every_kernel_is_bit_identical(fixture: dict) -> None:
            if not k["bit_identical"]]
     assert not bad, "\n".join(bad)
     names = {k["name"] for k in fixture["kernels"]}
-    assert {"alu_probe", "lab1 copy_tiles", "lab2 row_sums", "lab3_gemm", "bench gemm_64x64", "ws_gemm 128x256",
-            "cluster_demo x2", "shared-memory layout"} <= names
+    assert {"alu_probe", "lab1 lab1_copy", "lab2_gemm (CUDA cores)", "lab3_gemm", "bench gemm_64x64",
+            "ws_gemm 128x256", "lab4 128x128 ring", "lab4 128x256 warp-specialized", "lab5 TMA-store epilogue",
+            "lab6 persistent clusters", "lab7 Stream-K", "cluster_demo x2", "shared-memory layout"} <= names
 
 
 def test_every_alu_op_is_bit_identical(fixture: dict) -> None:
@@ -45,6 +46,7 @@ def test_every_alu_op_is_bit_identical(fixture: dict) -> None:
 
 def test_failure_sentences_are_the_gpus(fixture: dict) -> None:
     assert {s["demo"] for s in fixture["sentences"]} == {"deadlock_demo", "out_of_bounds_demo", "misaligned_demo"}
+    # a deadlock is reported by whichever waiting thread gives up first: on the GPU a race among the waiters
     bad = [f"{s['demo']}:\n  gpu: {s['gpu']}\n  emulator: {s['emulator']}" for s in fixture["sentences"]
-           if not s["identical"]]
+           if not (s["identical"] or (s["demo"] == "deadlock_demo" and s.get("same_but_waiter")))]
     assert not bad, "\n".join(bad)
