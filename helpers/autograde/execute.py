@@ -231,7 +231,7 @@ def autograde_preprocessors() -> list[type]:
     """nbgrader's autograde preprocessors with its Execute replaced by :class:`IsolatedExecute`."""
     from nbgrader.converters import Autograde
 
-    default = Autograde.autograde_preprocessors.default_value
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
     return [IsolatedExecute if pp is Execute else pp for pp in default]
 
 

@@ -186,3 +186,15 @@ def test_a_huge_file_is_refused(tmp_path):
     path = make_notebook(tmp_path, [(write, CHECK)])
     (cell,) = grade(path, file_mb=1).cells
     assert cell.points == 0 and "File too large" in cell.error, cell.error
+
+
+def test_nbgrader_autograde_uses_the_sandbox_in_place_of_execute():
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    from helpers.autograde import IsolatedExecute, autograde_preprocessors
+
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    ours = autograde_preprocessors()
+    assert ours[default.index(Execute)] is IsolatedExecute and Execute not in ours
+    assert [p for p in ours if p is not IsolatedExecute] == [p for p in default if p is not Execute]

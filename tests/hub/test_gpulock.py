@@ -71,8 +71,8 @@ def test_a_holder_that_crashes_releases_the_gpu(lock_env):
 def test_waiting_too_long_raises_a_sentence(lock_env):
     first = holder(lock_env, 30)
     try:
-        with pytest.raises(gpulock.GpuBusy, match=r"stayed busy with other graded runs for \d+ s, longer than this "
-                                                  r"run may wait \(0.5 s\)"), gpulock.hold(wait=0.5, say=lambda _: None):
+        busy = r"stayed busy with other graded runs for \d+ s, longer than this run may wait \(0.5 s\)"
+        with pytest.raises(gpulock.GpuBusy, match=busy), gpulock.hold(wait=0.5, say=lambda _: None):
             pass
     finally:
         first.kill()
