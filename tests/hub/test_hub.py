@@ -22,7 +22,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -174,12 +173,11 @@ class Hub:
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(hub_base, course_env):
+    """The hub, set up by hub/setup.sh from a private copy of the course (its environment is course_env's)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     _remove_accounts()  # what an interrupted earlier run may have left
-    base = Path(tempfile.mkdtemp(prefix="hopper-hub-test-"))
-    base.chmod(0o755)
-    h = Hub(base)
+    h = Hub(hub_base)
     try:
         h.setup()
         h.start()
@@ -187,7 +185,6 @@ def hub():
     finally:
         h.stop()
         _remove_accounts()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +210,9 @@ def pages(hub, browser):
         page.click("#login_submit")
         page.wait_for_url(f"**/user/{user}/lab/**")
         out[user] = page
-    return out
+    yield out
+    for user, page in out.items():  # the last state of every page, to look at when a test failed
+        page.screenshot(path=str(ARTIFACTS / f"last-{user}.png"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,6 +250,27 @@ def run_through(page, grade_id: str) -> str:
     return page.evaluate(
         "(i) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).outputs.toJSON()"
         ".map(o => o.text || (o.ename ? o.ename + ': ' + o.evalue : '')).join('')", index)
+
+
+def show_assignments(page) -> None:
+    """JupyterLab's Assignments panel (nbgrader's assignment list), brought to the front."""
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand("
+                           "'nbgrader:open-assignment-list')")
+    page.evaluate(
+        "async () => { const app = window.jupyterapp; await app.restored;"
+        " await app.commands.execute('nbgrader:open-assignment-list');"
+        " for (const w of app.shell.widgets('main')) {"
+        "   if (w.title.label === 'Assignments') app.shell.activateById(w.id); } }")
+
+
+def open_in_lab(page, path: str) -> None:
+    """Open a notebook in the running JupyterLab (no page load) and wait for its kernel."""
+    page.evaluate("async (path) => { const app = window.jupyterapp; await app.restored;"
+                  " await app.commands.execute('docmanager:open', {path}); }", path)
+    page.wait_for_function(
+        "(path) => { const w = window.jupyterapp.shell.currentWidget;"
+        " return !!(w && w.context && w.context.path === path && w.sessionContext.session"
+        " && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }", arg=path)
 
 
 def save(page) -> None:
@@ -329,18 +349,14 @@ def test_release_fetch_work_submit_collect_autograde_and_the_gradebook(hub, page
     }
     for user in (ALICE, BOB):
         page = pages[user]
-        page.goto(f"{hub.url}/user/{user}/lab")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started")
-        page.evaluate("() => window.jupyterapp.commands.execute('nbgrader:open-assignment-list')")
+        show_assignments(page)
         page.get_by_role("button", name="Fetch").click()
         page.get_by_role("button", name="Submit").wait_for()
-        open_notebook(page, hub, user, f"{LAB}/{LAB}.ipynb")
+        open_in_lab(page, f"{LAB}/{LAB}.ipynb")
         for grade_id, source in work[user].items():
             set_answer(page, grade_id, source)
         save(page)
-        page.goto(f"{hub.url}/user/{user}/lab")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started")
-        page.evaluate("() => window.jupyterapp.commands.execute('nbgrader:open-assignment-list')")
+        show_assignments(page)
         page.get_by_role("button", name="Submit").click()
         page.wait_for_selector("text=/\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d/")  # the submission's time stamp
         shot(page, f"{user}-submitted")
