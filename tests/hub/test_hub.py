@@ -166,9 +166,9 @@ class Hub:
     def as_user(self, user: str, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run Python as one of the class's accounts, in its home, with the hub's environment."""
         home = pwd.getpwnam(user).pw_dir
-        return subprocess.run(["runuser", "-u", user, "--", str(self.root / "env" / "bin" / "python"), "-c", code],
-                              cwd=home, env={"HOME": home, "PATH": f"{self.root / 'env' / 'bin'}:/usr/bin:/bin",
-                                             "USER": user, "LANG": "C.UTF-8"},
+        env = {"HOME": home, "PATH": f"{self.root / 'env' / 'bin'}:/usr/bin:/bin", "USER": user, "LANG": "C.UTF-8"}
+        python = str(self.root / "env" / "bin" / "python")
+        return subprocess.run([shutil.which("runuser"), "-u", user, "--", python, "-c", code], cwd=home, env=env,
                               capture_output=True, text=True, timeout=timeout)
 
 
