@@ -72,6 +72,8 @@ say "nbgrader exchange in $ROOT/exchange"
 # world-writable like /tmp, and sticky: nobody can rename or delete the course's folder but its owner
 install -d -m 1777 "$ROOT/exchange"
 install -d -m 0755 -o "$INSTRUCTOR" -g "$INSTRUCTOR" "$ROOT/exchange/$COURSE_ID"
+# one lock file per GPU for the whole class (helpers.gpulock): every account queues on the same files
+install -d -m 1777 "$ROOT/gpu-locks"
 
 HOME_I=$(getent passwd "$INSTRUCTOR" | cut -d: -f6)
 COURSE="$HOME_I/$COURSE_ID-grading"

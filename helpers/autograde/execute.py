@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ast
 import os
+import pwd
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +105,8 @@ class IsolatedExecute(Execute):
                 "file_mb": self.file_mb, "wall_seconds": self.notebook_seconds + 60}
 
     def create_kernel_manager(self) -> AsyncKernelManager:
+        if self.run_as:
+            self._check_sudo()
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         kernels = self._box.kernel_spec(self._limits(), env)
         self.kernel_name = KERNEL_NAME
@@ -111,6 +116,21 @@ class IsolatedExecute(Execute):
         km.sandbox = self._box
         self.km = km
         return km
+
+    def _check_sudo(self) -> None:
+        """Fail in plain words when this account cannot start Python as ``run_as`` through sudo, no password."""
+        probe = ["sudo", "-n", "-u", self.run_as, "--", sys.executable, "-c", "pass"]
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+            ok, said = done.returncode == 0, (done.stderr or done.stdout).strip().splitlines()[-1:]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ok, said = False, [str(exc)]
+        if not ok:
+            me = pwd.getpwuid(os.getuid()).pw_name
+            raise RuntimeError(
+                f"autograding could not start {sys.executable} as {self.run_as!r} through sudo ({' '.join(said)}): "
+                f"it needs a sudo rule for {me}, '{me} ALL=({self.run_as}) NOPASSWD: {sys.executable}', and a "
+                "Python that account can run (hub/setup.sh sets up both; see docs/hub.md)")
 
     async def async_start_new_kernel(self, **kwargs: Any) -> None:
         kwargs["cwd"] = str(self._box.work)

@@ -75,7 +75,12 @@ class Sandbox:
         self.kernels = self.root / "kernels"
         self.group = None
         if run_as:
-            self.group = pwd.getpwnam(run_as).pw_gid
+            try:
+                self.group = pwd.getpwnam(run_as).pw_gid
+            except KeyError:
+                shutil.rmtree(self.root)
+                raise ValueError(f"IsolatedExecute.run_as names {run_as!r}, and there is no such account on this "
+                                 "machine (hub/setup.sh creates it; see docs/hub.md)") from None
             self._share_with_group(self.root, 0o750)
         self.grader.mkdir()
         shutil.copytree(_installed_helpers(), self.grader / "helpers",

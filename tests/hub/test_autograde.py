@@ -6,6 +6,7 @@ strawman), and with the guard on it must be graded as failed, naming what was ta
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -198,3 +199,65 @@ def test_nbgrader_autograde_uses_the_sandbox_in_place_of_execute():
     ours = autograde_preprocessors()
     assert ours[default.index(Execute)] is IsolatedExecute and Execute not in ours
     assert [p for p in ours if p is not IsolatedExecute] == [p for p in default if p is not Execute]
+
+
+def test_autograding_as_an_account_that_does_not_exist_says_so(tmp_path):
+    path = make_notebook(tmp_path, [(TILE_CHECK, CHECK)])
+    with pytest.raises(ValueError, match="run_as names 'no-such-grader', and there is no such account"):
+        grade(path, run_as="no-such-grader")
+
+
+@pytest.mark.skipif(shutil.which("sudo") is None, reason="needs sudo")
+def test_autograding_as_an_account_it_cannot_become_names_the_rule(tmp_path):
+    """nobody has no sudo rule for us (as root: cannot run this venv's Python, which lives in a private home)."""
+    path = make_notebook(tmp_path, [(TILE_CHECK, CHECK)])
+    with pytest.raises(RuntimeError, match=r"could not start .* as 'nobody' through sudo .*needs a sudo rule for "
+                                           r"\w+, '\w+ ALL=\(nobody\) NOPASSWD: "):
+        grade(path, run_as="nobody")
+
+
+def test_nbgrader_autograde_goes_on_past_a_stuck_submission(tmp_path):
+    """`nbgrader autograde` over a class: one submission hangs (ignoring interrupts), one tampers, one is right.
+    The run finishes, and the gradebook has every student's points."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import labgen
+
+    solution = TILE_SETUP + "\n"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(solution)]
+    answer = nbformat.v4.new_code_cell("def tile_coords(tile_row, tile_col, box_rows, box_cols):\n"
+                                       "    ### BEGIN SOLUTION\n    # HINT: innermost first\n"
+                                       "    return (tile_col * box_cols, tile_row * box_rows)\n    ### END SOLUTION\n")
+    answer.metadata["nbgrader"] = dict(ANSWER, grade_id="tiles-answer")
+    check = nbformat.v4.new_code_cell(TILE_CHECK)
+    check.metadata["nbgrader"] = dict(CHECK, grade_id="tiles", points=2)
+    nb.cells += [answer, check]
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(nb, tmp_path / "solutions" / "lab9_tiles.ipynb")
+    assert labgen.nbgrader_layout(root=tmp_path) == 0
+    course = tmp_path / "nbgrader"
+    (course / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text() + (
+        "from helpers.autograde import autograde_preprocessors\n"
+        "c.Autograde.autograde_preprocessors = autograde_preprocessors()\nc.IsolatedExecute.timeout = 5\n"))
+    hang = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"
+    answers = {"right": TILE_RIGHT, "stuck": hang, "tampers": TILE_WRONG + TAMPERING["redefine the check function"]}
+    for student, source in answers.items():
+        sub = nbformat.read(course / "release" / "lab9_tiles" / "lab9_tiles.ipynb", as_version=4)
+        next(c for c in sub.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tiles-answer").source = source
+        folder = course / "submitted" / student / "lab9_tiles"
+        folder.mkdir(parents=True)
+        nbformat.write(sub, folder / "lab9_tiles.ipynb")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "lab9_tiles"], cwd=course, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - t0 < 120
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "hopper-gemm") as gb:
+        scores = {s: gb.find_submission("lab9_tiles", s).score for s in answers}
+    assert scores == {"right": 2, "stuck": 0, "tampers": 0}, scores

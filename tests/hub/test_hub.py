@@ -159,7 +159,7 @@ class Hub:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
@@ -448,5 +448,6 @@ def test_nothing_a_student_does_can_read_or_change_anothers_files_or_the_solutio
     done = hub.as_user(ALICE, code)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (hub.root / "gpu-locks").stat().st_mode & 0o7777 == 0o1777  # every account queues on the GPU locks
     not_refused = {what: how for what, how in result.items() if how != "refused"}
     assert not not_refused, f"the operating system did not refuse: {not_refused}"
