@@ -30,8 +30,10 @@ c.JupyterHub.cleanup_servers = True  # stopping the hub stops every user's serve
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False
 c.Authenticator.allowed_users = set(settings["students"]) | {settings["instructor"]}
-c.Authenticator.admin_users = {settings["instructor"]}
-c.JupyterHub.admin_access = False  # the instructor cannot open a student's server
+# The instructor is not a hub admin (an admin may open anyone's server and read their files). This role lets them
+# see the class on the hub's admin page and start or stop a student's server, without opening it.
+c.JupyterHub.load_roles = [{"name": "instructor", "description": "start and stop students' servers, not open them",
+                            "scopes": ["admin-ui", "list:users", "admin:servers"], "users": [settings["instructor"]]}]
 
 # each user's server runs as that user, from the course's environment
 c.JupyterHub.spawner_class = "localprocess"

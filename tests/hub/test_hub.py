@@ -449,5 +449,8 @@ def test_nothing_a_student_does_can_read_or_change_anothers_files_or_the_solutio
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (hub.root / "gpu-locks").stat().st_mode & 0o7777 == 0o1777  # every account queues on the GPU locks
+    # the instructor may start and stop a student's server (hub admin page) but not open it
+    response = pages[TEACHER].goto(f"{hub.url}/user/{ALICE}/lab")
+    assert response.status == 403 or "403" in pages[TEACHER].title(), (response.status, pages[TEACHER].url)
     not_refused = {what: how for what, how in result.items() if how != "refused"}
     assert not not_refused, f"the operating system did not refuse: {not_refused}"
