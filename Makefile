@@ -76,3 +76,12 @@ nbgrader: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts nbgrader
+
+# A class on one machine: JupyterHub with the course for every account, nbgrader's exchange, autograding as an
+# unprivileged account (docs/hub.md). Needs root (sudo); settings: HOPPER_HUB_* (e.g. HOPPER_HUB_STUDENTS="a b").
+HUB_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+HUB_ENV := $(foreach v,$(filter HOPPER_HUB_%,$(.VARIABLES)),$(v)="$($(v))")
+.PHONY: hub
+hub:
+	$(HUB_SUDO) env $(HUB_ENV) hub/setup.sh
+	$(HUB_SUDO) env $(HUB_ENV) hub/start.sh

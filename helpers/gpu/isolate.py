@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import gpulock
 from . import errors
 from .compiler import Kernel
 
@@ -53,7 +54,8 @@ def _python_path() -> str:
 
 def _run_child(job: dict[str, Any], timeout: float) -> Any:
     env = dict(os.environ, PYTHONPATH=_python_path(), HELPERS_ISOLATED_CHILD="1", PYTHONUNBUFFERED="1")
-    with tempfile.TemporaryDirectory(prefix="gpu-isolated-") as tmp:
+    # one graded run per GPU at a time, machine-wide (helpers.gpulock): correct timings, no out-of-memory races
+    with tempfile.TemporaryDirectory(prefix="gpu-isolated-") as tmp, gpulock.hold():
         answer = os.path.join(tmp, "answer.pkl")
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "helpers.gpu._child", answer], stdin=subprocess.PIPE,

@@ -1,0 +1,54 @@
+"""JupyterHub for a class on one machine (written by hub/setup.sh into $HOPPER_HUB_ROOT, read by hub/start.sh).
+
+- Accounts are real Unix accounts; people log in with their Unix password (PAM). Each user's server runs as that
+  account (LocalProcessSpawner), so file permissions keep students out of each other's homes and out of the
+  instructor's course; no password shared between accounts, nothing to add to the hub's own database.
+- The proxy is configurable-http-proxy from npm; the hub listens on 127.0.0.1 only (put a TLS proxy in front to
+  open it to a class).
+"""
+
+import json
+import os
+from pathlib import Path
+
+c = get_config()  # noqa: F821
+
+ROOT = Path(os.environ.get("HOPPER_HUB_ROOT", "/srv/hopper-hub"))
+settings = json.loads((ROOT / "state" / "hub.json").read_text())
+ENV = ROOT / "env"
+
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = settings["port"]
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = settings["port"] + 1  # the hub's own API, and the proxy's below: beside the public port
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings['port'] + 2}"
+c.JupyterHub.db_url = f"sqlite:///{ROOT / 'state' / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(ROOT / "state" / "jupyterhub_cookie_secret")
+c.JupyterHub.cleanup_servers = True  # stopping the hub stops every user's server
+
+# who may log in: the class list written by hub/setup.sh, with the Unix password of each account
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.open_sessions = False
+c.Authenticator.allowed_users = set(settings["students"]) | {settings["instructor"]}
+# The instructor is not a hub admin (an admin may open anyone's server and read their files). This role lets them
+# see the class on the hub's admin page and start or stop a student's server, without opening it.
+c.JupyterHub.load_roles = [{"name": "instructor", "description": "start and stop students' servers, not open them",
+                            "scopes": ["admin-ui", "list:users", "admin:servers"], "users": [settings["instructor"]]}]
+
+# each user's server runs as that user, from the course's environment
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [str(ROOT / "bin" / "hopper-singleuser")]
+c.Spawner.environment = {
+    "HOPPER_HUB_ENV": str(ENV),
+    "PATH": f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+    "HELPERS_GPU_LOCK_DIR": str(ROOT / "gpu-locks"),  # one graded GPU run per GPU, for the whole class
+}
+c.Spawner.default_url = "/lab/tree/course/labs/lab1_tma.ipynb"
+c.Spawner.notebook_dir = "~"
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+if settings.get("test"):
+    c.Spawner.args = ["--LabApp.expose_app_in_browser=True"]
+
+c.ConfigurableHTTPProxy.command = [str(ROOT / "node" / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.pid_file = str(ROOT / "state" / "jupyterhub-proxy.pid")
