@@ -926,7 +926,7 @@ def _student_lab3_kernel() -> tuple[str | None, str]:
     the course's) when it is not there or not written yet."""
     mine = C.carry("lab3_wgmma.ipynb", "LAB3_KERNEL", "Lab 3")
     if "#error" in mine:
-        return None, "Lab 3's kernel (the course's: yours is not written yet)"
+        return None, "Lab 3's kernel (the course's: yours is not beside this notebook, or not written yet)"
     return _code(mine), "your Lab 3 kernel"
 
 
@@ -956,8 +956,10 @@ def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
         if r.key not in keys:
             continue
         title = data.get("rungs", {}).get(r.key, {}).get("title")
-        where = (f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" + (f"; kernel: {title}" if title else "")
-                 if r.tflops else "not measured yet")
+        where = "not measured yet"
+        if r.tflops:
+            where = f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" + (f"; kernel: {title}"
+                                                                                             if title else "")
         rows.append({"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops, "where": where})
     for step, bench in MEASURED.items():
         rows.append({"step": f"Lab 4 · {step} (yours)", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,

@@ -456,7 +456,8 @@ def test_kernel_changes_diffs_the_course_lab3_kernel_when_the_student_has_none(t
     diff = lab4.kernel_changes()
     assert "lab3_wgmma.ipynb is not beside this notebook" in capsys.readouterr().out
     text = repr(diff)
-    assert text.startswith("Lab 3's kernel (the course's: yours is not written yet) -> Lab 4's kernel")
+    assert text.startswith("Lab 3's kernel (the course's: yours is not beside this notebook, or not written "
+                           "yet) -> Lab 4's kernel")
     assert "-lab3_gemm(" in text and "+lab4_ws_gemm(" in text and "+      // ✎ " in text
     assert "-    my_mbar_arrive(&empty[s]);" in text  # Lab 3's release, as solved
     assert lab4.lab3_speed_note() in html_of(diff)
