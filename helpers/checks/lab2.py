@@ -297,11 +297,11 @@ def _check_wait_loop(c: grading.Check, ptx: str) -> None:
     c.true("my_mbar_wait: waits for the parity it is given", parities == {PARITY},
            detail=f"    parities in the PTX: {sorted(str(p) for p in parities)}; the probe passed {PARITY}",
            hint="pass my_mbar_wait's parity argument on to my_mbar_try_wait")
-    # hopper::report_stuck is inlined (a real call inside a 128-accumulator loop breaks register allocation), so
-    # giving up shows in the PTX as the reporter's trap after a %clock64 read, or as a call on older headers
-    called = any(i.opcode.startswith("call") and "report_stuck" in i.operands for i in flow.ins)
-    inlined = any(i.opcode == "trap" for i in flow.ins) and any("%clock64" in i.operands for i in flow.ins)
-    gives_up = called or inlined
+    # report_stuck is inlined (hopper.cuh: a call in a K loop costs the consumers' accumulators): its body reads
+    # hopper_diag_addr; a header built without the inlining shows a call instead
+    gives_up = any((i.opcode.startswith("call") and "report_stuck" in i.operands) or "hopper_diag_addr" in i.operands
+                   for i in flow.ins) or (any(i.opcode == "trap" for i in flow.ins)
+                                          and any("%clock64" in i.operands for i in flow.ins))
     c.true("my_mbar_wait: gives up through hopper::report_stuck after HOPPER_WAIT_BUDGET cycles", gives_up,
            hint="inside the loop, once clock64() - start passes HOPPER_WAIT_BUDGET, call hopper::report_stuck(bar, "
                 "parity, label, index, waited): a deadlock then becomes a sentence instead of a hang")

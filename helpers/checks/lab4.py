@@ -1,7 +1,8 @@
 """Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
 protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
-the setmaxnreg register budget, and the two CUDA kernels (compiled and inspected everywhere; run on random
-non-square shapes and timed beside cuBLAS where a run is possible).
+the setmaxnreg register budget, and the two CUDA kernels, grown from the student's Lab 3 kernel and built on their
+own wrappers (compiled and read from their PTX everywhere; run on random non-square shapes, and timed beside cuBLAS
+on an H100, wherever a run is possible).
 
 The protocol steps run the student's role programs on :mod:`helpers.pipeline` under several stage counts,
 latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
@@ -22,18 +23,19 @@ from typing import Any
 
 from helpers import grading
 from helpers import pipeline as pl
-from helpers.checks import _common
+from helpers.checks import _common as C
+from helpers.hints import answer, hint
 from helpers.widgets import registers
 
 __all__ = [
     "BM", "BN", "BK", "A_BYTES", "B_BYTES", "STAGE_BYTES", "WGMMAS_PER_STAGE", "SMEM_LIMIT", "REGISTER_FILE",
-    "VERDICTS", "reference_ring_slot", "reference_init_counts", "reference_producer", "reference_consumer",
-    "reference_overlapped_consumer", "reference_stages", "dynamic_smem_bytes", "reference_setmaxnreg_verdict",
-    "entry_registers", "Config", "FIXED_CONFIGS", "run_protocol", "record", "check_ring_slot", "check_init_counts",
-    "check_protocol",
-    "check_overlapped_consumer", "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec",
-    "check_pc_kernel", "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "LAB3_KERNEL",
-    "kernel_diff", "show_diff", "ladder_rows", "ladder_table", "show_ladder",
+    "VERDICTS", "hint", "answer", "kernel_changes", "carry_wrappers", "reference_ring_slot", "reference_init_counts",
+    "reference_producer", "reference_consumer", "reference_overlapped_consumer", "reference_stages",
+    "dynamic_smem_bytes", "smem_bytes", "reference_setmaxnreg_verdict", "entry_registers", "Config", "FIXED_CONFIGS",
+    "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol", "check_overlapped_consumer",
+    "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec", "check_pc_kernel",
+    "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "step_changes", "lab3_speed_note",
+    "ladder_rows", "ladder_table", "show_ladder",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -75,14 +77,20 @@ def reference_overlapped_consumer(ctx: pl.Role, k_tiles: int) -> Generator:
     yield from pl.async_consumer_program(k_tiles, ctx.stages, WGMMAS_PER_STAGE, in_flight=1)(ctx)
 
 
-def dynamic_smem_bytes(stages: int, bm: int = BM, bn: int = BN, bk: int = BK) -> int:
-    """Dynamic shared memory a kernel with ``stages`` stages asks for: 1024 bytes of slack to align the base by
-    hand, the stages' tiles, then the full and empty barriers."""
+def smem_bytes(stages: int, bm: int = BM, bn: int = BN, bk: int = BK) -> int:
+    """Shared memory a kernel with ``stages`` stages takes in all: 1024 bytes of slack to align the tiles by hand,
+    then per stage its two tiles and its full and empty barriers (8 bytes each)."""
     return ALIGN + stages * ((bm + bn) * bk * 2 + BARRIER_BYTES)
 
 
+def dynamic_smem_bytes(stages: int, bm: int = BM, bn: int = BN, bk: int = BK) -> int:
+    """What the host passes at launch as dynamic shared memory: the slack and the tiles (the barriers are the
+    kernel's static shared memory)."""
+    return ALIGN + stages * (bm + bn) * bk * 2
+
+
 def reference_stages(bm: int, bn: int, bk: int, smem_limit: int = SMEM_LIMIT) -> int:
-    """The most stages whose :func:`dynamic_smem_bytes` fit in ``smem_limit``."""
+    """The most stages whose :func:`smem_bytes` fit in ``smem_limit``."""
     return max(0, (smem_limit - ALIGN) // ((bm + bn) * bk * 2 + BARRIER_BYTES))
 
 
@@ -96,16 +104,6 @@ reference_setmaxnreg_verdict = registers.setmaxnreg_verdict
 
 
 # ------------------------------------------------------------------------------------------- plumbing
-def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
-    """Call the student's function; an exception other than NotImplementedError fails the check in words."""
-    try:
-        return grading.call_student(fn, *args)
-    except (grading.CheckFailed, NotImplementedError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported to the student
-        c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
-
-
 def _ints(value: Any, n: int) -> tuple[int, ...] | None:
     """``value`` as a tuple of ``n`` Python ints, or None (bools and floats are not ints)."""
     try:
@@ -158,14 +156,14 @@ def check_ring_slot(ring_slot: Callable[[int, int], tuple[int, int]], *, seed: i
             answers: dict[int, tuple[int, int]] = {}
             for k in ks:
                 what = f"ring_slot(k={k}, S={stages})"
-                raw = _call(c, what, ring_slot, k, stages)
+                raw = C.call(c, what, ring_slot, k, stages)
                 got = _ints(raw, 2)
                 expected = reference_ring_slot(k, stages)
                 if got is None:
                     c.fail(what, expected, raw, hint="return a pair of ints (stage, phase)")
                 answers[k] = got
                 if got != expected:
-                    more = {j: _ints(_call(c, f"ring_slot(k={j}, S={stages})", ring_slot, j, stages), 2)
+                    more = {j: _ints(C.call(c, f"ring_slot(k={j}, S={stages})", ring_slot, j, stages), 2)
                             for j in range(3 * stages + 2)}
                     if any(v is None for v in more.values()):
                         more = {}
@@ -204,7 +202,7 @@ def check_init_counts(init_counts: Callable[[int], tuple[int, int]], *, seed: in
     with grading.check("Lab 4 · barrier arrival counts", seed=rng.seed) as c:
         for consumers in [2, 1, 3, 4][: 2 + int(rng.integers(1, 3))]:
             what = f"init_counts(consumers={consumers})"
-            raw = _call(c, what, init_counts, consumers)
+            raw = C.call(c, what, init_counts, consumers)
             got = _ints(raw, 2)
             expected = reference_init_counts(consumers)
             if got is None:
@@ -441,7 +439,7 @@ def _protocol(c: grading.Check, producer: Callable, consumer: Callable, init_cou
               overlapped: bool) -> list[tuple[Config, pl.Pipeline]]:
     runs = []
     for cfg in configs:
-        raw = _call(c, f"init_counts({cfg.consumers})", init_counts, cfg.consumers)
+        raw = C.call(c, f"init_counts({cfg.consumers})", init_counts, cfg.consumers)
         counts = _ints(raw, 2)
         if counts is None:
             c.fail(f"init_counts({cfg.consumers})", reference_init_counts(cfg.consumers), raw,
@@ -566,7 +564,7 @@ def check_stages_for_budget(stages_for_budget: Callable[[int, int, int, int], in
         cases.append((256, 256, 64, 60_000))  # not even one stage fits
         for bm, bn, bk, limit in cases:
             what = f"stages_for_budget(BM={bm}, BN={bn}, BK={bk}, smem_limit={limit})"
-            raw = _call(c, what, stages_for_budget, bm, bn, bk, limit)
+            raw = C.call(c, what, stages_for_budget, bm, bn, bk, limit)
             expected = reference_stages(bm, bn, bk, limit)
             got = _ints((raw,), 1)
             if got is None:
@@ -574,7 +572,7 @@ def check_stages_for_budget(stages_for_budget: Callable[[int, int, int, int], in
             if got[0] != expected:
                 c.fail(what, expected, got[0], hint=_stages_hint(got[0], bm, bn, bk, limit))
         c.ok(f"the lab's 128×256 tile: {reference_stages(BM, BN, BK)} stages in {SMEM_LIMIT} bytes "
-             f"({dynamic_smem_bytes(reference_stages(BM, BN, BK))} bytes asked for)")
+             f"({smem_bytes(reference_stages(BM, BN, BK))} bytes of shared memory in all)")
         c.ok(f"{len(cases) - 1} more budgets, at and around the boundaries (slack and barriers counted), exact")
 
 
@@ -619,7 +617,7 @@ def check_setmaxnreg_budget(setmaxnreg_verdict: Callable[[int, list[int]], str],
         passed = {v: 0 for v in VERDICTS}
         for entry, counts in cases:
             what = f"setmaxnreg_verdict(entry={entry}, counts={counts})"
-            got = _call(c, what, setmaxnreg_verdict, entry, list(counts))
+            got = C.call(c, what, setmaxnreg_verdict, entry, list(counts))
             expected = reference_setmaxnreg_verdict(entry, counts)
             if got != expected:
                 c.fail(what, expected, got, hint=_verdict_hint(entry, counts, got, expected))
@@ -628,7 +626,10 @@ def check_setmaxnreg_budget(setmaxnreg_verdict: Callable[[int, list[int]], str],
         c.ok(f"{len(cases)} budgets: " + ", ".join(f"{n} × {v!r}" for v, n in passed.items()))
 
 
-# ------------------------------------------------------------------------------------------- 6, 7 · the kernels
+# ------------------------------------------------------------------------------------------- 7, 8 · the kernels
+HEADER = "#include <hopper.cuh>\n"
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """What one CUDA step of the lab must be."""
@@ -655,131 +656,168 @@ WS = KernelSpec("128×256 · m64n256k16 + setmaxnreg", "lab4b", "lab4_ws_gemm", 
 MEASURED: dict[str, Any] = {}
 
 
+def carry_wrappers() -> str:
+    """Your wrappers, as your Lab 3 kernel used them: my_tma_load_2d (Lab 1), the mbarrier wrappers and the wait
+    loop (Lab 2), read from your saved notebooks beside this one (each line says whether it still passes its
+    lab's check)."""
+    from helpers.checks import lab3
+
+    return lab3.carry_wrappers()
+
+
 def source_stages(source: str) -> int | None:
     """The ``STAGES`` constant of a kernel source (``constexpr int ... STAGES = 4``), or None."""
     m = re.search(r"\bSTAGES\s*=\s*(\d+)\s*[;,]", source)
     return int(m.group(1)) if m else None
 
 
-def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, source: str) -> int:
-    """The compile report and the PTX: instruction forms, operands and order. Returns the stage count."""
-    from ._common import inline_asm, resolve, split_operands
+def _init_counts(c: grading.Check, spec: KernelSpec, proto: Any) -> None:
+    """The arrival counts of full[s] and empty[s], each read from its own mbarrier.init."""
+    found: dict[str, list] = {"full": [], "empty": []}
+    for ins in proto.flow.ins:
+        if ins.opcode.startswith("mbarrier.init") and len(ins.ops()) > 1:
+            on = proto.bars(ins)
+            for which, bars in (("full", proto.full), ("empty", proto.empty)):
+                if on & bars:
+                    found[which].append(proto.flow.value(ins.ops()[1]))
+    for which in ("full", "empty"):
+        c.true(f"{which}[s] is initialised (mbarrier.init)", bool(found[which]),
+               hint=f"thread 0 runs your my_mbar_init on every {which}[s] before the __syncthreads()")
+        c.true(f"{which}[s]'s arrival count is a number the compiler can see", None not in found[which],
+               hint="pass the count as a constant (1, CONSUMERS), not computed at run time")
+    want = reference_init_counts(spec.consumers)
+    full, empty = sorted(set(found["full"])), sorted(set(found["empty"]))
+    got = (full[0], empty[0]) if len(full) == len(empty) == 1 else None
+    c.true(f"arrival counts: full[s] {want[0]} (the producer's arrival), empty[s] {want[1]} (one per consumer "
+           "warpgroup)", got == want, detail=f"    your counts: full {full}, empty {empty}",
+           hint=_counts_hint(spec.consumers, got) if got else "one count per barrier: every full[s] the same, "
+           "every empty[s] the same")
+
+
+def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, compiled: str, text: str | None) -> int:
+    """The compile report, and the protocol read off every control-flow path of the PTX (which barrier is full and
+    which is empty is read from the code: the TMA loads complete on full). Returns the stage count."""
+    from helpers.checks._protocol import read as read_protocol
 
     report = kernel.report
-    ptx = kernel.ptx
-    body = inline_asm(ptx, kernel.lowered_name)
-    ops = [i.opcode for i in body]
     c.ok(f"compiles: {report.summary()}")
-    _common.check_no_accumulator_spills(c, report,
+    C.check_no_accumulator_spills(c, report,
            hint="index the accumulators only with compile-time constants (#pragma unroll every loop over them)")
     c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
-           hint="see kernel.report.log: a wgmma_fence() before the first wgmma of each step, commit, then wait")
+           detail="\n".join(f"    {ln.strip()}" for ln in report.log.splitlines() if "serialized" in ln),
+           hint="wgmma_fence() before the first wgmma of each step, commit, then wait; no accumulator access while a "
+           "group may run (wgmma_fence_operands(d) before the store)")
+    proto = read_protocol(kernel.ptx, spec.name, compiled, text)
+    flow = proto.flow
 
-    # ---- barriers: init counts, the producer's announcement, the waits
-    counts = set()
-    for i in body:
-        if i.opcode == "mbarrier.init.shared::cta.b64":
-            value = resolve(ptx, split_operands(i.operands)[1])
-            counts.add(int(value) if value.lstrip("-").isdigit() else value)
-    want = {1, spec.consumers}
-    if counts and all(isinstance(x, int) for x in counts):
-        values = sorted(counts)  # which one is FULL's? the PTX does not say: guess the likeliest reading
-        full_guess = 1 if 1 in values else values[0]
-        empty_guess = next((v for v in values if v != full_guess), full_guess)
-        c.true(f"barriers initialised with arrival counts {sorted(want)} (full: 1, empty: {spec.consumers})",
-               counts == want, detail=f"    your mbarrier.init counts: {values}",
-               hint=_counts_hint(spec.consumers, (full_guess, empty_guess)))
-    else:
-        c.true("barriers are initialised (mbarrier.init)", bool(counts),
-               hint="one thread runs hopper::mbar_init on every full[s] and empty[s], then mbar_fence_init()")
-    expects = [i for i in body if i.opcode.startswith("mbarrier.arrive.expect_tx")]
+    # ---- the producer: loads, bytes, the wait on empty
+    per_use = len({i.line for i in proto.loads})
+    c.true("two TMA loads per stage (the A tile and the B tile)", per_use >= 2,
+           detail=f"    found {per_use} load statement{'s' if per_use != 1 else ''}",
+           hint="your my_tma_load_2d for the A tile and for the B tile, both completing on full[s]")
+    if proto.ambiguous:
+        c.fail("full and empty barriers share one variable: which is which cannot be read from the code",
+               hint="declare them as two arrays, __shared__ unsigned long long full[STAGES], empty[STAGES]")
+    _init_counts(c, spec, proto)
+    early = proto.arrive_before_bytes()
+    if early is not None:
+        c.fail("an arrival on full[s] before the stage's bytes are announced", detail=f"    at {proto.where(early)}",
+               hint="full[s] expects one arrival: once it is in, with no bytes announced yet, the phase completes "
+                    "and the consumers read a stage still in flight. my_mbar_expect_tx first, then my_mbar_arrive")
     stage_bytes = (spec.bm + spec.bn) * BK * 2
-    c.true("the producer announces each stage with mbarrier.arrive.expect_tx", bool(expects),
-           hint="hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES) before the two copies")
-    got_bytes = {resolve(ptx, split_operands(i.operands)[-1]) for i in expects}
-    if all(b.isdigit() for b in got_bytes):
-        c.true(f"it expects {stage_bytes} bytes per stage (both tiles)", got_bytes == {str(stage_bytes)},
-               detail=f"    announced: {sorted(got_bytes)}",
-               hint=f"the A tile ({spec.bm}×64 bf16) and the B tile ({spec.bn}×64 bf16): {stage_bytes} bytes")
-    copies = [i for i in body if i.opcode.startswith("cp.async.bulk.tensor.2d.shared::cluster.global")
-              and "mbarrier::complete_tx::bytes" in i.opcode]
-    c.true("two TMA copies per stage (cp.async.bulk.tensor.2d … mbarrier::complete_tx::bytes)", len(copies) >= 2,
-           hint="hopper::tma_load_2d for the A tile and for the B tile, both completing on full[s]")
-    waits = [n for n, i in enumerate(body) if i.opcode == "mbarrier.try_wait.parity.shared::cta.b64"]
-    c.true("threads wait with mbarrier.try_wait.parity", bool(waits), hint="HOPPER_WAIT(full, s, parity)")
-    markers = ("wgmma.", "setmaxnreg", "fence.mbarrier_init", "mbarrier.arrive.shared")
-    first_expect = next(n for n, i in enumerate(body) if i.opcode.startswith("mbarrier.arrive.expect_tx"))
-    start = max([n for n in range(first_expect) if body[n].opcode.startswith(markers)], default=-1)
-    c.true("the producer waits on empty[s] before refilling stage s", any(start < n < first_expect for n in waits),
-           hint="before arrive.expect_tx and the copies of use k: HOPPER_WAIT(empty, s, phase ^ 1); without it the "
+    announced = proto.bytes_announced()
+    c.true(f"the producer announces {stage_bytes} bytes per stage (both tiles)", announced == stage_bytes,
+           detail=f"    announced: {announced if announced is not None else 'not a constant'}",
+           hint=f"the A tile ({spec.bm}×64 bf16) and the B tile ({spec.bn}×64 bf16): STAGE_BYTES = {stage_bytes}")
+    c.true("the producer waits on empty[s] before refilling stage s", proto.producer_waits(),
+           hint="before the copies of use j: your my_mbar_wait on empty[s] with the flipped parity; without it the "
            "producer overwrites tiles the consumers still read")
-    constant = [body[n] for n in waits if resolve(ptx, split_operands(body[n].operands)[-1]).isdigit()]
+    first = proto.first_wait_deadlocks()
+    if first is not None:
+        c.fail("the producer's first wait on empty is for parity 0", detail=f"    at {proto.where(first)}",
+               hint="a fresh empty barrier completes phase 0 only when the consumers release the stage, which needs "
+               "this very load: wait with the flipped parity, ((j / STAGES) & 1) ^ 1")
+    waits = [i for i in flow.ins if i.opcode.startswith(("mbarrier.try_wait", "mbarrier.test_wait"))]
+    constant = [i for i in waits if len(i.ops()) > 2 and flow.value(i.ops()[2]) is not None]
+    c.true("threads wait with mbarrier.try_wait.parity", bool(waits), hint="your my_mbar_wait, in the loop")
     c.true("every wait's parity is computed (it must flip each time the ring wraps)", not constant,
-           detail="    " + "\n    ".join(i.line for i in constant),
+           detail="    " + "\n    ".join(proto.where(i) for i in constant),
            hint="parity of use k: (k / STAGES) & 1 (the producer waits on empty with that flipped: ^ 1)")
 
-    # ---- the consumer: wgmma shape, groups, the delayed release, the drain
-    mmas = [i for i in body if i.opcode.startswith("wgmma.mma_async")]
+    # ---- the consumers: wgmma shape, groups, the delayed release, the drain
+    unwaited = flow.reach([None], proto.is_read, lambda i: proto.is_wait(i, "full"))
+    if unwaited is not None:
+        c.fail("a consumer can issue a wgmma on a stage before waiting on its full barrier",
+               detail=f"    at {proto.where(unwaited)}", hint="my_mbar_wait(&full[s], …) before the step's wgmmas")
+    mmas = [i for i in flow.ins if i.opcode.startswith("wgmma.mma_async")]
     shape = [i for i in mmas if i.opcode == f"wgmma.mma_async.sync.aligned.{spec.mma}.f32.bf16.bf16"]
     c.true(f"{spec.mmas_per_step} × wgmma.mma_async {spec.mma} (bf16 in, fp32 accumulate) per K step",
            len(shape) == len(mmas) and len(shape) >= spec.mmas_per_step,
            detail=f"    found: {sorted({i.opcode for i in mmas})} × {len(mmas)}",
-           hint=f"hopper::wgmma_{spec.mma}_bf16 for each 16-wide slice of K")
-    c.true("wgmma.fence, commit_group and wait_group around them",
-           "wgmma.fence.sync.aligned" in ops and "wgmma.commit_group.sync.aligned" in ops,
-           hint="hopper::wgmma_fence() before the step's wgmmas, hopper::wgmma_commit() after them")
-    group_waits = [(n, i.operands.strip()) for n, i in enumerate(body) if i.opcode == "wgmma.wait_group.sync.aligned"]
-    c.true("one group stays in flight: wgmma.wait_group 1 in the loop", any(v == "1" for _, v in group_waits),
-           hint="after committing step k's group, hopper::wgmma_wait<1>() retires step k-1's; then release its stage")
-    c.true("the drain: wgmma.wait_group 0 after the loop", any(v == "0" for _, v in group_waits),
-           hint="after the loop, hopper::wgmma_wait<0>() retires the last group before its stage is released and "
-           "the accumulators are stored")
-    releases = [n for n, i in enumerate(body) if i.opcode == "mbarrier.arrive.shared::cta.b64"]
-    c.true("consumers release stages with mbarrier.arrive", bool(releases),
-           hint="one thread per consumer warpgroup: hopper::mbar_arrive(&empty[s])")
-    for n in releases:
-        last_commit = max([j for j in range(n) if body[j].opcode == "wgmma.commit_group.sync.aligned"], default=-1)
-        if last_commit >= 0 and not any(last_commit < j < n for j, _ in group_waits):
-            c.fail("a stage is released while the wgmma group that read it may still run",
-                   detail=f"    after wgmma.commit_group comes {body[n].line} with no wgmma.wait_group between",
-                   hint="wgmma_wait<1>() first: it retires the previous step's group; then arrive on that step's "
-                   "empty barrier (the classic silent corruption: the producer overwrites a tile being read)")
+           hint=f"the header's wgmma_{spec.mma}_bf16 for each 16-wide slice of K")
+    bad = proto.mma_before_fence()
+    if bad is not None:
+        c.fail("a wgmma can run before any wgmma.fence", detail=f"    at {proto.where(bad)}",
+               hint="hopper::wgmma_fence() before the step's first wgmma: the accumulators were written by ordinary "
+               "instructions")
+    bad = proto.wait_before_commit()
+    if bad is not None:
+        c.fail("a wgmma.wait_group follows wgmmas that were never committed", detail=f"    at {proto.where(bad)}",
+               hint="hopper::wgmma_commit() closes the step's group; the wait_group then counts it")
+    group_waits = [flow.value(i.ops()[0]) for i in flow.ins if i.opcode.startswith("wgmma.wait_group")]
+    c.true("one group stays in flight: wgmma.wait_group 1 in the loop", 1 in group_waits,
+           detail=f"    wait_group operands: {group_waits}",
+           hint="after committing step k's group, wait_group 1 retires step k-1's; then release its stage")
+    c.true("the drain: wgmma.wait_group 0 after the loop", 0 in group_waits,
+           hint="after the loop, wait_group 0 retires the last group before its stage is released and the "
+           "accumulators are stored")
+    c.true("the consumers release stages (an arrive on empty[s] in the K loop)", proto.release_in_loop(),
+           hint="one elected thread per consumer warpgroup arrives on the empty barrier of the stage it is done with")
+    bad = proto.release_before_retire()
+    if bad is not None:
+        c.fail("a stage is released while the wgmma group that read it may still run",
+               detail=f"    at {proto.where(bad)}: no wgmma.wait_group between the wgmmas and this arrive",
+               hint="wait_group 1 first: it retires the previous step's group; then arrive on that step's empty "
+               "barrier (the classic silent corruption: the producer overwrites a tile being read)")
     c.ok("every release comes after a wgmma.wait_group")
 
     # ---- setmaxnreg and the register budget
     if spec.setmaxnreg:
-        decs = [int(i.operands) for i in body if i.opcode == "setmaxnreg.dec.sync.aligned.u32"]
-        incs = [int(i.operands) for i in body if i.opcode == "setmaxnreg.inc.sync.aligned.u32"]
+        decs = [int(i.operands) for i in flow.ins if i.opcode == "setmaxnreg.dec.sync.aligned.u32"]
+        incs = [int(i.operands) for i in flow.ins if i.opcode == "setmaxnreg.inc.sync.aligned.u32"]
         c.true("the producer warpgroup lowers its registers (setmaxnreg.dec) and the consumers raise theirs "
                "(setmaxnreg.inc)", bool(decs) and bool(incs),
-               hint="hopper::setmaxnreg_dec<24>() at the top of the producer's branch, "
-               "hopper::setmaxnreg_inc<240>() at the top of the consumers'")
+               hint="setmaxnreg_dec at the top of the producer's branch, setmaxnreg_inc at the top of the consumers' "
+               "(the header's, with your counts of step 6)")
         ignored = [ln.strip() for ln in report.log.splitlines() if "C7508" in ln or "setmaxnreg" in ln.lower()]
         c.true("ptxas kept the setmaxnreg instructions (no C7508 warning)", not report.setmaxnreg_ignored,
                detail="    " + "\n    ".join(ignored),
                hint="ptxas must know the register count every thread starts with: __launch_bounds__(384, 1) "
                "(the threads AND one block per SM) pins it to 168")
         entry = report.registers
-        budget = decs[0] + spec.consumers * incs[0]
-        verdict = reference_setmaxnreg_verdict(entry, [decs[0]] + [incs[0]] * spec.consumers)
-        c.true(f"the budget adds up: {decs[0]} + {spec.consumers} × {incs[0]} = {budget} ≤ "
+        counts = [decs[0]] + [incs[0]] * spec.consumers
+        verdict = reference_setmaxnreg_verdict(entry, counts)
+        c.true(f"the budget adds up: {decs[0]} + {spec.consumers} × {incs[0]} = {sum(counts)} ≤ "
                f"{1 + spec.consumers} × {entry} (registers at entry)", verdict == "ok",
-               hint=_verdict_hint(entry, [decs[0]] + [incs[0]] * spec.consumers, "ok", verdict) +
-               " (with 384 threads: 24 + 2 × 240 = 504 = 3 × 168)")
-    stages = source_stages(source)
+               hint=_verdict_hint(entry, counts, "ok", verdict) + " (with 384 threads: 24 + 2 × 240 = 504 = 3 × 168)")
+    stages = source_stages(text or compiled)
     if spec.stages_from_budget:
         best = reference_stages(spec.bm, spec.bn, BK)
         c.true(f"STAGES = {best}: as many as the shared-memory budget allows", stages == best,
                detail=f"    your STAGES: {stages}",
-               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 4, written as a number")
-    c.true(f"the stages fit: {dynamic_smem_bytes(stages or 0, spec.bm, spec.bn)} bytes of dynamic shared memory ≤ "
-           f"{SMEM_LIMIT}", stages is not None and 1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
+               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 5, written as a number")
+    c.true(f"the stages fit: {smem_bytes(stages or 0, spec.bm, spec.bn)} bytes of shared memory ≤ {SMEM_LIMIT}",
+           stages is not None and 1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
            hint="constexpr int STAGES = <a number> at the top of the kernel")
     return stages
 
 
-def _random_gpu_shapes(rng: Any, spec: KernelSpec) -> list[tuple[int, int, int]]:
-    """Non-square shapes, multiples of 64 (partial tiles at the edges), M ≠ N, K ≠ N, and more blocks than SMs."""
+def _gpu_shapes(rng: Any, spec: KernelSpec, stages: int) -> list[tuple[int, int, int]]:
+    """On an H100: non-square shapes, multiples of 64 (partial tiles at the edges), M ≠ N, K ≠ N, more blocks than
+    two waves. Emulated (the PTX executor): the smallest shape that still has partial tiles in M and N, a ring that
+    wraps, and two blocks' worth of tiles."""
+    if not C.on_hardware():
+        return [(spec.bm + 64, spec.bn + 64, BK * (stages + 2))]
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < 3:
         m = 64 * int(rng.integers(12, 40))
@@ -792,7 +830,7 @@ def _random_gpu_shapes(rng: Any, spec: KernelSpec) -> list[tuple[int, int, int]]
 
 
 def gpu_benchmark(source: str, spec_name: str, size: int = 4096) -> Any:
-    """(Runs in the isolated child.) The step's kernel at size³ beside cuBLAS in the same run: a GemmBenchmark."""
+    """(Runs in the isolated child.) The step's kernel (whole source) at size³ beside cuBLAS in the same run."""
     import numpy as np
 
     from helpers import gpu
@@ -810,155 +848,119 @@ def gpu_benchmark(source: str, spec_name: str, size: int = 4096) -> Any:
     return gpu.gemm_benchmark(make_launch, size, size, size)
 
 
-def _check_kernel(spec: KernelSpec, source: str, benchmark: bool, size: int, seed: int | None) -> None:
+def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: bool, size: int,
+                  seed: int | None) -> None:
     import numpy as np
 
-    from helpers import gpu
-
-    from ._common import compile_student, run_on_gpu
+    from helpers.gpu import TensorMapArg
 
     rng = grading.fresh_rng(seed)
     with grading.check(f"Lab 4 · {spec.step} kernel", seed=rng.seed) as c:
-        kernel = compile_student(source, spec.name, what="your kernel")
-        stages = _static_checks(c, spec, kernel, source)
-        if gpu.skip_without_hopper(kernel, checked="the compile report and the PTX above; the protocol itself was "
-                                   "graded on the emulator"):
+        compiled = HEADER + source
+        kern = C.compile_student(compiled, spec.name, what="your kernel")
+        stages = _static_checks(c, spec, kern, compiled, kernel)
+        if not C.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
+                                        "were graded on the emulator"):
             return
-        from helpers.gpu import TensorMapArg
-
-        from .lab3 import make_operands
-
         smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
-        for m, n, k in _random_gpu_shapes(rng, spec):
-            a, b = make_operands(rng, m, n, k)
-            cpoison = np.full((m, n), np.nan, np.float32)
+        for m, n, k in _gpu_shapes(rng, spec, stages):
+            a, b = C.make_operands(rng, m, n, k)
             grid = (-(-n // spec.bn), -(-m // spec.bm))
-            (got,) = run_on_gpu(kernel, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)),
-                                TensorMapArg(b, (spec.bn, 64)), cpoison, np.int32(m), np.int32(n), np.int32(k),
-                                what=f"your kernel on M={m}, N={n}, K={k}", timeout=60)
+            (got,) = C.run_on_gpu(kern, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)),
+                                  TensorMapArg(b, (spec.bn, 64)), np.full((m, n), np.nan, np.float32), np.int32(m),
+                                  np.int32(n), np.int32(k), what=f"your kernel on M={m}, N={n}, K={k}", timeout=60)
             ref = a.astype(np.float64) @ b.astype(np.float64).T
-            c.array(f"M={m}, N={n}, K={k} ({grid[0] * grid[1]} blocks) on the GPU: every element against fp64, C "
-                    "poisoned with NaN first", got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
+            c.array(f"M={m}, N={n}, K={k} ({grid[0] * grid[1]} blocks): every element against fp64, C poisoned with "
+                    "NaN first", got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
                     hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
                     "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
-        if not benchmark:
+        if not (benchmark and C.on_hardware()):
             return
-        try:
-            bench = gpu.run_isolated(gpu_benchmark, source, spec.name, size, timeout=300)
-        except gpu.GpuError as exc:
-            c.fail(f"the {size}³ benchmark failed on the GPU", detail=f"    {exc}")
+        bench = C.run(gpu_benchmark, compiled, spec.name, size, what=f"the {size}³ benchmark", timeout=300)
         MEASURED[spec.step] = bench
         c.ok(f"timed: {bench.summary()}")
 
 
-def check_pc_kernel(source: str, *, benchmark: bool = True, size: int = 4096, seed: int | None = None) -> None:
-    """The 128×128 producer/consumer kernel: compile report and PTX everywhere; on an H100 random non-square
-    shapes against fp64 (C poisoned) and the 4096³ time beside cuBLAS."""
-    _check_kernel(PC, source, benchmark, size, seed)
+def check_pc_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096,
+                    seed: int | None = None) -> None:
+    """The 128×128 producer/consumer kernel ``lab4_pc_gemm`` (``source``: your wrappers and the kernel; ``kernel``:
+    the kernel alone, for line numbers). The compile report and the protocol on every path of the PTX everywhere;
+    where it can run, random non-square shapes against fp64 (C poisoned), and on an H100 the 4096³ time beside
+    cuBLAS."""
+    _check_kernel(PC, source, kernel, benchmark, size, seed)
 
 
-def check_ws_kernel(source: str, *, benchmark: bool = True, size: int = 4096, seed: int | None = None) -> None:
-    """The 128×256 warp-specialized kernel (one producer, two consumer warpgroups, setmaxnreg, stages from the
-    budget): as :func:`check_pc_kernel`."""
-    _check_kernel(WS, source, benchmark, size, seed)
+def check_ws_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096,
+                    seed: int | None = None) -> None:
+    """The 128×256 warp-specialized kernel ``lab4_ws_gemm`` (one producer, two consumer warpgroups, setmaxnreg,
+    stages from the budget): as :func:`check_pc_kernel`."""
+    _check_kernel(WS, source, kernel, benchmark, size, seed)
+
+
+# ------------------------------------------------------------------------------------------- the lineage
+def _code(source: str) -> str:
+    """A kernel as code: the solution markers and hint lines of an instructor's copy left out."""
+    from helpers.hints import parse_hint
+
+    return "\n".join(ln for ln in source.split("\n") if "### BEGIN SOLUTION" not in ln
+                     and "### END SOLUTION" not in ln and parse_hint(ln) is None).strip("\n") + "\n"
+
+
+def lab3_speed_note(size: int = 4096) -> str:
+    """Lab 3's speed at size³ on the H100, as the course's ladder measured it (helpers.ladder), or "not measured
+    yet"; names the kernel the figure was measured on."""
+    from helpers import ladder
+
+    data = ladder.load()
+    rung = next(r for r in ladder.rungs((size, size, size), data) if r.key == "lab3")
+    if rung.tflops is None:
+        return f"Lab 3's kernel on the H100 at {size}³: not measured yet"
+    entry = data.get("rungs", {}).get("lab3", {})
+    what = entry.get("title") or rung.kernel
+    return (f"Lab 3 on the H100 at {size}³: {rung.tflops:.0f} TFLOP/s, {rung.ratio:.2f}× cuBLAS in the same run "
+            f"(measured for: {what}; {data.get('gpu', 'H100')}, {data.get('date', 'date unknown')})")
+
+
+def _student_lab3_kernel() -> tuple[str | None, str]:
+    """Your Lab 3 kernel from lab3_wgmma.ipynb beside this notebook, and the diff's label for it; (None, label of
+    the course's) when it is not there or not written yet."""
+    mine = C.carry("lab3_wgmma.ipynb", "LAB3_KERNEL", "Lab 3")
+    if "#error" in mine:
+        return None, "Lab 3's kernel (the course's: yours is not beside this notebook, or not written yet)"
+    return _code(mine), "your Lab 3 kernel"
+
+
+def kernel_changes() -> Any:
+    """The diff this lab makes to your Lab 3 kernel (the course's where yours is not there yet): step 8's kernel as
+    you will see it, each part you write one ``✎`` line, with Lab 3's measured speed."""
+    old, label = _student_lab3_kernel()
+    return C.lab_diff("lab3", "lab4", prev_source=old, prev_label=label, note=lab3_speed_note())
+
+
+def step_changes(old: str, new: str, old_label: str, new_label: str) -> Any:
+    """What one step changed in the kernel (your two kernels, or Lab 3's and yours), as a compact coloured diff."""
+    return C.kernel_diff(_code(old), _code(new), old_label, new_label)
 
 
 # ------------------------------------------------------------------------------------------- the ladder
-#: The Lab 3 kernel this lab starts from (the course's lineage: two stages, full[2]/empty[2], thread 0 produces
-#: inside the one consumer warpgroup, 4 × m64n64k16 per K step and wait_group 0, then the stage is released).
-LAB3_KERNEL = r"""
-#include "hopper.cuh"
-
-// C (M x N, fp32, row-major) = A (M x K, bf16, row-major) · B (N x K, bf16, row-major)ᵀ
-// One block = one warpgroup (128 threads) = one 64 x 64 tile of C; two shared-memory stages.
-constexpr int BM = 64, BN = 64, BK = 64, STAGES = 2;
-constexpr int TILE_BYTES = BM * BK * 2;
-
-__device__ __forceinline__ unsigned long long kslice_desc(const void* tile, int k) {
-  return hopper::make_smem_desc(static_cast<const char*>(tile) + 32 * k, 16, 1024);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-lab3_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-          float* __restrict__ C, int M, int N, int K) {
-  __shared__ alignas(1024) unsigned short sA[STAGES][BM * BK];  // bf16 bits, written by TMA only
-  __shared__ alignas(1024) unsigned short sB[STAGES][BN * BK];
-  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
-
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, k_tiles = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], 128);
-    }
-    hopper::mbar_fence_init();
-  }
-  __syncthreads();
-
-  float d[32];
-#pragma unroll
-  for (int j = 0; j < 32; ++j) d[j] = 0.0f;
-
-  for (int k = 0; k < k_tiles; ++k) {
-    const int s = k % STAGES;
-    const unsigned phase = (k / STAGES) & 1;
-    if (threadIdx.x == 0) {  // the producer: thread 0 of the one warpgroup
-      HOPPER_WAIT(empty, s, phase ^ 1);
-      hopper::mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES);
-      hopper::tma_load_2d(sA[s], &tmap_a, &full[s], k * BK, m0);
-      hopper::tma_load_2d(sB[s], &tmap_b, &full[s], k * BK, n0);
-    }
-    HOPPER_WAIT(full, s, phase);  // every thread consumes
-    hopper::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      hopper::wgmma_m64n64k16_bf16(d, kslice_desc(sA[s], kk), kslice_desc(sB[s], kk));
-    hopper::wgmma_commit();
-    hopper::wgmma_wait<0>();
-    hopper::mbar_arrive(&empty[s]);  // all 128 threads release the stage
-  }
-
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-#pragma unroll
-  for (int j = 0; j < 32; j += 2) {
-    const int row = m0 + 16 * w + l / 4 + 8 * ((j / 2) % 2);
-    const int col = n0 + 8 * (j / 4) + 2 * (l % 4);
-    *reinterpret_cast<float2*>(&C[(long long)row * N + col]) = make_float2(d[j], d[j + 1]);
-  }
-}
-"""
-
-def kernel_diff(old: str, new: str, context: int = 1) -> str:
-    """A unified diff of two kernel sources (what a step changed), as text."""
-    import difflib
-
-    def code(src: str) -> list[str]:  # the solution markers and hints of the instructor's copy are not code
-        return [ln for ln in src.strip("\n").splitlines()
-                if not re.search(r"### (BEGIN|END) SOLUTION|//\s*HINT:|// YOUR CODE HERE", ln)]
-
-    lines = difflib.unified_diff(code(old), code(new), "before", "after", n=context, lineterm="")
-    return "\n".join(list(lines)[2:])
-
-
-def show_diff(old: str, new: str, title: str = "") -> None:
-    """Print what a step changed in the kernel: removed lines −, added lines +, one line of context."""
-    text = kernel_diff(old, new)
-    added = sum(1 for ln in text.splitlines() if ln.startswith("+"))
-    removed = sum(1 for ln in text.splitlines() if ln.startswith("-"))
-    print(f"{title or 'the change'}: +{added} −{removed} lines")
-    print(text)
-
-
 def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
     """The ladder so far at size³: Lab 3 and this lab's two steps as measured on an H100 (helpers.ladder, from
-    bench/results/ladder.json; None where not measured yet), then this session's own runs from MEASURED."""
+    bench/results/ladder.json, with the kernel each figure was measured on; "not measured yet" where there is
+    none), then this session's own runs from MEASURED."""
     from helpers import ladder
 
     data = ladder.load()
     keys = {"lab3": "Lab 3 · 64×64 tile, one warpgroup"} | {s.ladder_key: f"Lab 4 · {s.step}" for s in (PC, WS)}
-    rows = [{"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops,
-             "where": f"{data.get('gpu', 'H100')}: {r.source or ladder.LADDER_FILE.name}" if r.tflops
-             else "not measured yet"} for r in ladder.rungs((size, size, size), data) if r.key in keys]
+    rows = []
+    for r in ladder.rungs((size, size, size), data):
+        if r.key not in keys:
+            continue
+        title = data.get("rungs", {}).get(r.key, {}).get("title")
+        where = "not measured yet"
+        if r.tflops:
+            where = f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" + (f"; kernel: {title}"
+                                                                                             if title else "")
+        rows.append({"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops, "where": where})
     for step, bench in MEASURED.items():
         rows.append({"step": f"Lab 4 · {step} (yours)", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,
                      "where": "this notebook, just now"})

@@ -54,6 +54,7 @@ KINDS = {
     "wgmma": "#3b6ea5",  # drawn last and thinner, over the waits of the consumer that issued it
 }
 STAGE_BYTES = 49152  # the lab's 128×256 stage: a 128×64 A tile and a 256×64 B tile of bf16
+LAB3_STAGE_BYTES = 16384  # Lab 3's stage: a 64×64 A tile and a 64×64 B tile of bf16
 
 
 @dataclass(frozen=True)
@@ -140,14 +141,23 @@ def _consumer(k_tiles: int, in_flight: int, mmas: int, early: bool = False) -> C
 
 
 def _lab3_warpgroup(k_tiles: int, mmas: int) -> Callable[[pl.Role], Generator]:
-    """Lab 3's kernel: one warpgroup whose thread 0 produces each step's tiles just before everyone consumes them."""
+    """Lab 3's kernel: one warpgroup. Its thread 0 loads one K step ahead (step 0 before the loop, step k + 1 at the
+    top of step k, once everybody released that stage); then everybody waits for step k's tiles, runs the step's
+    wgmmas, waits for them (wait_group 0) and releases the stage."""
+    def produce(ctx: pl.Role, j: int) -> Generator:
+        s, phase = pl.stage_and_phase(j, ctx.stages)
+        yield ctx.wait(ctx.empty[s], phase ^ 1)
+        yield ctx.arrive_expect_tx(ctx.full[s], LAB3_STAGE_BYTES)
+        yield ctx.tma_load(s, ctx.full[s], LAB3_STAGE_BYTES // 2, "A")
+        yield ctx.tma_load(s, ctx.full[s], LAB3_STAGE_BYTES // 2, "B")
+
     def program(ctx: pl.Role) -> Generator:
+        if k_tiles:
+            yield from produce(ctx, 0)
         for k in range(k_tiles):
             s, phase = pl.stage_and_phase(k, ctx.stages)
-            yield ctx.wait(ctx.empty[s], phase ^ 1)
-            yield ctx.arrive_expect_tx(ctx.full[s], STAGE_BYTES)
-            yield ctx.tma_load(s, ctx.full[s], STAGE_BYTES // 2, "A")
-            yield ctx.tma_load(s, ctx.full[s], STAGE_BYTES // 2, "B")
+            if k + 1 < k_tiles:
+                yield from produce(ctx, k + 1)
             yield ctx.wait(ctx.full[s], phase)
             for _ in range(mmas):
                 yield ctx.wgmma_async(s)
@@ -224,8 +234,8 @@ def _build(name: str, stages: int, tma_latency: float, wgmma_time: float, consum
 
 #: the mainloops the lesson compares, with what each shows
 SCENARIOS: dict[str, str] = {
-    "Lab 3: one warpgroup, thread 0 produces": "each step's copies are issued just before everyone waits for "
-    "them: the tensor cores wait for every load",
+    "Lab 3: one warpgroup, thread 0 produces": "thread 0 loads one step ahead, then computes with everyone: two "
+    "stages, so at most two loads in flight, and the tensor cores wait for most of every load",
     "wait for every group (wait_group 0)": "a producer runs ahead through the ring; each consumer waits for its "
     "wgmmas before releasing the stage",
     "overlapped (wait_group 1)": "each consumer keeps one wgmma group in flight and releases the previous stage",

@@ -20,14 +20,31 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTION = ROOT / "solutions" / "lab4_pipeline.ipynb"
+SOLUTIONS = ROOT / "solutions"
+SOLUTION = SOLUTIONS / "lab4_pipeline.ipynb"
+HEADER = "#include <hopper.cuh>\n"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def course_sources() -> dict[str, str]:
+    """The course's own code the Lab 4 kernels build on, from the solution notebooks: WRAPPERS (Lab 1's
+    my_tma_load_2d, Lab 2's mbarrier wrappers and wait loop, as lab4.carry_wrappers reads them from a student's
+    notebooks), Lab 3's WGMMA and LAB3_KERNEL, and LAB3 (Lab 3's whole kernel source, ready to compile)."""
+    from helpers import labgen
+
+    sol1 = labgen.solution_namespace(SOLUTIONS / "lab1_tma.ipynb")
+    sol2 = labgen.solution_namespace(SOLUTIONS / "lab2_mbarrier.ipynb")
+    sol3 = labgen.solution_namespace(SOLUTIONS / "lab3_wgmma.ipynb")
+    wrappers = sol1["TMA_LOAD"] + sol2["MBAR_INIT_ARRIVE"] + sol2["MBAR_TX_WAIT"]
+    return {"WRAPPERS": wrappers, "WGMMA": sol3["WGMMA"], "LAB3_KERNEL": sol3["LAB3_KERNEL"],
+            "LAB3": HEADER + wrappers + sol3["WGMMA"] + sol3["LAB3_KERNEL"]}
+
+
 def solution_namespace() -> dict:
     """The solution notebook's definitions: every code cell except the graded checks, in order (stops before the
-    first cell that runs a pipeline or draws, which the kernels do not need)."""
+    first cell that runs a pipeline or draws, which the kernels do not need), and the course's WRAPPERS in place of
+    the ones a student's notebooks would give."""
     nb = json.loads(SOLUTION.read_text())
     ns: dict = {}
     for cell in nb["cells"]:
@@ -36,6 +53,7 @@ def solution_namespace() -> dict:
         if cell["cell_type"] != "code" or meta.get("grade") or not (meta.get("solution") or "import" in source):
             continue
         exec(compile(source, f"{SOLUTION.name}:{cell.get('id')}", "exec"), ns)
+    ns["WRAPPERS"] = course_sources()["WRAPPERS"]
     return ns
 
 
@@ -45,38 +63,50 @@ def _swap(src: str, old: str, new: str) -> str:
     return src.replace(old, new)
 
 
+RELEASE = "if (k > 0 && t == 0) my_mbar_arrive(&empty[(k - 1) % STAGES]);"
+DRAIN_RELEASE = "if (nk > 0 && t == 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);"
+EMPTY_WAIT = 'my_mbar_wait(&empty[s], ((j / STAGES) & 1) ^ 1, "empty", s);'
+ANNOUNCE = "my_mbar_expect_tx(&full[s], STAGE_BYTES);\n        my_mbar_arrive(&full[s]);"
+
+
 def wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
-    """Wrong kernels the compile report and the PTX give away: name -> (step PC/WS, source, regex of the message)."""
-    early = ("      hopper::wgmma_commit();\n      hopper::wgmma_wait<1>();\n"
-             "      if (k > 0 && t == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);")
+    """Wrong kernels the compile report and the PTX give away: name -> (step PC/WS, kernel source, regex of the
+    message). The graders get the course's wrappers in front of them."""
+    early = _swap(_swap(ws, "      hopper::wgmma_commit();\n",
+                        "      hopper::wgmma_commit();\n      if (t == 0) my_mbar_arrive(&empty[s]);\n"), RELEASE, "")
     return {
         "EMPTY initialised with count 1 (two consumers)": (
-            "WS", _swap(ws, "mbar_init(&empty[s], 2)", "mbar_init(&empty[s], 1)"), "first release"),
+            "WS", _swap(ws, "my_mbar_init(&empty[s], CONSUMERS)", "my_mbar_init(&empty[s], 1)"), "first release"),
         "EMPTY initialised with 256 (every consumer thread)": (
-            "PC", _swap(pc, "mbar_init(&empty[s], 2)", "mbar_init(&empty[s], 256)"), "elected thread"),
-        "FULL initialised with 2": ("WS", _swap(ws, "mbar_init(&full[s], 1)", "mbar_init(&full[s], 2)"),
+            "PC", _swap(pc, "my_mbar_init(&empty[s], CONSUMERS)", "my_mbar_init(&empty[s], 256)"), "elected thread"),
+        "FULL initialised with 2": ("WS", _swap(ws, "my_mbar_init(&full[s], 1)", "my_mbar_init(&full[s], 2)"),
                                     "never arrive"),
-        "producer never waits on EMPTY": ("WS", _swap(ws, "        HOPPER_WAIT(empty, s, phase ^ 1);\n", ""),
-                                          "waits on empty"),
-        "stage released before its wgmma retired": (
-            "WS", _swap(ws, early, "      hopper::wgmma_commit();\n"
-                        "      if (t == 0) hopper::mbar_arrive(&empty[s]);\n      hopper::wgmma_wait<1>();"),
-            "released while the wgmma group"),
-        "parity never flips": ("PC", _swap(pc, "HOPPER_WAIT(full, s, (k / STAGES) & 1);", "HOPPER_WAIT(full, s, 0);"),
-                               "computed"),
+        "FULL and EMPTY counts swapped": (
+            "PC", _swap(_swap(pc, "my_mbar_init(&empty[s], CONSUMERS)", "my_mbar_init(&empty[s], 1)"),
+                        "my_mbar_init(&full[s], 1)", "my_mbar_init(&full[s], CONSUMERS)"), "never arrive"),
+        "producer never waits on EMPTY": ("WS", _swap(ws, f"        {EMPTY_WAIT}\n", ""), "waits on empty"),
+        "arrival on FULL before the bytes are announced": (
+            "PC", _swap(pc, ANNOUNCE, "my_mbar_arrive(&full[s]);\n        my_mbar_expect_tx(&full[s], STAGE_BYTES);"),
+            "before the stage's bytes are announced"),
+        "stage released before its wgmma retired": ("WS", early, "released while the wgmma group"),
+        "parity never flips": ("PC", _swap(pc, 'my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);',
+                                           'my_mbar_wait(&full[s], 0, "full", s);'), "computed"),
+        "consumers never wait on FULL": (
+            "PC", _swap(pc, '      my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n', ""),
+            "before waiting on its full barrier"),
+        "no wgmma fence": ("PC", _swap(pc, "      hopper::wgmma_fence();\n", ""), "fence"),
         "no group in flight (wait_group 0)": ("PC", _swap(pc, "hopper::wgmma_wait<1>();", "hopper::wgmma_wait<0>();"),
                                               "wait_group 1"),
-        "no drain": ("WS", _swap(ws, "    hopper::wgmma_wait<0>();\n    if (k_tiles > 0", "    if (k_tiles > 0"),
-                     "drain"),
+        "no drain": ("WS", _swap(ws, "    hopper::wgmma_wait<0>();\n", ""), "drain"),
         "setmaxnreg budget that does not add up (248)": (
             "WS", _swap(ws, "setmaxnreg_inc<240>", "setmaxnreg_inc<248>"), "over the pool|wait forever"),
-        "setmaxnreg ignored (no __launch_bounds__)": ("WS", _swap(ws, "__launch_bounds__(384, 1)", ""), "C7508"),
+        "setmaxnreg ignored (no __launch_bounds__)": ("WS", _swap(ws, "__launch_bounds__(THREADS, 1)", ""), "C7508"),
         "no setmaxnreg at all": ("WS", _swap(_swap(ws, "    hopper::setmaxnreg_dec<24>();\n", ""),
                                              "    hopper::setmaxnreg_inc<240>();\n", ""), "setmaxnreg"),
-        "3 stages instead of the budget's 4": ("WS", _swap(ws, "constexpr int STAGES = 4;", "constexpr int STAGES = 3;"),
-                                               "STAGES = 4"),
+        "3 stages instead of the budget's 4": (
+            "WS", _swap(ws, "constexpr int STAGES = 4;", "constexpr int STAGES = 3;"), "STAGES = 4"),
         "only the A tile's bytes expected": (
-            "PC", _swap(pc, "mbar_arrive_expect_tx(&full[s], STAGE_BYTES)", "mbar_arrive_expect_tx(&full[s], A_BYTES)"),
+            "PC", _swap(pc, "my_mbar_expect_tx(&full[s], STAGE_BYTES)", "my_mbar_expect_tx(&full[s], A_BYTES)"),
             "both tiles"),
         "m64n128k16 in the 256-wide step": (
             "WS", _swap(ws, "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk));",
@@ -87,49 +117,36 @@ def wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
 
 def runtime_wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
     """Wrong kernels that compile and pass the static checks; only a run can reject them."""
-    release_current = _swap(ws, "if (k > 0 && t == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);",
-                            "if (t == 0) hopper::mbar_arrive(&empty[s]);")
-    release_current = _swap(release_current, "if (k_tiles > 0 && t == 0) hopper::mbar_arrive(&empty[(k_tiles - 1) % "
-                            "STAGES]);", "")
+    release_current = _swap(_swap(ws, RELEASE, "if (t == 0) my_mbar_arrive(&empty[s]);"), DRAIN_RELEASE, "")
     return {
-        "current stage released after wait_group 1 (a race)": ("WS", release_current, "differ|failed on the GPU"),
+        "current stage released after wait_group 1 (a race)": ("WS", release_current, "differ|failed when it ran"),
         "stage index k % 2 with 4 stages": (
-            "PC", _swap(_swap(pc, "        const int s = k % STAGES;\n        const unsigned phase",
-                              "        const int s = k % 2;\n        const unsigned phase"),
-                        "      const int s = k % STAGES;\n      HOPPER_WAIT(full", "      const int s = k % 2;\n"
-                        "      HOPPER_WAIT(full"), "differ|deadlock|failed on the GPU"),
+            "PC", _swap(_swap(pc, "        const int s = j % STAGES;\n", "        const int s = j % 2;\n"),
+                        "      const int s = k % STAGES;\n", "      const int s = k % 2;\n"),
+            "differ|deadlock|failed when it ran"),
         "consumer 1 reads consumer 0's rows of A": (
             "WS", _swap(ws, "smem + s * STAGE_BYTES + c * 64 * 128;", "smem + s * STAGE_BYTES;"), "differ"),
         "producer waits on EMPTY with the unflipped parity": (
-            "PC", _swap(pc, "HOPPER_WAIT(empty, s, phase ^ 1);", "HOPPER_WAIT(empty, s, phase);"),
-            "deadlock|failed on the GPU"),
+            "PC", _swap(pc, EMPTY_WAIT, 'my_mbar_wait(&empty[s], (j / STAGES) & 1, "empty", s);'),
+            "deadlock|failed when it ran"),
     }
 
 
 def lab3_benchmark(source: str, size: int = 4096):
-    """(Runs in the isolated child.) The Lab 3 kernel at size³ beside cuBLAS."""
-    import numpy as np
+    """(Runs in the isolated child.) Lab 3's kernel (whole source) at size³ beside cuBLAS."""
+    from helpers.checks import _common
 
-    from helpers import gpu
-
-    kernel = gpu.compile(source, "lab3_gemm")
-
-    def make_launch(a, b, c):
-        (m, k), n = a.shape, b.shape[0]
-        ta, tb = gpu.tensor_map_2d(a, 64, 64), gpu.tensor_map_2d(b, 64, 64)
-        return gpu.prepare(kernel, (n // 64, m // 64), 128, 0, ta, tb, c, np.int32(m), np.int32(n), np.int32(k))
-
-    return gpu.gemm_benchmark(make_launch, size, size, size)
+    return _common.gemm_benchmark(source, "lab3_gemm", size)
 
 
-def _expect(results: list[dict], name: str, grader, source: str, pattern: str | None, **kw) -> None:
+def _expect(results: list[dict], name: str, grader, wrappers: str, kernel: str, pattern: str | None, **kw) -> None:
     from helpers import grading
 
     t0 = time.time()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         try:
-            grader(source, **kw)
+            grader(wrappers + kernel, kernel=kernel, **kw)
             msg = None
         except grading.CheckFailed as exc:
             msg = str(exc)
@@ -153,14 +170,14 @@ def main(out: Path) -> int:
     info = gpu.device_info()
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; device: {info}")
     ns = solution_namespace()
-    pc, ws = ns["PC_SRC"], ns["WS_SRC"]
+    pc, ws, wrappers = ns["PC_KERNEL"], ns["LAB4_KERNEL"], ns["WRAPPERS"]
     results: list[dict] = []
-    _expect(results, "solution · 128×128 producer/consumer", lab4.check_pc_kernel, pc, None, benchmark=True)
-    _expect(results, "solution · 128×256 warp-specialized", lab4.check_ws_kernel, ws, None, benchmark=True)
+    _expect(results, "solution · 128×128 producer/consumer", lab4.check_pc_kernel, wrappers, pc, None, benchmark=True)
+    _expect(results, "solution · 128×256 warp-specialized", lab4.check_ws_kernel, wrappers, ws, None, benchmark=True)
     steps = []
     try:
-        bench = gpu.run_isolated(f"{__file__}:lab3_benchmark", lab4.LAB3_KERNEL, 4096, timeout=300)
-        steps.append({"step": "Lab 3 · 64×64 tile, two stages, thread 0 produces (helpers.checks.lab4.LAB3_KERNEL)",
+        bench = gpu.run_isolated(f"{__file__}:lab3_benchmark", course_sources()["LAB3"], 4096, timeout=300)
+        steps.append({"step": "Lab 3 · 64×64 tile, two stages, thread 0 loads one step ahead (solutions/lab3_wgmma)",
                       "tflops": bench.tflops,
                       "cublas_tflops": bench.cublas_tflops})
         print(f"Lab 3 kernel: {bench.summary()}")
@@ -176,7 +193,7 @@ def main(out: Path) -> int:
     (out / "lab4_speeds.json").write_text(json.dumps(speeds, indent=1) + "\n")
     graders = {"PC": lab4.check_pc_kernel, "WS": lab4.check_ws_kernel}
     for name, (step, src, pattern) in {**wrong_kernels(pc, ws), **runtime_wrong_kernels(pc, ws)}.items():
-        _expect(results, f"wrong · {name}", graders[step], src, pattern, benchmark=False)
+        _expect(results, f"wrong · {name}", graders[step], wrappers, src, pattern, benchmark=False)
     (out / "gpu_lab4.json").write_text(json.dumps(results, indent=1) + "\n")
     bad = [r["name"] for r in results if not r["ok"]]
     print("\n".join(["PROBLEMS:"] + bad) if bad else "all expectations held")

@@ -1,8 +1,11 @@
 """Lab 4 graders, both ways: the solution passes on every seed; the stub and named plausible wrong answers fail on
 every one of 200 seeds, with a hint that names the mistake. The solution is read from solutions/lab4_pipeline.ipynb.
 
-The CUDA graders are tested without a GPU through what they check everywhere (compile report and PTX); the kernel
-runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh).
+The CUDA graders are tested without a GPU through what they check everywhere (compile report and the protocol read
+off the PTX), on the kernels as the solution writes them after the course's own wrappers of Labs 1 and 2; the kernel
+runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints (the stubs
+show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there, against this
+lab's, with Lab 3's speed from the course's ladder).
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from helpers import grading, labgen
+from helpers import grading, hints, labgen
 from helpers import pipeline as pl
 from helpers.checks import lab4
 
@@ -72,7 +77,8 @@ def test_solutions_are_the_references():
             assert SOL["ring_slot"](k, s) == lab4.reference_ring_slot(k, s)
     assert [SOL["init_counts"](c) for c in range(1, 5)] == [lab4.reference_init_counts(c) for c in range(1, 5)]
     assert SOL["stages_for_budget"](128, 256, 64, lab4.SMEM_LIMIT) == lab4.reference_stages(128, 256, 64) == 4
-    assert lab4.reference_stages(128, 128, 64) == 7 and lab4.dynamic_smem_bytes(4) == 197696
+    assert lab4.reference_stages(128, 128, 64) == 7 and lab4.smem_bytes(4) == 197696
+    assert lab4.dynamic_smem_bytes(4) == 1024 + 4 * 49152  # the barriers are static shared memory
 
 
 # ------------------------------------------------------------------------------------------- 1 · ring slots
@@ -313,54 +319,195 @@ def test_entry_registers_are_what_nvrtc_gave():
 
 # ------------------------------------------------------------------------------------------- 7, 8 · CUDA
 def _gpu_script():
-    """tests/labs/gpu_lab4.py (the H100 script): the wrong kernels, shared with the GPU run."""
+    """tests/labs/gpu_lab4.py (the H100 script): the wrong kernels and the course's wrappers, shared with the GPU
+    run."""
     spec = importlib.util.spec_from_file_location("gpu_lab4", Path(__file__).with_name("gpu_lab4.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-KERNELS = _gpu_script().wrong_kernels(SOL["PC_SRC"], SOL["WS_SRC"])
+GPU = _gpu_script()
+COURSE = GPU.course_sources()
+WRAPPERS = COURSE["WRAPPERS"]
+PC_KERNEL, LAB4_KERNEL = SOL["PC_KERNEL"], SOL["LAB4_KERNEL"]
+KERNELS = GPU.wrong_kernels(PC_KERNEL, LAB4_KERNEL)
+GRADERS = {"PC": lab4.check_pc_kernel, "WS": lab4.check_ws_kernel}
 
 
-def test_kernel_solutions_pass_without_a_gpu(capsys):
-    lab4.check_pc_kernel(SOL["PC_SRC"])
-    lab4.check_ws_kernel(SOL["WS_SRC"])
+def _kernel_check(step: str, kernel: str, wrappers: str = WRAPPERS) -> str | None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            GRADERS[step](wrappers + kernel, kernel=kernel)
+        except grading.CheckFailed as exc:
+            return str(exc)
+    return None
+
+
+def test_kernel_solutions_pass_without_a_gpu(capsys, no_gpu):
+    lab4.check_pc_kernel(WRAPPERS + PC_KERNEL, kernel=PC_KERNEL)
+    lab4.check_ws_kernel(WRAPPERS + LAB4_KERNEL, kernel=LAB4_KERNEL)
     out = capsys.readouterr().out
     assert out.count("run skipped") == 2 and "setmaxnreg" in out
+    assert "arrival counts: full[s] 1 (the producer's arrival), empty[s] 2" in out
 
 
-@pytest.mark.parametrize("which", ["PC_SRC", "WS_SRC"])
-def test_kernel_stubs_fail(which):
-    grader = lab4.check_pc_kernel if which == "PC_SRC" else lab4.check_ws_kernel
-    grading.assert_rejects(grader, STUB[which], "not written yet", "hint")
+@pytest.mark.parametrize("which, step", [("PC_KERNEL", "PC"), ("LAB4_KERNEL", "WS")])
+def test_kernel_stubs_fail_with_tier_0(which, step):
+    msg = _kernel_check(step, STUB[which])
+    assert msg and "not written yet" in msg and "(stuck? lab4.hint(" in msg, msg
+    ex = hints.exercises()["lab4-pc" if step == "PC" else "lab4-ws"]
+    assert ex.regions[0].hints[0] in msg.replace('\\"', '"')
+
+
+def test_kernels_built_on_unwritten_wrappers_say_where(tmp_path, monkeypatch):
+    """A student whose Lab 1 and 2 notebooks are not beside this one: the wrappers carried are #error lines, and the
+    check says the wrappers of which lab are missing."""
+    monkeypatch.chdir(tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        wrappers = lab4.carry_wrappers()
+    assert "lab1_tma.ipynb is not beside this notebook" in out.getvalue()
+    msg = _kernel_check("PC", PC_KERNEL, wrappers)
+    assert "not written yet in Lab 1" in msg and "lab1_tma.ipynb" in msg
 
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_wrong_kernels_are_rejected_without_a_gpu(name):
+def test_wrong_kernels_are_rejected_without_a_gpu(name, no_gpu):
     step, src, pattern = KERNELS[name]
-    grader = lab4.check_pc_kernel if step == "PC" else lab4.check_ws_kernel
-    msg = _quiet(grader, src)
+    msg = _kernel_check(step, src)
     assert msg is not None, f"{name}: accepted"
     assert re.search(pattern, msg, re.I | re.S), msg
+    assert "Traceback" not in msg
 
 
-def test_the_outline_diff_matches_the_kernels():
-    """The hand-written outline at the top of the lab: '-' lines are Lab 3's kernel, '+' lines (but the ✎ ones)
-    are step 8's."""
-    nb = (ROOT / "solutions" / "lab4_pipeline.ipynb").read_text()
-    import json
+def test_kernel_failures_name_the_line(no_gpu):
+    """The protocol's failures point at the student's own line of the kernel."""
+    step, src, _ = KERNELS["stage released before its wgmma retired"]
+    msg = _kernel_check(step, src)
+    line = next(n for n, text in enumerate(src.split("\n"), 1) if "my_mbar_arrive(&empty[s])" in text)
+    assert f"line {line} of the kernel" in msg and "my_mbar_arrive(&empty[s])" in msg
 
-    cells = json.loads(nb)["cells"]
-    text = next("".join(c["source"]) for c in cells if "```diff" in "".join(c["source"]))
-    block = text.split("```diff\n", 1)[1].split("```", 1)[0]
-    minus = [ln[1:] for ln in block.splitlines() if ln.startswith("-")]
-    plus = [ln[1:] for ln in block.splitlines() if ln.startswith("+") and "✎" not in ln]
-    assert minus and plus
-    for ln in minus:
-        assert ln in lab4.LAB3_KERNEL, ln
-    for ln in plus:
-        assert ln in SOL["WS_SRC"], ln
+
+def test_runtime_wrong_kernels_compile_and_pass_the_static_checks(no_gpu):
+    """The wrong kernels only a run can catch (gpu_lab4.py runs them on the H100) really do get past everything
+    checked without a GPU, so the run is what rejects them."""
+    for name, (step, src, _) in GPU.runtime_wrong_kernels(PC_KERNEL, LAB4_KERNEL).items():
+        assert _kernel_check(step, src) is None, name
+
+
+def test_kernel_runs_take_the_one_run_path(monkeypatch):
+    """Where a run is possible, the kernel goes through _common.run_on_gpu (the one run path) on shapes with partial
+    tiles and a ring that wraps, into a NaN-poisoned C; a wrong C fails the check."""
+    import numpy as np
+
+    from helpers.checks import _common as C
+
+    calls = []
+
+    def fake_run(kernel, grid, block, smem, ta, tb, c, m, n, k, *, what, timeout):
+        calls.append((grid, block, smem, c.shape, int(m), int(n), int(k), ta.box, tb.box))
+        a, b = ta.array.astype(np.float64), tb.array.astype(np.float64)
+        return [(a @ b.T).astype(np.float32)]
+
+    monkeypatch.setattr(C, "runnable", lambda kernel, checked: True)
+    monkeypatch.setattr(C, "on_hardware", lambda: False)
+    monkeypatch.setattr(C, "run_on_gpu", fake_run)
+    assert _kernel_check("WS", LAB4_KERNEL) is None
+    ((grid, block, smem, shape, m, n, k, abox, bbox),) = calls
+    assert (m, n) == (128 + 64, 256 + 64) and k > 64 * lab4.source_stages(LAB4_KERNEL) and block == 384
+    assert grid == (2, 2) and smem == lab4.dynamic_smem_bytes(4) and abox == (128, 64) and bbox == (256, 64)
+    monkeypatch.setattr(C, "run_on_gpu", lambda *a, **kw: [np.zeros(a[6].shape, np.float32)])
+    assert "every element against fp64" in _kernel_check("WS", LAB4_KERNEL)
+
+
+def test_gpu_script_reads_the_same_solution():
+    ns = GPU.solution_namespace()
+    assert ns["PC_KERNEL"] == PC_KERNEL and ns["LAB4_KERNEL"] == LAB4_KERNEL and ns["WRAPPERS"] == WRAPPERS
+
+
+def test_lab4_builds_on_the_lab3_kernel_and_its_wrappers():
+    """The Lab 4 kernels use the wrappers Lab 3's kernel used (my_*), Lab 3's kslice_desc, and nothing of a local
+    copy of Lab 3."""
+    assert not hasattr(lab4, "LAB3_KERNEL")
+    for kernel in (PC_KERNEL, LAB4_KERNEL):
+        for wrapper in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_mbar_arrive(", "my_tma_load_2d("):
+            assert wrapper in kernel, wrapper
+        assert "HOPPER_WAIT" not in kernel and "hopper::mbar_init" not in kernel and "hopper::tma_load" not in kernel
+    lab3 = COURSE["LAB3_KERNEL"]
+    desc = lab3[lab3.index("__device__ __forceinline__ unsigned long long kslice_desc"):]
+    desc = desc[:desc.index("\n}\n") + 3]
+    assert labgen_code(desc) in LAB4_KERNEL and labgen_code(desc) in PC_KERNEL
+
+
+def labgen_code(text: str) -> str:
+    return "\n".join(ln for ln in text.split("\n") if "### " not in ln and hints.parse_hint(ln) is None)
+
+
+# ------------------------------------------------------------------------------------------- the opening diff
+def test_labs_json_holds_the_lab4_kernel():
+    data = json.loads(hints.DATA.read_text())["kernels"]["lab4"]
+    assert data["variable"] == "LAB4_KERNEL" and data["notebook"] == "lab4_pipeline.ipynb"
+    assert hints.decode(data["solved"]) == labgen_code(LAB4_KERNEL).strip("\n") + "\n"
+    assert "// ✎ " in data["source"] and "setmaxnreg_dec<24>" not in data["source"]
+
+
+def test_kernel_changes_diffs_the_course_lab3_kernel_when_the_student_has_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    diff = lab4.kernel_changes()
+    assert "lab3_wgmma.ipynb is not beside this notebook" in capsys.readouterr().out
+    text = repr(diff)
+    assert text.startswith("Lab 3's kernel (the course's: yours is not beside this notebook, or not written "
+                           "yet) -> Lab 4's kernel")
+    assert "-lab3_gemm(" in text and "+lab4_ws_gemm(" in text and "+      // ✎ " in text
+    assert "-    my_mbar_arrive(&empty[s]);" in text  # Lab 3's release, as solved
+    assert lab4.lab3_speed_note() in html_of(diff)
+
+
+def html_of(diff) -> str:
+    import html
+
+    return html.unescape(diff._repr_html_())
+
+
+def test_kernel_changes_diffs_the_students_own_lab3_kernel(tmp_path, monkeypatch):
+    mine = COURSE["LAB3_KERNEL"].replace("// C (M x N, fp32)", "// my very own kernel\n// C (M x N, fp32)")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"LAB3_KERNEL = r\"\"\"{mine}\"\"\"")]
+    nbformat.write(nb, tmp_path / "lab3_wgmma.ipynb")
+    monkeypatch.chdir(tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()):
+        text = repr(lab4.kernel_changes())
+    assert text.startswith("your Lab 3 kernel -> Lab 4's kernel") and "-// my very own kernel" in text
+    assert "### BEGIN SOLUTION" not in text and "HINT" not in text
+
+
+def test_kernel_changes_with_a_lab3_stub_uses_the_course_kernel(tmp_path, monkeypatch):
+    (tmp_path / "lab3_wgmma.ipynb").write_text((ROOT / "labs" / "lab3_wgmma.ipynb").read_text())
+    monkeypatch.chdir(tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        text = repr(lab4.kernel_changes())
+    assert "not written yet there" in out.getvalue()
+    assert text.startswith("Lab 3's kernel (the course's") and "-    hopper::wgmma_wait<0>();" in text
+
+
+def test_lab3_speed_comes_from_the_ladder_or_says_not_measured(monkeypatch):
+    from helpers import ladder
+
+    rung = next(r for r in ladder.rungs() if r.key == "lab3")
+    note = lab4.lab3_speed_note()
+    if rung.tflops is None:
+        assert "not measured yet" in note
+    else:
+        assert f"{rung.tflops:.0f} TFLOP/s" in note and f"{rung.ratio:.2f}× cuBLAS" in note
+        assert ladder.load()["rungs"]["lab3"].get("title", rung.kernel) in note  # says what was measured
+    monkeypatch.setattr(ladder, "load", lambda path=None: {"rungs": {}})
+    assert lab4.lab3_speed_note() == "Lab 3's kernel on the H100 at 4096³: not measured yet"
+
+
+def test_step_changes_leave_out_markers_and_hints():
+    text = repr(lab4.step_changes(PC_KERNEL, LAB4_KERNEL, "step 7", "step 8"))
+    assert text.startswith("step 7 -> step 8") and "+lab4_ws_gemm(" in text and "-lab4_pc_gemm(" in text
+    assert "### " not in text and "HINT" not in text and "+    hopper::setmaxnreg_inc<240>();" in text
 
 
 def test_ladder_reads_the_committed_measurements():
@@ -375,14 +522,60 @@ def test_ladder_reads_the_committed_measurements():
         assert (f"{r['tflops']:.0f}" if r["tflops"] else "not measured yet") in table
 
 
-def test_runtime_wrong_kernels_compile_and_pass_the_static_checks():
-    """The wrong kernels only a run can catch (gpu_lab4.py runs them on the H100) really do get past everything
-    checked without a GPU, so the GPU run is what rejects them."""
-    for name, (step, src, _) in _gpu_script().runtime_wrong_kernels(SOL["PC_SRC"], SOL["WS_SRC"]).items():
-        grader = lab4.check_pc_kernel if step == "PC" else lab4.check_ws_kernel
-        assert _quiet(grader, src) is None, name
+# ------------------------------------------------------------------------------------------- tiered hints
+LAB4_EXERCISES = ["lab4-counts", "lab4-overlap", "lab4-pc", "lab4-protocol", "lab4-regs", "lab4-ring", "lab4-stages",
+                  "lab4-ws"]
 
 
-def test_gpu_script_reads_the_same_solution():
-    ns = _gpu_script().solution_namespace()
-    assert ns["PC_SRC"] == SOL["PC_SRC"] and ns["WS_SRC"] == SOL["WS_SRC"]
+def test_every_exercise_has_tiered_hints():
+    table = {k: v for k, v in hints.exercises().items() if v.lab == "lab4"}
+    assert sorted(table) == LAB4_EXERCISES
+    for ex in table.values():
+        assert ex.tiers >= 2, f"{ex.id}: no first hint"
+        for region in ex.regions:
+            assert len(region.hints) >= 2, (ex.id, region.hints[0])
+            for tier in region.hints[:2]:  # the generator's rule, asserted on the data the students read
+                assert not hints.leaked_lines(tier, region.answer), (ex.id, tier)
+    assert len(table["lab4-pc"].regions) == 5 and len(table["lab4-ws"].regions) == 8
+
+
+def _stub_texts(cell_source: str) -> list[str]:
+    found = re.findall(r'raise NotImplementedError\((.*)\)\s*$', cell_source, re.M)
+    texts = [eval(t) for t in found]  # noqa: S307 - the generator's own repr() of a string
+    texts += [t.replace('\\"', '"') for t in re.findall(r'#error "not written yet: (.*)"\s*$', cell_source, re.M)]
+    return texts
+
+
+def test_the_stubs_show_tier_0_only():
+    """Every region of the student notebook shows exactly its tier-0 hint and how to ask for more; no tier 1 or 2,
+    no line of an answer, anywhere in the notebook."""
+    lab = nbformat.read(ROOT / "labs" / "lab4_pipeline.ipynb", as_version=4)
+    text = (ROOT / "labs" / "lab4_pipeline.ipynb").read_text()
+    table = hints.exercises()
+    for cell in lab.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if not gid.endswith("-answer"):
+            continue
+        ex = table[hints.exercise_id(gid)]
+        assert _stub_texts(cell.source) == [f"{r.hints[0]} (stuck? lab4.hint('{ex.id}', 1))" for r in ex.regions]
+        for region in ex.regions:
+            for later in region.hints[1:]:
+                assert later not in text and json.dumps(later)[1:-1] not in text, (ex.id, later)
+            for line in region.answer.split("\n"):
+                if len(line.strip()) >= 20 and not line.strip().startswith(("//", "#")):
+                    assert json.dumps(line.strip())[1:-1] not in text, (ex.id, line)
+
+
+def test_hint_and_answer_entry_points(capsys):
+    lab4.hint("lab4-ring")
+    lab4.hint("lab4-ring", 1)
+    lab4.hint("lab4-pc", 1)
+    lab4.answer("lab4-ring")
+    lab4.answer("lab4-ring", sure=True)
+    out = capsys.readouterr().out
+    ring = hints.exercises()["lab4-ring"].regions[0]
+    assert f"What to do · lab4-ring\n  {ring.hints[0]}\nMore: lab4.hint('lab4-ring', 1)" in out
+    assert f"Hint 1 · lab4-ring\n  {ring.hints[1]}\nMore: lab4.hint('lab4-ring', 2)" in out
+    assert "part 5 of 5" in out and "sure=True" in out
+    assert "return k % S, (k // S) & 1" in out.split("The answer · lab4-ring")[1]
+    assert "there is no exercise" in hints.hint_text("lab4-kernel", 1)

@@ -56,17 +56,13 @@ def run_budget(p: int, q: int) -> dict:
 def early_release_errors(runs: int = 10, size: int = 4096) -> list[int]:
     """(Runs in the isolated child.) Wrong elements of C in each of `runs` launches of the early-release kernel."""
     sys.path.insert(0, str(ROOT / "tests" / "labs"))
-    from gpu_lab4 import solution_namespace  # noqa: PLC0415
+    from gpu_lab4 import HEADER, solution_namespace, wrong_kernels  # noqa: PLC0415
 
     from helpers.checks import lab4  # noqa: PLC0415
 
-    ws = solution_namespace()["WS_SRC"]
-    early = ("      hopper::wgmma_commit();\n      hopper::wgmma_wait<1>();\n"
-             "      if (k > 0 && t == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);")
-    assert early in ws
-    bad = ws.replace(early, "      hopper::wgmma_commit();\n      if (t == 0) hopper::mbar_arrive(&empty[s]);\n"
-                     "      hopper::wgmma_wait<1>();")
-    bad = bad.replace("if (k_tiles > 0 && t == 0) hopper::mbar_arrive(&empty[(k_tiles - 1) % STAGES]);", "")
+    ns = solution_namespace()  # the lab's kernels, on the course's wrappers
+    _, early, _ = wrong_kernels(ns["PC_KERNEL"], ns["LAB4_KERNEL"])["stage released before its wgmma retired"]
+    bad = HEADER + ns["WRAPPERS"] + early
     kernel = gpu.compile(bad, "lab4_ws_gemm")
     a, b = gpu.random((size, size), gpu.bfloat16, seed=3), gpu.random((size, size), gpu.bfloat16, seed=4)
     ref = gpu.cublas_gemm(a, b).to_host().astype(np.float64)

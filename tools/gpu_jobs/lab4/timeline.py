@@ -2,9 +2,11 @@
 
     python tools/gpu_jobs/lab4/timeline.py OUT_DIR      (about 10 s of GPU time)
 
-The kernel is Lab 3's (helpers.checks.lab4.LAB3_KERNEL) with three stamps added for thread 0 of each block, per K
-step: after its wait on EMPTY (the copies are issued next), after its wait on FULL (the tiles are there), after
-wgmma.wait_group 0 (the step's wgmmas are done). It also records the block's SM (%smid). Writes
+The kernel is the course's Lab 3 kernel (solutions/lab3_wgmma.ipynb, built on the solutions' wrappers of Labs 1-3,
+as tests/labs/gpu_lab4.py assembles it) with three stamps added for thread 0 of each block, per K step: after its
+wait on EMPTY in produce(j) (step j's copies are issued next, one step ahead of the compute), after its wait on FULL
+(the tiles are there), after wgmma.wait_group 0 (the step's wgmmas are done). It also records the block's SM
+(%smid). Writes
 OUT_DIR/lab3_timeline_h100.json: the first blocks that ran on the busiest-at-start SM, stamps in SM cycles from the
 earliest one (commit it as tests/data/lab3_timeline_h100.json; Lesson 04 draws it).
 """
@@ -12,6 +14,7 @@ earliest one (commit it as tests/data/lab3_timeline_h100.json; Lesson 04 draws i
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -22,37 +25,43 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from helpers import gpu  # noqa: E402
-from helpers.checks import lab4  # noqa: E402
 
 SIZE = 4096
 
 
+def lab3_source() -> str:
+    """The course's Lab 3 kernel, whole (header, the solutions' wrappers, Lab 3's wgmma and kernel)."""
+    spec = importlib.util.spec_from_file_location("gpu_lab4", ROOT / "tests" / "labs" / "gpu_lab4.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.course_sources()["LAB3"]
+
+
 def instrumented(source: str) -> str:
-    """LAB3_KERNEL with the stamps: one more kernel parameter, three clock64 reads of thread 0 per K step."""
+    """Lab 3's kernel with the stamps: two more kernel parameters, three clock64 reads of thread 0 per K step."""
     def swap(src: str, old: str, new: str) -> str:
-        assert old in src, old
+        assert src.count(old) == 1, old
         return src.replace(old, new)
 
     s = swap(source, "float* __restrict__ C, int M, int N, int K) {",
              "float* __restrict__ C, int M, int N, int K, long long* stamps, int* sm) {\n"
              "  long long* mine = stamps + 3ll * (K / 64) * (blockIdx.y * gridDim.x + blockIdx.x);")
-    s = swap(s, "      HOPPER_WAIT(empty, s, phase ^ 1);\n",
-             "      HOPPER_WAIT(empty, s, phase ^ 1);\n      mine[3 * k] = clock64();\n")
-    s = swap(s, "    HOPPER_WAIT(full, s, phase);  // every thread consumes\n",
-             "    HOPPER_WAIT(full, s, phase);  // every thread consumes\n"
-             "    if (threadIdx.x == 0) mine[3 * k + 1] = clock64();\n")
-    s = swap(s, "    hopper::wgmma_wait<0>();\n",
-             "    hopper::wgmma_wait<0>();\n    if (threadIdx.x == 0) mine[3 * k + 2] = clock64();\n")
-    s = swap(s, "  const int w = threadIdx.x / 32, l = threadIdx.x % 32;",
-             "  if (threadIdx.x == 0) {\n    unsigned id;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(id));\n"
+    s = swap(s, 'my_mbar_wait(&empty[s], ((j / STAGES) & 1) ^ 1, "empty", s);\n',
+             'my_mbar_wait(&empty[s], ((j / STAGES) & 1) ^ 1, "empty", s);\n    mine[3 * j] = clock64();\n')
+    s = swap(s, 'my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n',
+             'my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n    if (t == 0) mine[3 * k + 1] = clock64();\n')
+    s = swap(s, "hopper::wgmma_wait<0>();\n",
+             "hopper::wgmma_wait<0>();\n    if (t == 0) mine[3 * k + 2] = clock64();\n")
+    s = swap(s, "  const int w = t / 32, l = t % 32;",
+             "  if (t == 0) {\n    unsigned id;\n    asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(id));\n"
              "    sm[blockIdx.y * gridDim.x + blockIdx.x] = (int)id;\n  }\n"
-             "  const int w = threadIdx.x / 32, l = threadIdx.x % 32;")
+             "  const int w = t / 32, l = t % 32;")
     return s
 
 
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    kernel = gpu.compile(instrumented(lab4.LAB3_KERNEL), "lab3_gemm")
+    kernel = gpu.compile(instrumented(lab3_source()), "lab3_gemm")
     if gpu.skip_without_hopper(kernel, checked="the instrumented kernel compiles"):
         return 0
     info = gpu.device_info()
@@ -85,8 +94,9 @@ def main(out: Path) -> int:
     data = {"meta": {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
                      "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}",
                      "script": "tools/gpu_jobs/lab4/timeline.py"},
-            "how": (f"Lab 3 kernel (helpers.checks.lab4.LAB3_KERNEL) at {SIZE}³, clock64 of thread 0 per K step: "
-                    "[after the EMPTY wait (copies issued next), after the FULL wait (tiles landed), after "
+            "how": (f"the course's Lab 3 kernel (solutions/lab3_wgmma.ipynb) at {SIZE}³, clock64 of thread 0 per "
+                    "K step: [after the EMPTY wait in produce (the step's copies issued next, one step ahead), after "
+                    "the FULL wait (tiles landed), after "
                     "wgmma.wait_group 0]; the blocks resident on SM "
                     f"{chosen_sm} at the start, cycles from the first stamp"),
             "size": [m, n, k], "summary": summary, "blocks": blocks_out}
