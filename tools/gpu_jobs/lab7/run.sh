@@ -5,7 +5,7 @@
 # Produces $OUT/streamk_h100.json (copy it to tests/data/ for the lesson), $OUT/grader.txt, $OUT/lab7.log, env.txt.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader; date -u;
   python3 -c "import cuda.core, cuda.bindings, numpy; print('cuda.core', cuda.core.__version__, 'cuda.bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
