@@ -25,8 +25,7 @@ def test_measured_figures_come_from_a_committed_run_on_a_named_gpu():
         src = ROOT / e["source"].split(" ")[0]
         assert src.is_file(), f"{key}: {src} missing"
         run = json.loads(src.read_text())
-        variant = e["source"].split("variant ")[-1].rstrip(")") if "variant" in e["source"] else key
-        assert run["rungs"][variant]["speed"] == e["speed"], f"{key}: figures differ from {src.name}"
+        assert run["rungs"][key]["speed"] == e["speed"], f"{key}: figures differ from {src.name}"
         for s in e["speed"]:
             assert s["cublas_tflops"] and abs(s["ratio"] - s["tflops"] / s["cublas_tflops"]) < 1e-6
             assert s["sm_clock_mhz"], f"{key} {s['shape']}: no SM clock"
