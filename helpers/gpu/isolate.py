@@ -165,7 +165,9 @@ def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[
     try:
         EmuLauncher(kernel, grid, block, smem, real, cluster).run(timeout)
     except errors.KernelFault as e:
-        raise type(e)(f"{e} This notebook is unaffected.") from None
+        err = type(e)(f"{e} This notebook is unaffected.")
+        err.__dict__.update(e.__dict__)  # a HazardError keeps its hazards
+        raise err from None
     return IsolatedResult([dev[i].to_host() for i in sorted(dev)], time.monotonic() - t0, "")
 
 

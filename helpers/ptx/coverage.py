@@ -63,11 +63,16 @@ def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
     from helpers import labgen
 
     out: list[CourseKernel] = []
+    wrappers = ""  # the student's wrappers so far (Lab 1's TMA load, Lab 2's mbarrier calls, ...), lab by lab
     for nb in sorted((root / "solutions").glob("*.ipynb")):
         ns = labgen.solution_namespace(nb)
+        for val in ns.values():
+            if isinstance(val, str) and "__device__" in val and "__global__" not in val:
+                wrappers += val
         for key, val in ns.items():
             if isinstance(val, str) and "__global__" in val:
-                src = val if "hopper.cuh" in val else '#include "hopper.cuh"\n' + val  # as the graders compile it
+                # as the graders compile it: the header, the wrappers of this lab and the earlier ones, the kernel
+                src = val if "hopper.cuh" in val else '#include "hopper.cuh"\n' + wrappers + val
                 for name in kernel_names(val):
                     out.append(CourseKernel(f"{nb.name}:{key}", src, name))
     for cu in sorted((root / "bench" / "kernels").glob("*.cu")) + [root / "tests" / "gpu" / "every_wrapper.cu"]:

@@ -107,6 +107,7 @@ class Options:
     time_limit: float | None = None  # wall-clock seconds
     max_resident: int | None = None  # CTAs resident at once (default: what fits on 132 SMs)
     trace: bool = False  # record per-warp events (Machine.trace)
+    hazards: bool = False  # the hazard checker (helpers.ptx.hazards): latest-moment async ops, happens-before checks
 
 
 @dataclass
@@ -256,6 +257,11 @@ class Machine:
         self.cur: CTA = self.ctas[0]
         self.printed: list[str] = []
         self.dispatches = 0
+        self.hz: Any = None
+        if self.opts.hazards:
+            from .hazards import HazardChecker
+
+            self.hz = HazardChecker(self)
         self._bind()
 
     # ------------------------------------------------------------------ setup
@@ -298,6 +304,8 @@ class Machine:
         for pc, ins in enumerate(prog.instrs):
             b = Binder(self, pc, ins, prog.func_at[pc])
             op = b.bind()
+            if self.hz is not None:
+                op = self.hz.wrap(pc, ins, op)
             self.ops.append(op)
             ctl.append(bool(getattr(op, "ctl", False)))
         n = len(self.ops)
@@ -392,6 +400,8 @@ class Machine:
                         self.event_time = t
                         fn()
                         continue
+                    if self.hz is not None and self.hz.flush():  # the latest moment: nothing runs without it
+                        continue
                     if not any(x.alive for x in self.ctas) and not self.pending:
                         break
                     self._stall()
@@ -401,7 +411,7 @@ class Machine:
                 loops += 1
                 if limit is not None and loops % 16 == 0 and time.monotonic() - t0 > limit:
                     raise TimeoutError(limit)
-            while self.events:
+            while self.events or (self.hz is not None and self.hz.flush()):
                 self._apply_events(None)
 
     def _fill_slots(self) -> None:
@@ -423,6 +433,8 @@ class Machine:
                 self.LOCAL[c.lo:c.hi] = 0
                 self.set_state(slice(c.lo, c.hi), RUN)
             cl.expected = len(group) * self.T
+            if self.hz is not None:
+                self.hz.start_cluster(cl)
 
     def _pick_cta(self) -> CTA | None:
         counts = (self.RCOUNT.reshape(self.S, self.W) > 0).any(axis=1)
@@ -523,6 +535,8 @@ class Machine:
 
     # ------------------------------------------------------------------ deadlocks
     def _stall(self) -> None:
+        if self.hz is not None and not self.stall_mode:
+            self.hz.stalled()
         regs = [p for p in self.parked if p.kind == "setmaxnreg"]
         if regs:  # registers that never come: the root cause, whoever else waits behind it
             raise Deadlock(self.deadlock_sentence(regs))

@@ -13,13 +13,18 @@ KERNELS = coverage.course_kernels()
 
 def test_the_course_kernels_are_found() -> None:
     names = {k.name for k in KERNELS}
-    assert {"copy_tiles", "row_sums", "lab3_gemm", "gemm_64x64", "every_wrapper", "vadd", "stuck", "oob",
+    assert {"lab1_copy", "lab2_gemm", "lab3_gemm", "gemm_64x64", "every_wrapper", "vadd", "stuck", "oob",
             "misaligned", "tma_one_tile", "probe"} <= names
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[f"{k.where}:{k.name}" for k in KERNELS])
 def test_every_instruction_is_emulated(kernel: coverage.CourseKernel) -> None:
-    k = gpu.compile(kernel.source, kernel.name)
+    try:
+        k = gpu.compile(kernel.source, kernel.name)
+    except gpu.CompileError:
+        if ".ipynb:cell" not in kernel.where:
+            raise
+        pytest.skip("a lesson's CUDA template (completed by the cell's Python), not a kernel on its own")
     missing = [m for m in coverage.unsupported(k.ptx, k.lowered_name)
                if not any(gap in m for gap in coverage.KNOWN_GAPS)]
     assert not missing, "\n".join(missing)
