@@ -354,9 +354,8 @@ class EmuLauncher:
     describe = Launcher.describe
 
     def run(self, timeout: float | None = None) -> Any:
-        from helpers.ptx.runtime import ArgumentError, KernelOutcome, run_kernel
-
         from helpers.ptx import current_options
+        from helpers.ptx.runtime import ArgumentError, KernelOutcome, run_kernel
 
         limit = float(os.environ.get("HELPERS_LAUNCH_TIMEOUT", "60")) if timeout is None else timeout
         k = self.kernel

@@ -115,11 +115,12 @@ class RunResult:
 def run(kernel: Any, grid: Any, block: Any, shared_mem: int, *args: Any, cluster: Any = None, hazards: bool = True,
         trace: bool = False, check: bool = True, timeout: float = 120.0) -> RunResult:
     """Run a compiled kernel (``helpers.gpu.compile``) once on the executor, even where there is a GPU.
-    Arguments as for ``gpu.run_isolated``: numpy arrays (copied in, and back in ``.arrays``), ``TensorMapArg``,
-    numpy scalars, or arrays made on the emulator. With ``hazards`` the hazard checker runs (a hazard raises
-    ``gpu.HazardError``, or with ``check=False`` is returned in ``.hazards``); with ``trace`` the per-warp timeline
-    is recorded (``.trace``)."""
+    Arguments as for ``gpu.run_isolated``: numpy arrays and ``TensorMapArg`` (copied in, and back in ``.arrays``
+    in argument order), numpy scalars, or arrays made on the emulator. With ``hazards`` the hazard checker runs
+    (a hazard raises ``gpu.HazardError``, or with ``check=False`` is returned in ``.hazards``); with ``trace``
+    the per-warp timeline is recorded (``.trace``)."""
     from helpers import gpu
+    from helpers.gpu import isolate
 
     from . import runtime
 
@@ -129,7 +130,8 @@ def run(kernel: Any, grid: Any, block: Any, shared_mem: int, *args: Any, cluster
     try:
         with executor_options(hazards=hazards, trace=trace):
             try:
-                out = gpu.run_isolated(kernel, grid, block, shared_mem, *args, cluster=cluster, timeout=timeout)
+                out = isolate._run_emulated(kernel, grid, block, shared_mem, list(args), cluster, timeout,
+                                            with_maps=True)
                 res.arrays, res.seconds = list(out.arrays), out.seconds
             except gpu.HazardError as e:
                 if check:

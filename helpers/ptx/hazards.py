@@ -76,6 +76,18 @@ class Hazard:
         return f"hazard ({KINDS[self.kind]}): {self.sentence}{more}"
 
 
+def short(text: str, width: int = 110) -> str:
+    """An instruction's text for a sentence: long register lists shortened (``{%f1, %f2, …, %f64}``)."""
+    import re
+
+    def brace(mt: re.Match) -> str:
+        items = [x.strip() for x in mt.group(1).split(",")]
+        return "{" + (", ".join(items) if len(items) <= 4 else f"{items[0]}, {items[1]}, …, {items[-1]}") + "}"
+
+    t = re.sub(r"\{([^{}]*)\}", brace, " ".join(text.split()))
+    return t if len(t) <= width else t[:width - 1] + "…"
+
+
 def report(hazards: list[Hazard], then: str = "") -> str:
     """The sentence of a run with hazards: the first one (the root cause) first."""
     if not hazards:
@@ -104,6 +116,7 @@ class _Copy:
     tx: int  # bytes the copy completes on each target's barrier
     land: Callable[[], None]
     vc: np.ndarray
+    after_wait: str = ""  # the barrier the issuer waited on last (the producer's empty[s])
     phases: dict = field(default_factory=dict)  # target slot -> the barrier's phase when issued
     need: dict = field(default_factory=dict)  # target slot -> (component, value) once landed
     landed: bool = False
@@ -220,6 +233,7 @@ class HazardChecker:
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
         self.last_wait: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, phase) of its last wait
         self.last_wgwait: dict[int, tuple] = {}  # machine warp -> (pc, N) of its last wgmma.wait_group
+        self.releases: dict[int, dict[int, tuple]] = {}  # machine warp -> {epoch it ended: (pc, what)}
         self._acc_rows(mach)
 
     # ------------------------------------------------------------------ setup
@@ -318,15 +332,20 @@ class HazardChecker:
         return c.rank * self.mach.W + (g - c.w0), g
 
     def where(self, pc: int, c: Any, warp: int | None = None, thread: int | None = None) -> str:
-        """'the instruction at line 12 of the CUDA source (PTX line 80: `...`) in block (0,0) warp 1 (thread 32)'."""
-        ins = self.mach.prog.instrs[pc]
-        cell = f"line {ins.cell_line} of the CUDA source, " if ins.cell_line else ""
+        """'at line 12 of the CUDA source (PTX line 80: `ld.shared.u16 %r3, [%r2];`), block (0,0) warp 1, thread
+        32'."""
         who = f"block {c.label}"
         if warp is not None:
             who += f" warp {warp}"
         if thread is not None:
-            who += f" (thread {thread})"
-        return f"at {cell}PTX line {ins.line} (`{ins.text.strip()}`) in {who}"
+            who += f", thread {thread}"
+        return f"{self._where_pc(pc)}, {who}"
+
+    def _where_pc(self, pc: int) -> str:
+        ins = self.mach.prog.instrs[pc]
+        if ins.cell_line:
+            return f"at line {ins.cell_line} of the CUDA source (PTX line {ins.line}: `{short(ins.text)}`)"
+        return f"at PTX line {ins.line} (`{short(ins.text)}`)"
 
     def _thread(self, m: Any = None) -> int:
         return int(self.mach.TLIN[self._first(self.m if m is None else m)])
@@ -336,7 +355,8 @@ class HazardChecker:
 
     def add(self, kind: str, sentence: str, pcs: tuple[int, ...]) -> None:
         """Record a hazard (the same kind at the same pair of instructions is counted, not repeated)."""
-        key = (kind, *pcs)
+        ins = self.mach.prog.instrs
+        key = (kind, *(ins[p].cell_line or -ins[p].line for p in pcs))  # unrolled copies of a line count as one
         h = self._keys.get(key)
         if h is not None:
             h.count += 1
@@ -350,11 +370,18 @@ class HazardChecker:
     def vc(self, c: Any, w: int) -> np.ndarray:
         return c.cluster.hz.vc[w]
 
-    def release(self, c: Any, w: int) -> np.ndarray:
-        """Warp ``w`` (cluster index) releases: a copy of its clock, then its epoch moves on."""
+    def release(self, c: Any, w: int, what: str = "") -> np.ndarray:
+        """Warp ``w`` (cluster index) releases (``what``: e.g. 'arrived on empty[0]'): a copy of its clock, then
+        its epoch moves on."""
         cs = c.cluster.hz
         snap = cs.vc[w].copy()
+        epoch = int(cs.vc[w, w])
         cs.vc[w, w] += 1
+        g = c.cluster.ctas[w // self.mach.W].w0 + w % self.mach.W
+        hist = self.releases.setdefault(g, {})
+        hist[epoch] = (self.pc, what)
+        if len(hist) > 64:
+            del hist[min(hist)]
         return snap
 
     def acquire(self, c: Any, w: int, knowledge: np.ndarray) -> None:
@@ -375,10 +402,10 @@ class HazardChecker:
             bar.hz_comp = k
             bar.hz_pend = np.zeros(0, np.int64)
             bar.hz_done = np.zeros(0, np.int64)
-            bar.hz_from: set = set()
+            bar.hz_from: dict = {}  # (block, warpgroup) -> its last wgmma.wait_group when it arrived
             bar.hz_expect = 0
             bar.hz_copies: list[_Copy] = []
-            bar.hz_last_from: set = set()
+            bar.hz_last_from: dict = {}
         return k
 
     def arrive(self, c: Any, bar: Any, m: Any, release: bool = True) -> None:
@@ -387,8 +414,8 @@ class HazardChecker:
         w, g = self.actor(c, m)
         self._flag_sync_point(m)
         if release:
-            bar.hz_pend = _join(bar.hz_pend, self.release(c, w))
-        bar.hz_from.add(c.label)
+            bar.hz_pend = _join(bar.hz_pend, self.release(c, w, bar.name))
+        bar.hz_from[(c.label, (g - c.w0) // 4)] = self.last_wgwait.get(g)
         self.last_arrive[g] = (self.pc, bar.name, c.label)
 
     def expect(self, bar: Any, nbytes: int) -> None:
@@ -416,7 +443,7 @@ class HazardChecker:
                      "full size (every box of the stage) with arrive.expect_tx.", (x.pc,))
         bar.hz_expect = 0
         bar.hz_last_from = bar.hz_from
-        bar.hz_from = set()
+        bar.hz_from = {}
 
     def waited(self, c: Any, bar: Any, m: Any, acquire: bool = True) -> None:
         """Threads ``m`` of ``c`` saw ``bar``'s phase complete (a successful test_wait / try_wait)."""
@@ -424,7 +451,7 @@ class HazardChecker:
         w, g = self.actor(c, m)
         if acquire:
             self.acquire(c, w, bar.hz_done)
-        self.last_wait[g] = (self.pc, bar.name, bar.phase - 1)
+        self.last_wait[g] = (self.pc, bar.name, bar.phase - 1, bar)
         self.sync_seq[np.asarray(m) if not isinstance(m, slice) else m] = \
             self.gpu_fence[np.asarray(m) if not isinstance(m, slice) else m]
 
@@ -442,7 +469,7 @@ class HazardChecker:
     def named_arrive(self, c: Any, bar: dict, m: Any, wait: bool) -> None:
         w, _ = self.actor(c, m)
         self._flag_sync_point(m)
-        bar["hz_vc"] = _join(bar.get("hz_vc", np.zeros(0, np.int64)), self.release(c, w))
+        bar["hz_vc"] = _join(bar.get("hz_vc", np.zeros(0, np.int64)), self.release(c, w, "a named barrier"))
         if wait:
             bar.setdefault("hz_waiters", []).append((w, m))
 
@@ -457,7 +484,7 @@ class HazardChecker:
         cs = c.cluster.hz
         w, _ = self.actor(c, m)
         if release:
-            cs.cbar = _join(cs.cbar, self.release(c, w))
+            cs.cbar = _join(cs.cbar, self.release(c, w, "the cluster barrier"))
 
     def cluster_done(self, cl: Any) -> None:
         cs = cl.hz
@@ -552,11 +579,10 @@ class HazardChecker:
             known = c.cluster.hz.vc[w, writers] >= ts.gw_epoch[ch[k]]
             if not known.all():
                 j = int(ch[k[~known][0]])
-                self.add("unsynchronised", f"{self.where(self.pc, c, g - c.w0, self._thread())} reads shared memory "
-                         f"({self._region(target, j)}) that warp {int(ts.gw[j]) % self.mach.W} of block "
-                         f"{self._cta_of(c, int(ts.gw[j])).label} wrote {self.where(int(ts.gw_pc[j]), target)}, and "
-                         "nothing orders that write before this read (a barrier both warps take part in, or an "
-                         "mbarrier the writer arrives on and the reader waits for).", (self.pc, int(ts.gw_pc[j])))
+                self.add("unsynchronised", f"the load {self.where(self.pc, c, g - c.w0, self._thread())} reads "
+                         f"{self._region(target, j)}, which the store {self._wrote(target, j)} wrote, and nothing "
+                         "orders that write before the read (a barrier both warps take part in, or an mbarrier the "
+                         "writer arrives on and the reader waits for).", (self.pc, int(ts.gw_pc[j])))
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
         if target is c:
@@ -569,7 +595,7 @@ class HazardChecker:
         cs = c.cluster.hz
         w, g = self.actor(c)
         ch = self._chunks(np.atleast_1d(off), width)
-        here = self.where(self.pc, c, g - c.w0, self._thread())
+        here = f"the store {self.where(self.pc, c, g - c.w0, self._thread())}"
         if ts.any_async:
             aw = ts.aw[ch]
             hit = np.flatnonzero(aw)
@@ -579,19 +605,20 @@ class HazardChecker:
                 if not ok.all():
                     x = self.copies[int(ids[~ok][0])]
                     region = self._region(target, int(ch[hit[~ok][0]]))
-                    self.add("overwrite-while-read", f"{here} writes shared memory ({region}) "
-                             f"that the {x.what} {self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} is still "
-                             "writing (its barrier phase has not been waited for): the two writes race.",
+                    self.add("overwrite-while-read", f"{here} writes {region} while the {x.what} "
+                             f"{self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} may still be writing it "
+                             "(nobody has waited for the barrier phase it completes): the two writes race.",
                              (self.pc, x.pc))
-            self._check_async_readers(c, w, target, ch, here, "writes")
-        self._check_generic_readers(c, w, target, ch, here, "writes")
+            self._check_async_readers(c, w, target, ch, here)
+        self._check_generic_readers(c, w, target, ch, here)
         ts.gw[ch] = w
         ts.gw_epoch[ch] = cs.vc[w, w]
         ts.gw_pf[ch] = self.proxy_fences[g]
         ts.gw_pc[ch] = self.pc
         ts.aw[ch] = 0
 
-    def _check_async_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str, verb: str) -> bool:
+    def _check_async_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str,
+                             region: str | None = None, extra: str = "") -> bool:
         """Wgmmas and TMA stores that may still read chunks ``ch`` of ``target`` when warp ``w`` writes them."""
         ts = target.hz
         cs = c.cluster.hz
@@ -608,9 +635,9 @@ class HazardChecker:
                 comp = cs.wg0 + rec.cta.rank * cs.G + rec.g
                 if cs.vc[w, comp] < rec.seq + 1:
                     j = int(ch[nz[np.argmax(col[nz])]])
-                    self.add("overwrite-while-read", f"{here} {verb} shared memory ({self._region(target, j)}) that "
-                             f"the wgmma {self.where(rec.pc, rec.cta, rec.warp % self.mach.W)} may still read: "
-                             f"{self._wgmma_status(rec)}", (self.pc, rec.pc))
+                    self.add("overwrite-while-read", f"{here} overwrites {region or self._region(target, j)} while "
+                             f"the wgmma {self.where(rec.pc, rec.cta)} (warpgroup {rec.g}) may still read it: "
+                             f"{self._wgmma_status(rec, self._last_barrier(c, w))}.{extra}", (self.pc, rec.pc))
                     bad = True
         sids = ts.ar_st[ch]
         if sids.any():
@@ -619,15 +646,16 @@ class HazardChecker:
             rec = self.stores[last]
             if cs.vc[w, cs.bulk0 + rec.warp] < rec.seq:
                 j = int(ch[nz[np.argmax(sids[nz])]])
-                self.add("overwrite-while-read", f"{here} {verb} shared memory ({self._region(target, j)}) that the "
+                self.add("overwrite-while-read", f"{here} overwrites {region or self._region(target, j)} while the "
                          f"TMA store {self.where(rec.pc, rec.cta, rec.warp % self.mach.W, rec.thread)} may still "
-                         "read: no cp.async.bulk.wait_group.read that covers that store comes before this write "
-                         "(wait until at most N stores still read, for the buffer issued N stores ago, then let the "
-                         "writers know with a barrier).", (self.pc, rec.pc))
+                         "read it: no cp.async.bulk.wait_group.read covering that store comes before this write "
+                         "(the issuing thread waits until at most N stores still read, N being the stores issued "
+                         "since this buffer's, then a barrier lets the writers go on).", (self.pc, rec.pc))
                 bad = True
         return bad
 
-    def _check_generic_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str, verb: str) -> None:
+    def _check_generic_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str,
+                               region: str | None = None) -> None:
         ts = target.hz
         cs = c.cluster.hz
         W = self.mach.W
@@ -644,10 +672,10 @@ class HazardChecker:
                 i, r = (int(x[0]) for x in np.nonzero(~known))
                 j = int(ch[i])
                 rpc = int(ts.gr_pc[j, r])
-                why = self._released_before(target, r, rpc)
-                self.add("overwrite-while-read", f"{here} {verb} shared memory ({self._region(target, j)}) that warp "
-                         f"{r} of block {target.label} read {self.where(rpc, target, r)}, and nothing orders that "
-                         f"read before this {verb[:-1]}{why}.", (self.pc, rpc))
+                why = self._released_before(target, r, int(gr[i, r]), self._waited_before(c, w))
+                self.add("overwrite-while-read", f"{here} overwrites {region or self._region(target, j)}, which the "
+                         f"load {self.where(rpc, target, r)} read, and nothing orders that read before this "
+                         f"write{why}.", (self.pc, rpc))
         gw = ts.gw[ch]
         other = (gw >= 0) & (gw != w)
         if other.any():
@@ -655,73 +683,105 @@ class HazardChecker:
             known = cs.vc[w, gw[k]] >= ts.gw_epoch[ch[k]]
             if not known.all():
                 j = int(ch[k[~known][0]])
-                self.add("unsynchronised", f"{here} {verb} shared memory ({self._region(target, j)}) that warp "
-                         f"{int(ts.gw[j]) % W} wrote {self.where(int(ts.gw_pc[j]), target)}, and nothing orders the "
-                         "two writes.", (self.pc, int(ts.gw_pc[j])))
+                self.add("unsynchronised", f"{here} overwrites {region or self._region(target, j)}, which the "
+                         f"store {self._wrote(target, j)} wrote, and nothing orders the two writes.",
+                         (self.pc, int(ts.gw_pc[j])))
 
-    def _released_before(self, target: Any, warp: int, rpc: int) -> str:
-        g = target.w0 + warp
-        rel = self.last_arrive.get(g)
-        if rel is None:
+    def _wrote(self, target: Any, chunk: int) -> str:
+        """Where the last generic write of a chunk happened (instruction, block, warp)."""
+        ts = target.hz
+        w = int(ts.gw[chunk])
+        return self.where(int(ts.gw_pc[chunk]), target.cluster.ctas[w // self.mach.W], w % self.mach.W)
+
+    def _waited_before(self, c: Any, w: int) -> str | None:
+        """The barrier warp ``w`` (cluster index) of ``c``'s cluster last waited on (the producer's empty[s])."""
+        g = c.cluster.ctas[w // self.mach.W].w0 + w % self.mach.W
+        last = self.last_wait.get(g)
+        return last[1] if last else None
+
+    def _released_before(self, target: Any, warp: int, epoch: int, released_on: str | None) -> str:
+        """', but that warp had released the stage on empty[0] at line …' when the read came right after an arrival
+        on the barrier the writer waited for (a stage released before it is read)."""
+        rel = self.releases.get(target.w0 + warp, {}).get(epoch - 1)
+        if rel is None or not released_on or rel[1] != released_on:
             return ""
-        pc, name, label = rel
-        if pc < rpc or True:
-            return (f" (that warp's last arrival before or at that read was on {name} {self.where(pc, target)}: a "
-                    "stage released before it is read lets the producer refill it under the reader)")
-        return ""
+        return (f": that warp arrived on {rel[1]} {self._where_pc(rel[0])} before this read, which let the "
+                "producer refill the stage under it (release a stage only after reading it)")
 
     def _read_before_delivered(self, c: Any, w: int, g: int, target: Any, chunk: int, x: _Copy,
                                what: str = "") -> None:
-        last = self.last_wait.get(g)
         bar = x.bars[0] if x.bars else None
         bname = bar.name if bar is not None else "its barrier"
         phase = x.phases.get(target.slot, -1)
-        seen = f"; the last wait of warp {g - c.w0} returned on {last[1]} phase {last[2]}" if last else ""
+        last = self.last_wait.get(g)
+        seen = f" (warp {g - c.w0} last waited for {last[1]} phase {last[2]})" if last else ""
         rel = self.last_arrive.get(g)
         early = ""
-        if rel is not None and last is not None and rel[0] != last[0]:
-            early = (f"; after that wait it arrived on {rel[1]} {self.where(rel[0], c)}, so the producer may "
-                     "already refill the stage it still reads (release a stage only after reading it)")
+        if rel is not None and x.after_wait and rel[1] == x.after_wait and (last is None or rel[0] != last[0]):
+            early = (f"; after that wait the warp arrived on {rel[1]} {self._where_pc(rel[0])}, which let the "
+                     "producer refill the stage before it read it (release a stage only after reading it)")
         reader = what or self.where(self.pc, c, g - c.w0, self._thread())
-        self.add("read-before-delivered", f"{reader} reads shared memory ({self._region(target, chunk)}) that the "
-                 f"{x.what} {self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} delivers on {bname} phase "
-                 f"{phase}, before that phase completed for this warp{seen}{early}.", (self.pc, x.pc))
+        self.add("read-before-delivered", f"{reader} reads {self._region(target, chunk)}, which the {x.what} "
+                 f"{self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} delivers on {bname} phase {phase}, "
+                 f"before that phase completed{seen}{early}.", (self.pc, x.pc))
 
-    def _region(self, target: Any, chunk: int) -> str:
-        off = chunk * 16
-        hit = self.mach.prog.shared_name(off)
+    def _region(self, target: Any, chunk: int, end: int | None = None) -> str:
+        """'sA byte 2048 (shared offset 0xc00)', or with ``end`` (a byte offset) the range of a copy."""
+        lo = chunk * 16
+        hi = end if end is not None else None
+        hit = self.mach.prog.shared_name(lo)
         if hit is not None:
             from .sync import demangle
 
             name, inner = hit
-            return f"{demangle(name)}, byte {inner}, shared offset {off:#x}"
-        if off >= self.mach.dyn_base:
-            return f"dynamic shared memory byte {off - self.mach.dyn_base}, shared offset {off:#x}"
-        return f"shared offset {off:#x}"
+            var = demangle(name)
+            what = f"{var} byte {inner}" if hi is None else f"{var} bytes {inner}–{inner + hi - lo - 1}"
+        elif lo >= self.mach.dyn_base:
+            d = lo - self.mach.dyn_base
+            what = f"dynamic shared memory byte {d}" if hi is None else \
+                f"dynamic shared memory bytes {d}–{d + hi - lo - 1}"
+        else:
+            what = "shared memory"
+        where = f"shared offset {lo:#x}" if hi is None else f"shared offsets {lo:#x}–{hi - 1:#x}"
+        block = "" if target is self.mach.cur else f" of block {target.label}"
+        return f"{what} ({where}){block}"
 
     def _cta_of(self, c: Any, w: int) -> Any:
         return c.cluster.ctas[w // self.mach.W]
 
-    def _wgmma_status(self, rec: _Wgmma) -> str:
-        c = rec.cta
-        st = c.wg.get(rec.g)
+    def _last_barrier(self, c: Any, w: int) -> Any:
+        """The mbarrier warp ``w`` (cluster index) last waited on, or None."""
+        last = self.last_wait.get(c.cluster.ctas[w // self.mach.W].w0 + w % self.mach.W)
+        return last[3] if last else None
+
+    def _wgmma_status(self, rec: _Wgmma, released_on: Any = None) -> str:
+        """Why a wgmma may still be reading: never committed, released before a wait retired it (``released_on``:
+        the barrier the writer waited on), or never released to the writer at all."""
         if not rec.committed:
             return ("it was never committed (no wgmma.commit_group after it), so no wgmma.wait_group waits for it: "
                     "commit each K step's wgmmas as a group")
-        lw = None
-        if st is not None:
-            for w4 in range(4):
-                if st.written[w4] <= rec.seq:
-                    lw = 4 * rec.g + w4
-                    break
-        last = self.last_wgwait.get(c.w0 + (lw if lw is not None else 4 * rec.g))
+        c = rec.cta
+        fix = ("release a stage only once the group that reads it has retired (wait_group 0 before the release, or "
+               "release the previous stage after wait_group 1)")
+        if released_on is not None:
+            key = (c.label, rec.g)
+            if key not in released_on.hz_last_from:
+                return (f"no warp of its warpgroup (block {c.label}) arrived on {released_on.name} of block "
+                        f"{released_on.cta.label}, the barrier the writer waited on")
+            last = released_on.hz_last_from[key]
+            if last is None:
+                return (f"its warpgroup released the stage on {released_on.name} before any wgmma.wait_group retired "
+                        f"it: {fix}")
+            pc, keep = last
+            return (f"its warpgroup released the stage on {released_on.name} after `wgmma.wait_group {keep}` "
+                    f"{self._where_pc(pc)}, which lets {keep} group{'s' if keep != 1 else ''} stay in flight, this "
+                    f"one among them: {fix}")
+        last = self.last_wgwait.get(c.w0 + 4 * rec.g)
         if last is not None:
             pc, keep = last
-            return (f"the wgmma.wait_group {keep} {self.where(pc, c)} leaves its group pending (it waits only until "
-                    f"{keep} group{'s' if keep != 1 else ''} remain in flight), and the stage was released after "
-                    f"it: release a stage only once the group that reads it has retired (wait_group 0, or release "
-                    f"the previous stage after wait_group 1)")
-        return "no wgmma.wait_group has retired its group before the stage was released"
+            return (f"the last wgmma.wait_group of its warpgroup, `wgmma.wait_group {keep}` {self._where_pc(pc)}, "
+                    f"lets {keep} group{'s' if keep != 1 else ''} stay in flight: wait until it has retired")
+        return "no wgmma.wait_group has retired its group yet"
 
     # ------------------------------------------------------------------ copies into shared memory
     def copy_issued(self, c: Any, what: str, targets: list, nbytes: int, tx: int, land: Callable[[], None]) -> None:
@@ -731,13 +791,17 @@ class HazardChecker:
 
         w, g = self.actor(c)
         x = _Copy(len(self.copies), what, self.pc, c, w, self._thread(), targets, nbytes, tx, land,
-                  c.cluster.hz.vc[w].copy())
+                  c.cluster.hz.vc[w].copy(), self._waited_before(c, w) or "")
         self.copies.append(x)
-        here = self.where(self.pc, c, g - c.w0, self._thread())
+        here = f"the {what} {self.where(self.pc, c, g - c.w0, self._thread())}"
         for cta, doff, boff in targets:
             ts = cta.hz
             ch = np.arange(doff >> 4, (doff + nbytes + 15) >> 4)
-            verb = f"loads into (the {what} writes)"
+            region = self._region(cta, doff >> 4, doff + nbytes)
+            hint = self._remote_hint(c, w, cta)
+            if ts.any_async:  # readers first: a reader still busy is the cause, a fill not consumed the symptom
+                self._check_async_readers(c, w, cta, ch, here, region, hint)
+            self._check_generic_readers(c, w, cta, ch, here, region)
             if ts.any_async:
                 aw = ts.aw[ch]
                 hit = np.flatnonzero(aw)
@@ -746,14 +810,10 @@ class HazardChecker:
                     ok = self._copy_known(c, w, ids, cta)
                     if not ok.all():
                         y = self.copies[int(ids[~ok][0])]
-                        self.add("overwrite-while-read", f"the {what} {here} writes shared memory "
-                                 f"({self._region(cta, int(ch[hit[~ok][0]]))}) that the {y.what} "
-                                 f"{self.where(y.pc, y.cta, y.warp % self.mach.W, y.thread)} delivers and nobody has "
-                                 "been seen waiting for yet: a stage refilled before its previous fill was consumed.",
-                                 (self.pc, y.pc))
-                self._check_async_readers(c, w, cta, ch, f"the {what} {here}", "writes")
-            self._check_generic_readers(c, w, cta, ch, f"the {what} {here}", "writes")
-            self._remote_hint(c, cta, boff)
+                        self.add("overwrite-while-read", f"{here} refills {region} while the {y.what} "
+                                 f"{self.where(y.pc, y.cta, y.warp % self.mach.W, y.thread)} may still be writing "
+                                 "it (nobody has waited for the phase it completes): a stage refilled before its "
+                                 f"previous fill was consumed.{hint}", (self.pc, y.pc))
             ts.aw[ch] = x.id
             ts.gr[ch] = 0
             ts.gw[ch] = -1
@@ -764,11 +824,22 @@ class HazardChecker:
             x.bars.append(bar)
             x.phases[cta.slot] = bar.phase
             bar.hz_copies.append(x)
-            _ = verb
         self.pending.append(x)
 
-    def _remote_hint(self, c: Any, cta: Any, boff: int) -> None:
-        """Nothing: kept for the report of a copy into another block (the hazard names both blocks)."""
+    def _remote_hint(self, c: Any, w: int, cta: Any) -> str:
+        """For a copy into another block of the cluster: which blocks' arrivals completed the barrier the producer
+        waited on (a release sent to the wrong block's barrier shows here)."""
+        if cta is c:
+            return ""
+        name = self._waited_before(c, w)
+        bar = next((b for b in c.barriers.values() if b.name == name), None)
+        came = sorted({label for label, _ in getattr(bar, "hz_last_from", {}) or {}})
+        if bar is None or not came or cta.label in came:
+            return ""
+        return (f" The producer waited on {name} of block {c.label}, whose last phase completed with arrivals from "
+                f"block {', '.join(came)} only: the consumers of block {cta.label} never arrived on it (a release "
+                "meant for another block's barrier must name that block: mapa + mbarrier.arrive.shared::cluster, "
+                "hopper::mbar_arrive_cluster).")
 
     def land(self, x: _Copy) -> None:
         """Land a pending copy now: join the issuer's clock into each target barrier's phase, write, complete."""
@@ -1046,11 +1117,6 @@ class HazardChecker:
             if sem not in ("acquire", "acq_rel", "sc"):
                 t = self._first(m)
                 self.pending_acquire[int(t)] = (self.pc, writer, wpc)
-
-    def _where_pc(self, pc: int) -> str:
-        ins = self.mach.prog.instrs[pc]
-        cell = f"line {ins.cell_line} of the CUDA source, " if ins.cell_line else ""
-        return f"at {cell}PTX line {ins.line} (`{ins.text.strip()}`)"
 
     def _flag_sync_point(self, m: Any) -> None:
         """A thread that read a flag without acquire reaches a point where it relies on it (a barrier, another
