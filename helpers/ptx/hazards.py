@@ -230,6 +230,7 @@ class HazardChecker:
         self.gshadow: dict[int, np.ndarray] = {}  # allocation base -> per 4-byte word: who wrote it last
         self.desc_cache: dict[tuple[int, int], np.ndarray] = {}
         self._sem: dict[int, tuple[str, str]] = {}
+        self._known: set[tuple[int, int, int]] = set()  # (warp, copy, block slot) known to have landed
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
         self.last_wait: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, phase) of its last wait
         self.last_wgwait: dict[int, tuple] = {}  # machine warp -> (pc, N) of its last wgmma.wait_group
@@ -251,6 +252,8 @@ class HazardChecker:
                         rows.setdefault(reg[1], len(rows))
         self.acc_index = rows
         self.dirty = np.ones((mach.S * mach.W, max(len(rows), 1)), bool)  # no wgmma.fence yet: all dirty
+        self.fences = np.zeros(mach.S * mach.W, np.int64)  # wgmma.fence executed, per machine warp
+        self.dirty_pc: dict[int, int] = {}  # machine warp -> the last ordinary instruction touching accumulators
 
     def wrap(self, pc: int, ins: Any, op: Callable) -> Callable:
         """The op of instruction ``pc`` as hazard mode runs it: the checker learns the pc and the threads, and
@@ -514,6 +517,7 @@ class HazardChecker:
     def wgmma_fence(self, c: Any, m: Any) -> None:
         _, g = self.actor(c, m)
         self.dirty[g] = False
+        self.fences[g] += 1
 
     # ------------------------------------------------------------------ accumulators
     def touch_accumulators(self, m: Any, c: Any, acc: np.ndarray) -> None:
@@ -537,6 +541,7 @@ class HazardChecker:
                              (self.pc, op.pc))
                     break
         self.dirty[g, acc] = True
+        self.dirty_pc[g] = self.pc
         _ = mach
 
     # ------------------------------------------------------------------ shared memory: generic accesses
@@ -550,12 +555,22 @@ class HazardChecker:
 
     def _copy_known(self, c: Any, w: int, ids: np.ndarray, target: Any) -> np.ndarray:
         """For each copy id: does warp ``w`` (cluster index) know it landed in ``target``'s shared memory?"""
+        first = int(ids[0])
+        if not (ids != first).any():  # the usual case: one copy wrote all the bytes read
+            return np.full(len(ids), self._copy_known1(c, w, first, target))
+        u, inv = np.unique(ids, return_inverse=True)
+        return np.array([self._copy_known1(c, w, cid, target) for cid in u.tolist()], bool)[inv]
+
+    def _copy_known1(self, c: Any, w: int, cid: int, target: Any) -> bool:
+        key = (w, cid, target.slot)
+        if key in self._known:  # knowledge only grows
+            return True
+        x = self.copies[cid]
         cs = c.cluster.hz
-        ok = np.ones(len(ids), bool)
-        for i, cid in enumerate(ids.tolist()):
-            x = self.copies[cid]
-            nd = x.need.get(target.slot) if x is not None and x.landed else None
-            ok[i] = nd is not None and nd[0] < cs.vc.shape[1] and bool(cs.vc[w, nd[0]] >= nd[1])
+        nd = x.need.get(target.slot) if x is not None and x.landed else None
+        ok = nd is not None and nd[0] < cs.vc.shape[1] and bool(cs.vc[w, nd[0]] >= nd[1])
+        if ok:
+            self._known.add(key)
         return ok
 
     def smem_read(self, c: Any, target: Any, off: np.ndarray, width: int) -> None:
@@ -686,6 +701,11 @@ class HazardChecker:
                 self.add("unsynchronised", f"{here} overwrites {region or self._region(target, j)}, which the "
                          f"store {self._wrote(target, j)} wrote, and nothing orders the two writes.",
                          (self.pc, int(ts.gw_pc[j])))
+
+    def _machine_warps(self, c: Any, warps: np.ndarray) -> np.ndarray:
+        """Machine warp indices of cluster warp indices of ``c``'s cluster."""
+        W = self.mach.W
+        return np.array([c.cluster.ctas[x // W].w0 + x % W for x in np.asarray(warps).tolist()], np.int64)
 
     def _wrote(self, target: Any, chunk: int) -> str:
         """Where the last generic write of a chunk happened (instruction, block, warp)."""
@@ -893,12 +913,18 @@ class HazardChecker:
         rec = self.wgmmas[op.hz_id]
         acc = np.array([self.acc_index[r] for r in op.rows.tolist() if r in self.acc_index], np.int64)
         if acc.size and self.dirty[g, acc].any():
-            fenced = not self.dirty[g].all()
-            why = ("no wgmma.fence came before it in this warp" if not fenced else
-                   "ordinary instructions wrote or read its accumulator registers since the warp's last wgmma.fence")
-            self.add("missing-wgmma-fence", f"the wgmma {here} was issued without wgmma.fence: {why}. Issue "
-                     "wgmma.fence (hopper::wgmma_fence()) in every warp of the warpgroup before the first wgmma and "
-                     "after any ordinary instruction touches the accumulators.", (self.pc,))
+            if not self.fences[g]:
+                self.add("missing-wgmma-fence", f"the wgmma {here} was issued without wgmma.fence: no wgmma.fence "
+                         "came before it in this warp. Issue wgmma.fence (hopper::wgmma_fence()) in every warp of "
+                         "the warpgroup before the first wgmma, and again after any ordinary instruction touches the "
+                         "accumulators.", (self.pc,))
+            else:
+                tpc = self.dirty_pc.get(g, self.pc)
+                self.add("missing-wgmma-fence", f"the wgmma {here} was issued without wgmma.fence after its "
+                         f"accumulator registers were touched by an ordinary instruction {self._where_pc(tpc)}, "
+                         "which comes after the warp's last wgmma.fence. Fence after the accumulators are written "
+                         "(if your source writes them before the fence, the compiler moved the writes: pin them "
+                         "with hopper::wgmma_fence_operands(d) just before hopper::wgmma_fence()).", (self.pc, tpc))
         ch = np.concatenate([self._operand_chunks(op.desc[0], 64), self._operand_chunks(op.desc[1], n)])
         ch = ch[(ch >= 0) & (ch < len(ts.aw))]
         if ts.any_async:
@@ -919,16 +945,16 @@ class HazardChecker:
             known = (writers == w) | (cs.vc[w, writers] >= ts.gw_epoch[j])
             if not known.all():
                 k = int(j[~known][0])
-                self.add("unsynchronised", f"the wgmma {here} reads shared memory ({self._region(c, k)}) that warp "
-                         f"{int(ts.gw[k]) % self.mach.W} wrote {self.where(int(ts.gw_pc[k]), c)} with nothing "
+                self.add("unsynchronised", f"the wgmma {here} reads {self._region(c, k)}, which the "
+                         f"store {self._wrote(c, k)} wrote, with nothing "
                          "ordering that write before the wgmma (a barrier after the writes).",
                          (self.pc, int(ts.gw_pc[k])))
-            wmach = c.w0 + (writers % self.mach.W)
+            wmach = self._machine_warps(c, writers)
             fenced = self.proxy_fences[wmach] > ts.gw_pf[j]
             if not fenced.all():
                 k = int(j[~fenced][0])
-                self.add("missing-proxy-fence", f"the wgmma {here} reads shared memory ({self._region(c, k)}) written "
-                         f"by ordinary stores {self.where(int(ts.gw_pc[k]), c, int(ts.gw[k]) % self.mach.W)}, and "
+                self.add("missing-proxy-fence", f"the wgmma {here} reads {self._region(c, k)}, written by "
+                         f"the ordinary store {self._wrote(c, k)}, and "
                          "that warp did not execute fence.proxy.async between the stores and the wgmma: the tensor "
                          "core (the async proxy) may not see them. Each writing thread fences "
                          "(hopper::fence_proxy_async()) after its stores, then a barrier.",
@@ -980,16 +1006,16 @@ class HazardChecker:
             known = (writers == w) | (cs.vc[w, writers] >= ts.gw_epoch[j])
             if not known.all():
                 k = int(j[~known][0])
-                self.add("unsynchronised", f"the TMA store {here} reads shared memory ({self._region(c, k)}) that "
-                         f"warp {int(ts.gw[k]) % self.mach.W} wrote {self.where(int(ts.gw_pc[k]), c)} with nothing "
+                self.add("unsynchronised", f"the TMA store {here} reads {self._region(c, k)}, which the "
+                         f"store {self._wrote(c, k)} wrote, with nothing "
                          "ordering that write before the store (every writer meets the issuing thread at a barrier "
                          "first).", (self.pc, int(ts.gw_pc[k])))
-            wmach = c.w0 + (writers % self.mach.W)
+            wmach = self._machine_warps(c, writers)
             fenced = self.proxy_fences[wmach] > ts.gw_pf[j]
             if not fenced.all():
                 k = int(j[~fenced][0])
-                self.add("missing-proxy-fence", f"the TMA store {here} reads shared memory ({self._region(c, k)}) "
-                         f"written by ordinary stores {self.where(int(ts.gw_pc[k]), c, int(ts.gw[k]) % self.mach.W)}, "
+                self.add("missing-proxy-fence", f"the TMA store {here} reads {self._region(c, k)}, "
+                         f"written by the ordinary store {self._wrote(c, k)}, "
                          "and that warp did not execute fence.proxy.async between its stores and the TMA store: the "
                          "TMA (the async proxy) may read the old bytes. Each writing thread fences "
                          "(hopper::fence_proxy_async()) after its stores, then the barrier, then the store.",

@@ -15,10 +15,11 @@ from kernels import (
     LAB2_RELEASE_BEFORE_READ,
     LAB2_WRONG_PARITY,
     WS_GEMM,
+    lab_sources,
     ws_smem,
 )
 
-from helpers import gpu, labgen
+from helpers import gpu
 from helpers.gpu import examples
 from helpers.ptx import numerics as N
 
@@ -30,16 +31,6 @@ def sol() -> dict:
     """The solved kernels of Labs 1-3 as the graders compile them: the header, the student's wrappers so far, the
     kernel (LAB1, LAB2, LAB3)."""
     return lab_sources()
-
-
-def lab_sources() -> dict:
-    ns: dict = {}
-    for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):
-        ns.update(labgen.solution_namespace(ROOT / "solutions" / f"{nb}.ipynb"))
-    head = '#include "hopper.cuh"\n' + ns["TMA_LOAD"]
-    wrappers = head + ns["MBAR_INIT_ARRIVE"] + ns["MBAR_TX_WAIT"]
-    return {"LAB1": head + ns["LAB1_KERNEL"], "LAB2": wrappers + ns["LAB2_KERNEL"],
-            "LAB3": wrappers + ns["WGMMA"] + ns["LAB3_KERNEL"]}
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
