@@ -200,7 +200,8 @@ def test_wait_group_0_where_1_is_allowed_and_the_current_stage_after_0() -> None
 
 
 def test_stage_released_before_it_is_read(labs: dict) -> None:
-    src = edit(labs["LAB2"], "    my_mbar_arrive(&empty[s]);\n    // ### END SOLUTION\n  }", "    // ### END SOLUTION\n  }")
+    end = "    // ### END SOLUTION\n  }"
+    src = edit(labs["LAB2"], "    my_mbar_arrive(&empty[s]);\n" + end, end)
     src = edit(src, '    my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n',
                '    my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n    my_mbar_arrive(&empty[s]);\n')
     first = named(fp32_gemm(src, "lab2_gemm", 64, 64, 256, (1, 1)), "overwrite-while-read", "the TMA load",
