@@ -62,6 +62,10 @@ def exit_threads(mach: Machine, m: Any, c: CTA) -> None:
     if mach.hz is not None:
         mach.hz.thread_exit(m, c)
     mach.set_state(m, EXIT)
+    if mach.opts.trace:
+        for g in np.unique(mach.WARPG[_indices(m)]).tolist():
+            if (mach.STATE[mach.wlo[g]:mach.whi[g]] == EXIT).all():
+                mach.event(c, g - c.w0, "done")
     for bid, bar in list(c.named.items()):
         _try_complete_named(mach, c, bid, bar)
     if c.cluster is not None:

@@ -122,6 +122,17 @@ class Event:
     phase: int = -1
     stage: int = -1
     detail: str = ""
+    end: int = -1  # spans (a wgmma on the tensor cores): when it ended
+
+
+def stage_of(barrier: str) -> int:
+    """The stage a barrier guards, from its name: ``full[2]`` -> 2 (-1 without an index)."""
+    if barrier.endswith("]") and "[" in barrier:
+        try:
+            return int(barrier[barrier.rindex("[") + 1:-1])
+        except ValueError:
+            return -1
+    return -1
 
 
 @dataclass(eq=False)
@@ -253,6 +264,9 @@ class Machine:
         self.progress = 0
         self.since_progress = 0
         self.trace: list[Event] = []
+        self.open_waits: dict[int, tuple] = {}  # traced runs: machine warp -> the wait it is parked in
+        self.copy_seq = 0  # traced runs: numbers the copies so a landing matches its issue
+        self._async_now: int | None = None  # the time of the asynchronous event being applied
         self.start_clock = 1000
         self.cur: CTA = self.ctas[0]
         self.printed: list[str] = []
@@ -374,16 +388,39 @@ class Machine:
         done = False
         while self.events and (until is None or self.events[0][0] <= until):
             t, _, fn = heapq.heappop(self.events)
-            self.event_time = t
-            fn()
+            self.event_time = self._async_now = t
+            try:
+                fn()
+            finally:
+                self._async_now = None
             done = True
         return done
 
     def event(self, c: CTA, warp: int, kind: str, barrier: str = "", phase: int = -1, stage: int = -1,
-              detail: str = "") -> None:
-        """Record a per-warp event for timelines (only with Options.trace)."""
+              detail: str = "", time: int | None = None, end: int = -1) -> None:
+        """Record a per-warp event for timelines (only with Options.trace). ``warp`` is the warp in its block (-1:
+        the block's asynchronous units); the time is the block's clock, or the event's own time while an
+        asynchronous operation completes."""
         if self.opts.trace:
-            self.trace.append(Event(c.clock, c.ctaid, warp, kind, barrier, phase, stage, detail))
+            if time is None:
+                time = self._async_now if self._async_now is not None else c.clock
+            if stage < 0 and barrier:
+                stage = stage_of(barrier)
+            self.trace.append(Event(int(time), c.ctaid, warp, kind, barrier, phase, stage, detail, int(end)))
+
+    def wait_began(self, c: CTA, g: int, kind: str, barrier: str = "", phase: int = -1) -> None:
+        """A traced warp (machine index ``g``) starts waiting (``wait`` on a barrier, ``wait_group``)."""
+        if g not in self.open_waits:
+            self.open_waits[g] = (kind, barrier, phase)
+            self.event(c, g - c.w0, kind, barrier, phase)
+
+    def wait_ended(self, c: CTA, gs: Any, kind: str) -> None:
+        """Traced warps ``gs`` (machine indices) got past a wait of ``kind``: close the waits they were parked in."""
+        for g in np.unique(np.atleast_1d(gs)).tolist():
+            w = self.open_waits.get(g)
+            if w is not None and w[0] == kind:
+                del self.open_waits[g]
+                self.event(c, g - c.w0, f"{kind}_done", w[1], w[2])
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -396,9 +433,7 @@ class Machine:
                 c = self._pick_cta()
                 if c is None:
                     if self.events:
-                        t, _, fn = heapq.heappop(self.events)
-                        self.event_time = t
-                        fn()
+                        self._apply_events(self.events[0][0])
                         continue
                     if self.hz is not None and self.hz.flush():  # the latest moment: nothing runs without it
                         continue

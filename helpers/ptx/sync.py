@@ -301,6 +301,8 @@ def _wait(b: Binder) -> Any:
             for bar, sel in waits:
                 if (res & sel).any():
                     mach.hz.waited(c, bar, idx[res & sel], acquire)
+        if mach.opts.trace and res.any() and mach.open_waits:
+            mach.wait_ended(c, mach.WARPG[idx[res]], "wait")
         if res.all():
             d(m, res)
             mach.PC[m] = pc + 1
@@ -321,7 +323,7 @@ def _wait(b: Binder) -> Any:
                 mach.park(rest, c, bar, "mbar", pc, retry=True, parity=parity,
                           addr=cta.rank_bits | bar.offset, label=bar.label, index=bar.index, name=bar.name)
                 if mach.opts.trace:
-                    mach.event(c, int(mach.WARPG[rest[0]]) - c.w0, "wait", bar.name, bar.phase)
+                    mach.wait_began(c, int(mach.WARPG[rest[0]]), "wait", bar.name, bar.phase)
                 if mach.hz is not None:
                     mach.hz.parked(bar)  # the latest moment for the copies that complete on it
         return True

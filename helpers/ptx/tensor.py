@@ -191,9 +191,15 @@ def _tensor(b: Binder, rest: list[str]) -> Any:
 def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: list[CTA], doff: int, boff: int,
                  where: Any) -> None:
     nbytes = tma_mod.tx_bytes(tmap)
+    bar0 = c.barriers.get(boff)
+    bname, phase = (bar0.name, bar0.phase) if bar0 is not None else ("", -1)
+    mach.copy_seq += 1
+    seq = mach.copy_seq
 
     def land() -> None:
         gmem = _gmem_of(mach, tmap)
+        if mach.opts.trace:
+            mach.event(c, -1, "tma_landed", bname, phase, -1, f"copy {seq}: {nbytes} bytes at {doff:#x}")
         for cta in targets:
             if not cta.alive:
                 continue
@@ -206,8 +212,6 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
                 bar.complete_tx(nbytes)
             except MBarrierError as e:
                 raise _located(mach, ExecFault("CUDA_ERROR_LAUNCH_FAILED", str(e)), where, c) from None
-        if mach.opts.trace:
-            mach.event(c, -1, "tma_landed", "", -1, -1, f"{nbytes} bytes at {doff:#x}")
 
     if mach.hz is not None:
         what = "TMA multicast load" if len(targets) > 1 or targets[0] is not c else "TMA load"
@@ -217,9 +221,7 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
         mach.schedule(c, mach.opts.tma_latency, land)
     mach.since_progress = 0
     if mach.opts.trace:
-        bar = c.barriers.get(boff)
-        mach.event(c, c.cur_warp - c.w0, "tma_issue", bar.name if bar else "", bar.phase if bar else -1, -1,
-                   f"{nbytes} bytes to {doff:#x}")
+        mach.event(c, c.cur_warp - c.w0, "tma_issue", bname, phase, -1, f"copy {seq}: {nbytes} bytes to {doff:#x}")
 
 
 def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], soff: int, where: Any) -> None:
@@ -248,6 +250,8 @@ def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], s
         mach.wake(("bulk", c.slot))
 
     op["read_fn"], op["write_fn"] = read, write
+    if mach.opts.trace:
+        mach.event(c, c.cur_warp - c.w0, "store_issue", "", -1, -1, f"TMA store from {soff:#x}")
     if mach.hz is not None:  # the latest moment: the wait_group that covers it (or the block's exit)
         mach.hz.store_issued(c, t, soff, tma_mod.smem_footprint(tmap), op)
     else:
@@ -498,6 +502,8 @@ def _wg_commit(b: Binder) -> Any:
         st, g, w, _ = _wg_of(mach, c, m)
         st.groups[w].append(st.issued[w])
         st.open_from[w] = st.issued[w]
+        if mach.opts.trace:
+            mach.event(c, 4 * g + w, "commit", "", -1, -1, f"group of wgmmas up to {st.issued[w]}")
         if mach.hz is not None:
             mach.hz.wgmma_commit(c, st, g, w)
 
@@ -522,6 +528,8 @@ def _wg_wait(b: Binder) -> Any:
                 if not op.done and op.count == 4:
                     _compute(mach, c, st, g, op, op.ins)
         if any(not op.done for op in st.ops[st.written[w]:upto]):
+            if mach.opts.trace:
+                mach.wait_began(c, c.w0 + 4 * g + w, "wait_group", "", keep)
             return mach.park(m, c, ("wgmma", c.slot, g), "wgmma", pc, retry=True,
                              what=f"waits in wgmma.wait_group for wgmma of warpgroup {g} that the other warps of "
                                   "the warpgroup never issue (every warp of the warpgroup must issue each wgmma)")
@@ -530,6 +538,8 @@ def _wg_wait(b: Binder) -> Any:
         for op in st.ops[st.written[w]:upto]:
             W[op.rows, lo:hi] = op.result[32 * w:32 * w + (hi - lo)].T
         st.written[w] = max(st.written[w], upto)
+        if mach.opts.trace and mach.open_waits:
+            mach.wait_ended(c, c.w0 + 4 * g + w, "wait_group")
         if mach.hz is not None:
             mach.hz.wgmma_waited(c, g, w, upto, keep)
         mach.PC[m] = pc + 1
@@ -621,6 +631,11 @@ def _wg_mma(b: Binder) -> Any:
         if op.count == 4:
             if mach.hz is not None:  # computed at the wait_group that covers it; waiters may now retry
                 mach.wake(("wgmma", c.slot, g))
+            elif mach.opts.trace:  # a timeline: the block's tensor cores take one wgmma at a time
+                start = max(c.clock, getattr(c, "tc_free", 0))
+                c.tc_free = start + mach.opts.wgmma_latency
+                mach.event(c, 4 * g, "wgmma", "", -1, -1, f"wgmma {seq} of warpgroup {g}", start, c.tc_free)
+                mach.schedule(c, c.tc_free - c.clock, lambda: _compute(mach, c, st, g, op, line))
             else:
                 mach.schedule(c, mach.opts.wgmma_latency, lambda: _compute(mach, c, st, g, op, line))
         mach.since_progress = 0
