@@ -231,6 +231,7 @@ class HazardChecker:
         self.desc_cache: dict[tuple[int, int], np.ndarray] = {}
         self._sem: dict[int, tuple[str, str]] = {}
         self._known: set[tuple[int, int, int]] = set()  # (warp, copy, block slot) known to have landed
+        self._committed: dict = {}  # (block slot, warpgroup, warp) -> wgmmas marked committed so far
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
         self.last_wait: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, phase) of its last wait
         self.last_wgwait: dict[int, tuple] = {}  # machine warp -> (pc, N) of its last wgmma.wait_group
@@ -268,11 +269,12 @@ class HazardChecker:
             return op
         hz = self
         acc = np.array(touched, np.int64)
+        rows = frozenset(r for r, i in self.acc_index.items() if i in set(touched))
 
         if touched:
             def wrapped(m: Any, c: Any, *rest: Any) -> Any:
                 hz.pc, hz.m = pc, m
-                hz.touch_accumulators(m, c, acc)
+                hz.touch_accumulators(m, c, acc, rows)
                 return op(m, c, *rest)
         else:
             def wrapped(m: Any, c: Any, *rest: Any) -> Any:
@@ -319,8 +321,13 @@ class HazardChecker:
             self.cta_serial[self.serial] = c.label
             c.hz = _CtaState(self, c)
         for c in cl.ctas:
+            warps = range(c.w0, c.w0 + self.mach.W)
             self.dirty[c.w0:c.w0 + self.mach.W] = True
+            self.fences[c.w0:c.w0 + self.mach.W] = 0
             self.proxy_fences[c.w0:c.w0 + self.mach.W] = 0
+            for memory in (self.last_arrive, self.last_wait, self.last_wgwait, self.releases, self.dirty_pc):
+                for g in warps:
+                    memory.pop(g, None)
         lo, hi = cl.ctas[0].lo, cl.ctas[-1].hi
         self.gpu_fence[lo:hi] = 0
         self.sync_seq[lo:hi] = 0
@@ -508,11 +515,10 @@ class HazardChecker:
             self.proxy_fences[g] += 1
         if opcode.startswith("membar") and ("gl" in q or "sys" in q) or \
                 opcode.startswith("fence") and ("gpu" in q or "sys" in q) and ("sc" in q or "acq_rel" in q):
-            idx = np.asarray(m) if not isinstance(m, slice) else m
+            idx = np.atleast_1d(np.asarray(m) if not isinstance(m, slice) else np.arange(m.start, m.stop))
             self.gpu_fence[idx] += 1
-            t = np.atleast_1d(np.asarray(self.mach.TLIN[idx]) + self._first(m) - self.mach.TLIN[self._first(m)])
-            for k in t.tolist():
-                self.pending_acquire.pop(int(k), None)
+            for t in idx.tolist():
+                self.pending_acquire.pop(int(t), None)
 
     def wgmma_fence(self, c: Any, m: Any) -> None:
         _, g = self.actor(c, m)
@@ -520,17 +526,16 @@ class HazardChecker:
         self.fences[g] += 1
 
     # ------------------------------------------------------------------ accumulators
-    def touch_accumulators(self, m: Any, c: Any, acc: np.ndarray) -> None:
-        """An ordinary instruction reads or writes wgmma accumulator registers (indices ``acc``)."""
-        mach = self.mach
+    def touch_accumulators(self, m: Any, c: Any, acc: np.ndarray, rows: frozenset) -> None:
+        """An ordinary instruction reads or writes wgmma accumulator registers (indices ``acc``, register rows
+        ``rows``)."""
         _, g = self.actor(c, m)
         lw = g - c.w0
         st = c.wg.get(lw // 4)
         if st is not None:
             w4 = lw % 4
-            rows = {r for r, i in self.acc_index.items() if i in set(acc.tolist())}
             for op in st.ops[st.written[w4]:st.issued[w4]]:
-                if rows & set(op.rows.tolist()):
+                if not rows.isdisjoint(op.rows.tolist()):
                     rec = self.wgmmas[op.hz_id]
                     why = ("it was never committed (no wgmma.commit_group after it), so no wait_group waits for it"
                            if not rec.committed else
@@ -542,7 +547,6 @@ class HazardChecker:
                     break
         self.dirty[g, acc] = True
         self.dirty_pc[g] = self.pc
-        _ = mach
 
     # ------------------------------------------------------------------ shared memory: generic accesses
     def _chunks(self, off: np.ndarray, width: int) -> np.ndarray:
@@ -961,12 +965,16 @@ class HazardChecker:
                          (self.pc, int(ts.gw_pc[k])))
         if op.count == 1:
             ts.ar_wg[ch, gidx] = rec.id
+            ts.any_async = True
 
     def wgmma_commit(self, c: Any, st: Any, gidx: int, w4: int) -> None:
-        for op in st.ops[:st.issued[w4]]:
-            hid = getattr(op, "hz_id", None)
-            if hid is not None:
-                self.wgmmas[hid].committed = True
+        key = (c.slot, gidx, w4)
+        start = self._committed.get(key, 0) if self._committed.get(("st", key)) is st else 0
+        for op in st.ops[start:st.issued[w4]]:
+            if op.hz_id is not None:
+                self.wgmmas[op.hz_id].committed = True
+        self._committed[key] = st.issued[w4]
+        self._committed[("st", key)] = st
 
     def wgmma_waited(self, c: Any, gidx: int, w4: int, upto: int, keep: int) -> None:
         """Warp ``w4`` of warpgroup ``gidx`` returned from wait_group ``keep``: wgmmas before ``upto`` retired."""

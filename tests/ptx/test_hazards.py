@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import h100_gemm
-from kernels import LAB2_GEMM, ROOT, STORES_WGMMA, WS_GEMM, lab_sources, ws_smem
+from kernels import LAB2_GEMM, LAB2_WRONG_PARITY, ROOT, STORES_WGMMA, WS_GEMM, lab_sources, ws_smem
 
 from helpers import gpu, labgen, ptx
 from helpers.gpu import TensorMapArg
@@ -240,6 +240,15 @@ def test_generic_stores_read_by_wgmma_without_proxy_fence() -> None:
     named(res, "unsynchronised", "the wgmma", "nothing ordering that write before the wgmma")
 
 
+def test_store_into_a_tile_a_wgmma_may_still_read() -> None:
+    src = edit(STORES_WGMMA, "  hopper::wgmma_commit();\n", "  hopper::wgmma_commit();\n  sA[t] = 0;\n")
+    a, b = _operands(64, 64, 64)
+    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+                  np.zeros((64, 64), np.float32), check=False)
+    named(res, "overwrite-while-read", "the store", "overwrites sA byte", "the wgmma", "may still read it",
+          "no wgmma.wait_group has retired its group yet")
+
+
 LAB5_FENCE = "    hopper::fence_proxy_async();        // these generic stores"
 
 
@@ -291,6 +300,12 @@ def test_relaxed_flag_in_the_streamk_fixup(side: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the API
+def test_a_deadlock_stays_a_deadlock_in_hazard_mode() -> None:
+    with pytest.raises(gpu.KernelDeadlock, match=r"waited on empty\[0\] for parity 0") as e:
+        fp32_gemm(LAB2_WRONG_PARITY, "lab2_gemm", 64, 64, 128, (1, 1))
+    assert not isinstance(e.value, gpu.HazardError)
+
+
 def test_hazard_mode_is_deterministic(labs: dict) -> None:
     src = edit(labs["LAB3"], "hopper::wgmma_wait<0>();", "hopper::wgmma_wait<1>();")
     runs = [fp32_gemm(src, "lab3_gemm", 64, 64, 256, (1, 1)) for _ in range(2)]
