@@ -168,9 +168,6 @@ class _ClusterState:
         self.cbar = np.zeros(0, np.int64)  # cluster barrier: arrivals of the phase in progress
         self.cbar_done = np.zeros(0, np.int64)
 
-    def width(self) -> int:
-        return self.vc.shape[1]
-
     def new_component(self) -> int:
         k = self.next
         self.next += 1
@@ -197,11 +194,11 @@ class _CtaState:
         self.aw = np.zeros(n, np.int32)  # last async write (copy id)
         self.ar_wg = np.zeros((n, G), np.int32)  # last wgmma (id) per warpgroup reading the chunk
         self.ar_st = np.zeros(n, np.int32)  # last TMA store (id) reading the chunk
-        self.gr = np.zeros((n, m.W), np.int64)  # epoch of each warp's last generic read (0: none)
+        self.gr = np.zeros((n, m.W), np.int32)  # epoch of each warp's last generic read (0: none)
         self.gr_pc = np.zeros((n, m.W), np.int32)
         self.gw = np.full(n, -1, np.int32)  # warp (cluster index) of the last generic write
-        self.gw_epoch = np.zeros(n, np.int64)
-        self.gw_pf = np.zeros(n, np.int64)  # the writer's proxy-fence count at the write
+        self.gw_epoch = np.zeros(n, np.int32)
+        self.gw_pf = np.zeros(n, np.int32)  # the writer's proxy-fence count at the write
         self.gw_pc = np.zeros(n, np.int32)
         self.any_async = False
 
@@ -377,9 +374,6 @@ class HazardChecker:
             self.found.append(h)
 
     # ------------------------------------------------------------------ vector clocks
-    def vc(self, c: Any, w: int) -> np.ndarray:
-        return c.cluster.hz.vc[w]
-
     def release(self, c: Any, w: int, what: str = "") -> np.ndarray:
         """Warp ``w`` (cluster index) releases (``what``: e.g. 'arrived on empty[0]'): a copy of its clock, then
         its epoch moves on."""
@@ -399,10 +393,6 @@ class HazardChecker:
         if len(knowledge) > cs.vc.shape[1]:
             cs.vc = np.pad(cs.vc, ((0, 0), (0, len(knowledge) - cs.vc.shape[1])))
         cs.vc[w, :len(knowledge)] = np.maximum(cs.vc[w, :len(knowledge)], knowledge)
-
-    def known(self, c: Any, w: int, comp: int, value: int | np.ndarray) -> Any:
-        """Does warp ``w`` of ``c``'s cluster know component ``comp`` reached ``value``?"""
-        return c.cluster.hz.vc[w, comp] >= value
 
     # ------------------------------------------------------------------ mbarriers
     def bar_comp(self, bar: Any) -> int:
@@ -656,7 +646,8 @@ class HazardChecker:
                     j = int(ch[nz[np.argmax(col[nz])]])
                     self.add("overwrite-while-read", f"{here} overwrites {region or self._region(target, j)} while "
                              f"the wgmma {self.where(rec.pc, rec.cta)} (warpgroup {rec.g}) may still read it: "
-                             f"{self._wgmma_status(rec, self._last_barrier(c, w))}.{extra}", (self.pc, rec.pc))
+                             f"{self._behind(c, w, rec) or self._wgmma_status(rec, self._last_barrier(c, w))}."
+                             f"{extra}", (self.pc, rec.pc))
                     bad = True
         sids = ts.ar_st[ch]
         if sids.any():
@@ -770,8 +761,18 @@ class HazardChecker:
         block = "" if target is self.mach.cur else f" of block {target.label}"
         return f"{what} ({where}){block}"
 
-    def _cta_of(self, c: Any, w: int) -> Any:
-        return c.cluster.ctas[w // self.mach.W]
+    def _behind(self, c: Any, w: int, rec: _Wgmma) -> str:
+        """When the writer is a warp of the wgmma's own warpgroup that has not issued it yet: the others issued it
+        while this warp was still writing the tile (a barrier is missing between the stores and the wgmma)."""
+        W = self.mach.W
+        if rec.cta is not c.cluster.ctas[w // W] or (w % W) // 4 != rec.g:
+            return ""
+        st = rec.cta.wg.get(rec.g)
+        if st is None or st.issued[(w % W) % 4] > rec.seq:
+            return ""
+        return ("this warp has not reached that wgmma yet: other warps of its warpgroup issued it while this one "
+                "was still writing the tile. A barrier between the stores and the wgmma (after each writer's "
+                "fence.proxy.async) orders them")
 
     def _last_barrier(self, c: Any, w: int) -> Any:
         """The mbarrier warp ``w`` (cluster index) last waited on, or None."""

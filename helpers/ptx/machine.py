@@ -424,6 +424,13 @@ class Machine:
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            if self.opts.trace:  # asynchronous events carry their own time: keep the trace in time order
+                self.trace.sort(key=lambda e: e.time)
+
+    def _run(self) -> None:
         t0 = time.monotonic()
         limit = self.opts.time_limit
         with np.errstate(all="ignore"):

@@ -237,7 +237,8 @@ def test_generic_stores_read_by_wgmma_without_proxy_fence() -> None:
     src = edit(STORES_WGMMA, "  __syncthreads();\n", "")
     res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
                   np.zeros((64, 64), np.float32), check=False)
-    named(res, "unsynchronised", "the wgmma", "nothing ordering that write before the wgmma")
+    named(res, "overwrite-while-read", "the store", "the wgmma", "this warp has not reached that wgmma yet",
+          "A barrier between the stores and the wgmma")
 
 
 def test_store_into_a_tile_a_wgmma_may_still_read() -> None:
