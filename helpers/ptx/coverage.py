@@ -56,6 +56,16 @@ def _cuda_strings(code: str) -> list[str]:
             and "__global__" in n.value]
 
 
+def _compiles(src: str) -> bool:
+    from helpers import gpu
+
+    try:
+        gpu.compile(src, kernel_names(src)[0] if len(kernel_names(src)) == 1 else None)
+    except gpu.CompileError:
+        return False
+    return True
+
+
 def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
     """Every kernel of the course (see the module docstring)."""
     import nbformat
@@ -63,15 +73,14 @@ def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
     from helpers import labgen
 
     out: list[CourseKernel] = []
-    wrappers = ""  # the student's wrappers so far (Lab 1's TMA load, Lab 2's mbarrier calls, ...), lab by lab
+    wrappers = ""  # the student's wrappers (CUDA strings without a kernel) of this lab and the labs before it
     for nb in sorted((root / "solutions").glob("*.ipynb")):
         ns = labgen.solution_namespace(nb)
-        for val in ns.values():
-            if isinstance(val, str) and "__device__" in val and "__global__" not in val:
-                wrappers += val
-        for key, val in ns.items():
-            if isinstance(val, str) and "__global__" in val:
-                # as the graders compile it: the header, the wrappers of this lab and the earlier ones, the kernel
+        strings = {k: v for k, v in ns.items() if isinstance(v, str) and not k.startswith("_")}
+        wrappers += "".join(v for v in strings.values() if "__device__" in v and "__global__" not in v)
+        for key, val in strings.items():
+            if "__global__" in val:
+                # as the graders compile it: the header, the wrappers carried from the earlier labs, the kernel
                 src = val if "hopper.cuh" in val else '#include "hopper.cuh"\n' + wrappers + val
                 for name in kernel_names(val):
                     out.append(CourseKernel(f"{nb.name}:{key}", src, name))
@@ -92,6 +101,8 @@ def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
             if cell.cell_type != "code":
                 continue
             for src in _cuda_strings(cell.source):
+                if not _compiles(src):  # a template the lesson fills in before compiling (e.g. {REGS}, {bar_id})
+                    continue
                 for name in kernel_names(src):
                     out.append(CourseKernel(f"{nb.name}:cell {i}", src, name))
     seen = set()
