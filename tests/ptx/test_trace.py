@@ -200,3 +200,21 @@ def test_h100_trace_of_lab4() -> None:
     assert blk.roles() == {0: "producer", 1: "consumer", 2: "consumer"}
     bars, _ = TW.trace_bars(tr)
     assert [b for b in bars if b.kind == "TMA in flight"]
+
+
+def test_the_h100_job_runs_dry_on_the_emulator(tmp_path) -> None:  # noqa: ANN001
+    """tools/gpu_jobs/hazard/trace_h100.py --dry: the same steps on the emulator, so the lead's run has no surprise."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OUT=str(tmp_path), HELPERS_EXECUTOR="force")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_jobs" / "hazard" / "trace_h100.py"), "--dry"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tr = T.Trace.from_json(tmp_path / "lab4_trace_h100.json")
+    assert tr.meta["kernel"] == "lab4_gemm_128x128" and tr.meta["correct"] and tr.meta["shape"] == [256, 256, 512]
+    assert {e.warp for e in tr.events} == {0, 4, 8} and len(tr.blocks()) == 2
+    assert set(tr.meta["summary"]) == {"median_cycles_copy_to_first_consumer", "median_cycles_per_k_step",
+                                       "consumer_share_waiting_on_full", "consumer_share_in_wait_group"}
+    assert "Lab 4 128x128 ring at 256x256x512" in (tmp_path / "trace_summary.txt").read_text()
