@@ -555,6 +555,20 @@ class HazardChecker:
         u, inv = np.unique(ids, return_inverse=True)
         return np.array([self._copy_known1(c, w, cid, target) for cid in u.tolist()], bool)[inv]
 
+    def _unknown_copy(self, c: Any, w: int, target: Any, ch: np.ndarray) -> tuple[int, _Copy] | None:
+        """(chunk, copy) of the first copy into chunks ``ch`` of ``target`` that warp ``w`` does not know landed."""
+        if not target.hz.any_async:
+            return None
+        aw = target.hz.aw[ch]
+        hit = np.flatnonzero(aw)
+        if not hit.size:
+            return None
+        ids = aw[hit]
+        ok = self._copy_known(c, w, ids, target)
+        if ok.all():
+            return None
+        return int(ch[hit[~ok][0]]), self.copies[int(ids[~ok][0])]
+
     def _copy_known1(self, c: Any, w: int, cid: int, target: Any) -> bool:
         key = (w, cid, target.slot)
         if key in self._known:  # knowledge only grows
@@ -572,14 +586,9 @@ class HazardChecker:
         ts = target.hz
         w, g = self.actor(c)
         ch = self._chunks(np.atleast_1d(off), width)
-        if ts.any_async:
-            aw = ts.aw[ch]
-            hit = np.flatnonzero(aw)
-            if hit.size:
-                ids = aw[hit]
-                ok = self._copy_known(c, w, ids, target)
-                if not ok.all():
-                    self._read_before_delivered(c, w, g, target, ch[hit[~ok][0]], self.copies[int(ids[~ok][0])])
+        late = self._unknown_copy(c, w, target, ch)
+        if late is not None:
+            self._read_before_delivered(c, w, g, target, *late)
         gw = ts.gw[ch]
         other = (gw >= 0) & (gw != w)
         if other.any():
@@ -605,19 +614,13 @@ class HazardChecker:
         w, g = self.actor(c)
         ch = self._chunks(np.atleast_1d(off), width)
         here = f"the store {self.where(self.pc, c, g - c.w0, self._thread())}"
+        late = self._unknown_copy(c, w, target, ch)
+        if late is not None:
+            j, x = late
+            self.add("overwrite-while-read", f"{here} writes {self._region(target, j)} while the {x.what} "
+                     f"{self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} may still be writing it (nobody has "
+                     "waited for the barrier phase it completes): the two writes race.", (self.pc, x.pc))
         if ts.any_async:
-            aw = ts.aw[ch]
-            hit = np.flatnonzero(aw)
-            if hit.size:
-                ids = aw[hit]
-                ok = self._copy_known(c, w, ids, target)
-                if not ok.all():
-                    x = self.copies[int(ids[~ok][0])]
-                    region = self._region(target, int(ch[hit[~ok][0]]))
-                    self.add("overwrite-while-read", f"{here} writes {region} while the {x.what} "
-                             f"{self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} may still be writing it "
-                             "(nobody has waited for the barrier phase it completes): the two writes race.",
-                             (self.pc, x.pc))
             self._check_async_readers(c, w, target, ch, here)
         self._check_generic_readers(c, w, target, ch, here)
         ts.gw[ch] = w
@@ -827,18 +830,13 @@ class HazardChecker:
             if ts.any_async:  # readers first: a reader still busy is the cause, a fill not consumed the symptom
                 self._check_async_readers(c, w, cta, ch, here, region, hint)
             self._check_generic_readers(c, w, cta, ch, here, region)
-            if ts.any_async:
-                aw = ts.aw[ch]
-                hit = np.flatnonzero(aw)
-                if hit.size:
-                    ids = aw[hit]
-                    ok = self._copy_known(c, w, ids, cta)
-                    if not ok.all():
-                        y = self.copies[int(ids[~ok][0])]
-                        self.add("overwrite-while-read", f"{here} refills {region} while the {y.what} "
-                                 f"{self.where(y.pc, y.cta, y.warp % self.mach.W, y.thread)} may still be writing "
-                                 "it (nobody has waited for the phase it completes): a stage refilled before its "
-                                 f"previous fill was consumed.{hint}", (self.pc, y.pc))
+            late = self._unknown_copy(c, w, cta, ch)
+            if late is not None:
+                y = late[1]
+                self.add("overwrite-while-read", f"{here} refills {region} while the {y.what} "
+                         f"{self.where(y.pc, y.cta, y.warp % self.mach.W, y.thread)} may still be writing it (nobody "
+                         "has waited for the phase it completes): a stage refilled before its previous fill was "
+                         f"consumed.{hint}", (self.pc, y.pc))
             ts.aw[ch] = x.id
             ts.gr[ch] = 0
             ts.gw[ch] = -1
@@ -932,41 +930,39 @@ class HazardChecker:
                          "with hopper::wgmma_fence_operands(d) just before hopper::wgmma_fence()).", (self.pc, tpc))
         ch = np.concatenate([self._operand_chunks(op.desc[0], 64), self._operand_chunks(op.desc[1], n)])
         ch = ch[(ch >= 0) & (ch < len(ts.aw))]
-        if ts.any_async:
-            aw = ts.aw[ch]
-            hit = np.flatnonzero(aw)
-            if hit.size:
-                ids = aw[hit]
-                ok = self._copy_known(c, w, ids, c)
-                if not ok.all():
-                    self._read_before_delivered(c, w, g, c, int(ch[hit[~ok][0]]), self.copies[int(ids[~ok][0])],
-                                                what=f"the wgmma {here}")
-        gw = ts.gw[ch]
-        wrote = np.flatnonzero(gw >= 0)
-        if wrote.size:
-            j = ch[wrote]
-            writers = gw[wrote]
-            cs = c.cluster.hz
-            known = (writers == w) | (cs.vc[w, writers] >= ts.gw_epoch[j])
-            if not known.all():
-                k = int(j[~known][0])
-                self.add("unsynchronised", f"the wgmma {here} reads {self._region(c, k)}, which the "
-                         f"store {self._wrote(c, k)} wrote, with nothing "
-                         "ordering that write before the wgmma (a barrier after the writes).",
-                         (self.pc, int(ts.gw_pc[k])))
-            wmach = self._machine_warps(c, writers)
-            fenced = self.proxy_fences[wmach] > ts.gw_pf[j]
-            if not fenced.all():
-                k = int(j[~fenced][0])
-                self.add("missing-proxy-fence", f"the wgmma {here} reads {self._region(c, k)}, written by "
-                         f"the ordinary store {self._wrote(c, k)}, and "
-                         "that warp did not execute fence.proxy.async between the stores and the wgmma: the tensor "
-                         "core (the async proxy) may not see them. Each writing thread fences "
-                         "(hopper::fence_proxy_async()) after its stores, then a barrier.",
-                         (self.pc, int(ts.gw_pc[k])))
+        self._async_read(c, w, g, ch, f"the wgmma {here}", "the wgmma",
+                         "the tensor core (the async proxy) may not see them. Each writing thread fences "
+                         "(hopper::fence_proxy_async()) after its stores, then a barrier.")
         if op.count == 1:
             ts.ar_wg[ch, gidx] = rec.id
             ts.any_async = True
+
+    def _async_read(self, c: Any, w: int, g: int, ch: np.ndarray, reader: str, short: str, fence_why: str) -> None:
+        """An asynchronous read (a wgmma, a TMA store) of chunks ``ch`` of ``c``'s shared memory by warp ``w``
+        (machine warp ``g``): every copy into them delivered to this warp, every ordinary store into them ordered
+        before it and fenced for the async proxy by its writer."""
+        ts = c.hz
+        late = self._unknown_copy(c, w, c, ch)
+        if late is not None:
+            self._read_before_delivered(c, w, g, c, *late, what=reader)
+        gw = ts.gw[ch]
+        wrote = np.flatnonzero(gw >= 0)
+        if not wrote.size:
+            return
+        j = ch[wrote]
+        writers = gw[wrote]
+        known = (writers == w) | (c.cluster.hz.vc[w, writers] >= ts.gw_epoch[j])
+        if not known.all():
+            k = int(j[~known][0])
+            self.add("unsynchronised", f"{reader} reads {self._region(c, k)}, which the store {self._wrote(c, k)} "
+                     f"wrote, with nothing ordering that write before {short} (every writer meets the issuing "
+                     "thread at a barrier after its stores).", (self.pc, int(ts.gw_pc[k])))
+        fenced = self.proxy_fences[self._machine_warps(c, writers)] > ts.gw_pf[j]
+        if not fenced.all():
+            k = int(j[~fenced][0])
+            self.add("missing-proxy-fence", f"{reader} reads {self._region(c, k)}, written by the ordinary store "
+                     f"{self._wrote(c, k)}, and that warp did not execute fence.proxy.async between its stores and "
+                     f"{short}: {fence_why}", (self.pc, int(ts.gw_pc[k])))
 
     def wgmma_commit(self, c: Any, st: Any, gidx: int, w4: int) -> None:
         key = (c.slot, gidx, w4)
@@ -998,37 +994,9 @@ class HazardChecker:
         here = self.where(self.pc, c, g - c.w0, rec.thread)
         ch = np.arange(soff >> 4, (soff + nbytes + 15) >> 4)
         ch = ch[ch < len(ts.aw)]
-        if ts.any_async:
-            aw = ts.aw[ch]
-            hit = np.flatnonzero(aw)
-            if hit.size:
-                ids = aw[hit]
-                ok = self._copy_known(c, w, ids, c)
-                if not ok.all():
-                    self._read_before_delivered(c, w, g, c, int(ch[hit[~ok][0]]), self.copies[int(ids[~ok][0])],
-                                                what=f"the TMA store {here}")
-        gw = ts.gw[ch]
-        wrote = np.flatnonzero(gw >= 0)
-        if wrote.size:
-            j = ch[wrote]
-            writers = gw[wrote]
-            known = (writers == w) | (cs.vc[w, writers] >= ts.gw_epoch[j])
-            if not known.all():
-                k = int(j[~known][0])
-                self.add("unsynchronised", f"the TMA store {here} reads {self._region(c, k)}, which the "
-                         f"store {self._wrote(c, k)} wrote, with nothing "
-                         "ordering that write before the store (every writer meets the issuing thread at a barrier "
-                         "first).", (self.pc, int(ts.gw_pc[k])))
-            wmach = self._machine_warps(c, writers)
-            fenced = self.proxy_fences[wmach] > ts.gw_pf[j]
-            if not fenced.all():
-                k = int(j[~fenced][0])
-                self.add("missing-proxy-fence", f"the TMA store {here} reads {self._region(c, k)}, "
-                         f"written by the ordinary store {self._wrote(c, k)}, "
-                         "and that warp did not execute fence.proxy.async between its stores and the TMA store: the "
-                         "TMA (the async proxy) may read the old bytes. Each writing thread fences "
-                         "(hopper::fence_proxy_async()) after its stores, then the barrier, then the store.",
-                         (self.pc, int(ts.gw_pc[k])))
+        self._async_read(c, w, g, ch, f"the TMA store {here}", "the TMA store",
+                         "the TMA (the async proxy) may read the old bytes. Each writing thread fences "
+                         "(hopper::fence_proxy_async()) after its stores, then the barrier, then the store.")
         ts.ar_st[ch] = rec.id
         ts.any_async = True
 
