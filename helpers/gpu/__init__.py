@@ -16,6 +16,7 @@ from .errors import (
     CompileError,
     GpuContextLost,
     GpuError,
+    HazardError,
     KernelDeadlock,
     KernelFault,
     LaunchError,
@@ -42,8 +43,8 @@ _EXPORTS = {
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(_WHERE) + ["CompileError", "GpuContextLost", "GpuError", "KernelDeadlock", "KernelFault",
-                            "LaunchError", "NoHopperError"]
+__all__ = sorted(_WHERE) + ["CompileError", "GpuContextLost", "GpuError", "HazardError", "KernelDeadlock",
+                            "KernelFault", "LaunchError", "NoHopperError"]
 
 
 def __getattr__(name: str) -> Any:

@@ -36,3 +36,22 @@ class KernelDeadlock(KernelFault):
 
 class GpuContextLost(GpuError):
     """An earlier fault left this process's CUDA context unusable."""
+
+
+class HazardError(KernelFault):
+    """The PTX executor's hazard checker (``helpers.ptx``, hazard mode) found an ordering bug that the GPU often
+    hides: the message names the hazard and both accesses. ``kind`` is its id (``helpers.ptx.hazards.KINDS``),
+    ``hazards`` the checker's reports when raised in this process."""
+
+    def __init__(self, message: str, hazards: list | None = None) -> None:
+        super().__init__(message)
+        self.hazards = list(hazards or [])
+
+    @property
+    def kind(self) -> str:
+        """The first hazard's kind id (read from the message, so it survives a child process)."""
+        from helpers.ptx.hazards import KINDS
+
+        text = str(self)
+        hits = [(text.find(f"({words})"), k) for k, words in KINDS.items() if f"({words})" in text]
+        return min(hits)[1] if hits else ""

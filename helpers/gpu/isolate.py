@@ -145,10 +145,11 @@ def _emulated() -> bool:
 
 
 def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[Any], cluster: Any,
-                  timeout: float) -> IsolatedResult:
+                  timeout: float, with_maps: bool = False) -> IsolatedResult:
     """run_isolated on the emulator, in this process: a kernel there cannot break anything (its memory is numpy
     arrays, a fault is an exception), and the time limit is enforced by the emulator's own clock, so a child
-    process would only add its start-up time. Same arguments, results and sentences as the child path."""
+    process would only add its start-up time. Same arguments, results and sentences as the child path.
+    ``with_maps``: the arrays behind TensorMapArg arguments come back too (helpers.ptx.run)."""
     from . import arrays, tensormaps
     from .launch import EmuLauncher
 
@@ -162,12 +163,16 @@ def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[
         elif isinstance(a, TensorMapArg):
             src = arrays.to_device(a.array)
             real.append(tensormaps.tensor_map(src, a.box, swizzle=a.swizzle, via=a.via))
+            if with_maps:
+                dev[i] = src
         else:
             real.append(a)
     try:
         EmuLauncher(kernel, grid, block, smem, real, cluster).run(timeout)
     except errors.KernelFault as e:
-        raise type(e)(f"{e} This notebook is unaffected.") from None
+        err = type(e)(f"{e} This notebook is unaffected.")
+        err.__dict__.update(e.__dict__)  # a HazardError keeps its hazards
+        raise err from None
     return IsolatedResult([dev[i].to_host() for i in sorted(dev)], time.monotonic() - t0, "")
 
 

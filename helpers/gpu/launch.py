@@ -15,7 +15,7 @@ from . import diagnostics
 from .arrays import DeviceArray
 from .compiler import Kernel
 from .device import check, current, device_info, executor_active, mark_context_lost, require_hopper
-from .errors import KernelDeadlock, KernelFault, LaunchError
+from .errors import HazardError, KernelDeadlock, KernelFault, LaunchError
 
 Dim3 = int | Sequence[int]
 DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -354,6 +354,7 @@ class EmuLauncher:
     describe = Launcher.describe
 
     def run(self, timeout: float | None = None) -> Any:
+        from helpers.ptx import current_options
         from helpers.ptx.runtime import ArgumentError, KernelOutcome, run_kernel
 
         limit = float(os.environ.get("HELPERS_LAUNCH_TIMEOUT", "60")) if timeout is None else timeout
@@ -362,11 +363,13 @@ class EmuLauncher:
             return run_kernel(k.ptx, k.lowered_name, self.grid, self.block, self.shared_mem, self.args,
                               cluster=self.cluster, module_cache=k._loaded, regs=k.report.registers or 0,
                               setmaxnreg_ignored=bool(getattr(k.report, "setmaxnreg_ignored", False)), name=k.name,
-                              timeout=limit)
+                              timeout=limit, options=current_options())
         except ArgumentError as e:
             raise LaunchError(str(e)) from None
         except KernelOutcome as e:
             where = self.describe()
+            if e.kind == "hazard":
+                raise HazardError(f"{where}: {e.sentence}", e.hazards) from None
             if e.kind == "deadlock":
                 raise KernelDeadlock(f"{e.sentence} [{where}]") from None
             if e.kind == "timeout":

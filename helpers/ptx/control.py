@@ -59,7 +59,13 @@ def _bra(b: Binder) -> Any:
 
 def exit_threads(mach: Machine, m: Any, c: CTA) -> None:
     """Threads ``m`` of ``c`` are done: update barriers that counted them, retire the CTA when all are."""
+    if mach.hz is not None:
+        mach.hz.thread_exit(m, c)
     mach.set_state(m, EXIT)
+    if mach.opts.trace:
+        for g in np.unique(mach.WARPG[_indices(m)]).tolist():
+            if (mach.STATE[mach.wlo[g]:mach.whi[g]] == EXIT).all():
+                mach.event(c, g - c.w0, "done")
     for bid, bar in list(c.named.items()):
         _try_complete_named(mach, c, bid, bar)
     if c.cluster is not None:
@@ -282,8 +288,12 @@ _FENCE_Q = {"sc", "acq_rel", "acquire", "release", "relaxed", "cta", "cluster", 
 def _fence(b: Binder) -> Any:
     b.only(_FENCE_Q)
     # The executor runs memory operations in one order for everyone (sequential consistency), so fences
-    # order nothing further. A hazard checker hooks here (generic -> async proxy ordering).
-    return lambda m, c: None
+    # order nothing further; the hazard checker counts them (proxy fences, GPU-scope fences for flags).
+    mach = b.mach
+    if mach.hz is None:
+        return lambda m, c: None
+    opcode = b.ins.opcode
+    return lambda m, c: mach.hz.fence(c, m, opcode)
 
 
 # ------------------------------------------------------------------------------------------- named barriers
@@ -298,6 +308,8 @@ def _try_complete_named(mach: Machine, c: CTA, bid: int, bar: dict) -> bool:
     red = bar.get("red")
     for fn in bar["done"]:
         fn(red)
+    if mach.hz is not None:
+        mach.hz.named_done(c, bar)
     del c.named[bid]
     mach.wake(bar)
     mach.note_progress()
@@ -334,6 +346,8 @@ def _named(b: Binder, wait: bool) -> Any:
             raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION",
                             f"barrier {bid} used with {bar['expected']} and {want} threads at once")
         bar["arrived"] += n
+        if mach.hz is not None:
+            mach.hz.named_arrive(c, bar, m, wait)
         if redop:
             v = np.asarray(cpred(m))
             r = int(v.sum()) if redop == "popc" else (bool(v.all()) if redop == "and" else bool(v.any()))
@@ -378,6 +392,8 @@ def _try_complete_cluster(mach: Machine, cl: Any) -> None:
     if cl.arrived and cl.arrived >= live:
         cl.phase += 1
         cl.arrived = 0
+        if mach.hz is not None:
+            mach.hz.cluster_done(cl)
         mach.wake(cl)
         mach.note_progress()
 
@@ -395,6 +411,8 @@ def _cluster_barrier(b: Binder) -> Any:
                 raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION",
                                 "barrier.cluster.arrive twice without barrier.cluster.wait in between")
             mach.CLU_PHASE[idx] = cl.phase
+            if mach.hz is not None:
+                mach.hz.cluster_arrive(c, m, "relaxed" not in b.q)
             cl.arrived += len(idx)
             _try_complete_cluster(mach, cl)
             return None
@@ -407,6 +425,8 @@ def _cluster_barrier(b: Binder) -> Any:
         idx = _indices(m)
         ph = mach.CLU_PHASE[idx]
         ok = (ph >= 0) & (ph < cl.phase)
+        if mach.hz is not None and ok.any():
+            mach.hz.cluster_waited(c, idx[ok], True)
         if ok.all():
             mach.CLU_PHASE[idx] = -1
             return None

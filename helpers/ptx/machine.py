@@ -107,6 +107,7 @@ class Options:
     time_limit: float | None = None  # wall-clock seconds
     max_resident: int | None = None  # CTAs resident at once (default: what fits on 132 SMs)
     trace: bool = False  # record per-warp events (Machine.trace)
+    hazards: bool = False  # the hazard checker (helpers.ptx.hazards): latest-moment async ops, happens-before checks
 
 
 @dataclass
@@ -121,6 +122,17 @@ class Event:
     phase: int = -1
     stage: int = -1
     detail: str = ""
+    end: int = -1  # spans (a wgmma on the tensor cores): when it ended
+
+
+def stage_of(barrier: str) -> int:
+    """The stage a barrier guards, from its name: ``full[2]`` -> 2 (-1 without an index)."""
+    if barrier.endswith("]") and "[" in barrier:
+        try:
+            return int(barrier[barrier.rindex("[") + 1:-1])
+        except ValueError:
+            return -1
+    return -1
 
 
 @dataclass(eq=False)
@@ -252,10 +264,18 @@ class Machine:
         self.progress = 0
         self.since_progress = 0
         self.trace: list[Event] = []
+        self.open_waits: dict[int, tuple] = {}  # traced runs: machine warp -> the wait it is parked in
+        self.copy_seq = 0  # traced runs: numbers the copies so a landing matches its issue
+        self._async_now: int | None = None  # the time of the asynchronous event being applied
         self.start_clock = 1000
         self.cur: CTA = self.ctas[0]
         self.printed: list[str] = []
         self.dispatches = 0
+        self.hz: Any = None
+        if self.opts.hazards:
+            from .hazards import HazardChecker
+
+            self.hz = HazardChecker(self)
         self._bind()
 
     # ------------------------------------------------------------------ setup
@@ -298,6 +318,8 @@ class Machine:
         for pc, ins in enumerate(prog.instrs):
             b = Binder(self, pc, ins, prog.func_at[pc])
             op = b.bind()
+            if self.hz is not None:
+                op = self.hz.wrap(pc, ins, op)
             self.ops.append(op)
             ctl.append(bool(getattr(op, "ctl", False)))
         n = len(self.ops)
@@ -366,19 +388,49 @@ class Machine:
         done = False
         while self.events and (until is None or self.events[0][0] <= until):
             t, _, fn = heapq.heappop(self.events)
-            self.event_time = t
-            fn()
+            self.event_time = self._async_now = t
+            try:
+                fn()
+            finally:
+                self._async_now = None
             done = True
         return done
 
     def event(self, c: CTA, warp: int, kind: str, barrier: str = "", phase: int = -1, stage: int = -1,
-              detail: str = "") -> None:
-        """Record a per-warp event for timelines (only with Options.trace)."""
+              detail: str = "", time: int | None = None, end: int = -1) -> None:
+        """Record a per-warp event for timelines (only with Options.trace). ``warp`` is the warp in its block (-1:
+        the block's asynchronous units); the time is the block's clock, or the event's own time while an
+        asynchronous operation completes."""
         if self.opts.trace:
-            self.trace.append(Event(c.clock, c.ctaid, warp, kind, barrier, phase, stage, detail))
+            if time is None:
+                time = self._async_now if self._async_now is not None else c.clock
+            if stage < 0 and barrier:
+                stage = stage_of(barrier)
+            self.trace.append(Event(int(time), c.ctaid, warp, kind, barrier, phase, stage, detail, int(end)))
+
+    def wait_began(self, c: CTA, g: int, kind: str, barrier: str = "", phase: int = -1) -> None:
+        """A traced warp (machine index ``g``) starts waiting (``wait`` on a barrier, ``wait_group``)."""
+        if g not in self.open_waits:
+            self.open_waits[g] = (kind, barrier, phase)
+            self.event(c, g - c.w0, kind, barrier, phase)
+
+    def wait_ended(self, c: CTA, gs: Any, kind: str) -> None:
+        """Traced warps ``gs`` (machine indices) got past a wait of ``kind``: close the waits they were parked in."""
+        for g in np.unique(np.atleast_1d(gs)).tolist():
+            w = self.open_waits.get(g)
+            if w is not None and w[0] == kind:
+                del self.open_waits[g]
+                self.event(c, g - c.w0, f"{kind}_done", w[1], w[2])
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            if self.opts.trace:  # asynchronous events carry their own time: keep the trace in time order
+                self.trace.sort(key=lambda e: e.time)
+
+    def _run(self) -> None:
         t0 = time.monotonic()
         limit = self.opts.time_limit
         with np.errstate(all="ignore"):
@@ -388,9 +440,9 @@ class Machine:
                 c = self._pick_cta()
                 if c is None:
                     if self.events:
-                        t, _, fn = heapq.heappop(self.events)
-                        self.event_time = t
-                        fn()
+                        self._apply_events(self.events[0][0])
+                        continue
+                    if self.hz is not None and self.hz.flush():  # the latest moment: nothing runs without it
                         continue
                     if not any(x.alive for x in self.ctas) and not self.pending:
                         break
@@ -401,7 +453,7 @@ class Machine:
                 loops += 1
                 if limit is not None and loops % 16 == 0 and time.monotonic() - t0 > limit:
                     raise TimeoutError(limit)
-            while self.events:
+            while self.events or (self.hz is not None and self.hz.flush()):
                 self._apply_events(None)
 
     def _fill_slots(self) -> None:
@@ -423,6 +475,8 @@ class Machine:
                 self.LOCAL[c.lo:c.hi] = 0
                 self.set_state(slice(c.lo, c.hi), RUN)
             cl.expected = len(group) * self.T
+            if self.hz is not None:
+                self.hz.start_cluster(cl)
 
     def _pick_cta(self) -> CTA | None:
         counts = (self.RCOUNT.reshape(self.S, self.W) > 0).any(axis=1)
@@ -523,6 +577,8 @@ class Machine:
 
     # ------------------------------------------------------------------ deadlocks
     def _stall(self) -> None:
+        if self.hz is not None and not self.stall_mode:
+            self.hz.stalled()
         regs = [p for p in self.parked if p.kind == "setmaxnreg"]
         if regs:  # registers that never come: the root cause, whoever else waits behind it
             raise Deadlock(self.deadlock_sentence(regs))

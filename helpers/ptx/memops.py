@@ -86,6 +86,9 @@ def _smem_target(mach: Machine, c: CTA, addr: Any, width: int, cluster: bool) ->
 def smem_load(mach: Machine, c: CTA, addr: Any, dt: np.dtype, nvec: int, cluster: bool = False) -> np.ndarray:
     width = dt.itemsize * nvec
     groups = _smem_target(mach, c, addr, width, cluster)
+    if mach.hz is not None:
+        for cta, off, _ in groups:
+            mach.hz.smem_read(c, cta, off, width)
     if len(groups) == 1:
         cta, off, _ = groups[0]
         return gather(cta.smem, off, dt, nvec)
@@ -107,6 +110,8 @@ def smem_store(mach: Machine, c: CTA, addr: Any, value: Any, dt: np.dtype, nvec:
                                 f"a store to shared offset {o:#x} overwrote a live mbarrier "
                                 f"({_barrier_name(mach, cta, o)}): mbarrier.inval it before reusing its memory")
         v = value if sel is None or not np.ndim(value) else np.asarray(value)[sel]
+        if mach.hz is not None:
+            mach.hz.smem_write(c, cta, off, width)
         scatter(cta.smem, off, v, dt, nvec)
 
 
@@ -150,7 +155,10 @@ def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray
     width = dt.itemsize * nvec
     if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
-    return mach.memory.load(a, dt, nvec)
+    out = mach.memory.load(a, dt, nvec)
+    if mach.hz is not None:
+        mach.hz.global_access(mach.cur, a, width, store=False)
+    return out
 
 
 def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) -> None:
@@ -159,6 +167,8 @@ def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) 
     if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
     mach.memory.store(a, value, dt, nvec)
+    if mach.hz is not None:
+        mach.hz.global_access(mach.cur, a, width, store=True)
 
 
 def _windows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -331,6 +341,7 @@ def _access(b: Binder, store: bool, fast: bool) -> tuple[str, np.dtype, int, str
     ty = b.type()
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
+    fast = fast and not b.mach.opts.hazards  # the hazard checker sees every shared-memory access
     op = _shared_fast(b, ty, store) if fast and space == "shared::cta" and nvec == 1 else None
     return ty, DT[ty], nvec, space, op
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from helpers import tensormap as tm
 
-from . import alu, control, memops, sync, tensor  # noqa: F401  (register the decoders)
+from . import alu, control, hazards, memops, sync, tensor  # noqa: F401  (register the decoders)
 from .errors import EmulationLimit, UnsupportedInstruction
 from .machine import Deadlock, ExecFault, Machine, Options, Trap
 from .memory import Allocation, DeviceMemory, device_memory
@@ -195,13 +195,17 @@ class RunInfo:
 
 
 class KernelOutcome(Exception):
-    """How an emulated kernel ended badly: ``kind`` is fault, deadlock, timeout or unsupported."""
+    """How an emulated kernel ended badly: ``kind`` is fault, deadlock, timeout, unsupported or hazard (then
+    ``hazards`` lists them and ``machine`` is the run, for its trace)."""
 
-    def __init__(self, kind: str, sentence: str, error: str = "") -> None:
+    def __init__(self, kind: str, sentence: str, error: str = "", hazards: list | None = None,
+                 machine: Machine | None = None) -> None:
         super().__init__(sentence)
         self.kind = kind
         self.sentence = sentence
         self.error = error
+        self.hazards = hazards or []
+        self.machine = machine
 
 
 def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -212,8 +216,6 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
     """Run one kernel on the executor. Raises :class:`KernelOutcome` (fault / deadlock / timeout / unsupported)
     with the plain-words sentence, or ArgumentError for arguments the kernel cannot take."""
     import time
-
-    from helpers.gpu import diagnostics
 
     program = load_program(ptx, entry)
     name = name or program.entry
@@ -228,27 +230,51 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
     mach = Machine(program, grid, block, cluster, dyn_smem, params, memory, lm, opts, regs, setmaxnreg_ignored,
                    name)
     mach.tensor_maps = _TENSOR_MAPS
+    global LAST
+    LAST = mach
+    try:
+        outcome = _run(mach, rec, opts)
+    finally:
+        memory.free(mach.param_alloc)
+    found = mach.hz.found if mach.hz is not None else []
+    if found:
+        then = outcome.sentence if outcome is not None else ""
+        raise KernelOutcome("hazard", hazards.report(found, then), hazards=found, machine=mach)
+    if outcome is not None:
+        outcome.machine = mach
+        raise outcome
+    return RunInfo(mach, time.monotonic() - t0, mach.dispatches)
+
+
+#: The machine of the last emulated launch (its trace and hazards), for helpers.ptx.last_run().
+LAST: Machine | None = None
+
+
+def _run(mach: Machine, rec: Allocation | None, opts: Options) -> KernelOutcome | None:
+    """Run the machine; how it ended badly, or None."""
+    from helpers.gpu import diagnostics
+
     try:
         mach.run()
     except Trap as e:
         stuck = diagnostics.StuckRecord.from_bytes(bytes(rec.data[:DIAG_BYTES])) if rec is not None else None
         if stuck is not None:
-            raise KernelOutcome("deadlock", stuck.sentence()) from None
-        raise KernelOutcome("fault", f"{diagnostics.describe_error(_Err(e.error))}. On the emulator: {e.detail} "
-                                     f"{e.where}", e.error) from None
+            return KernelOutcome("deadlock", stuck.sentence())
+        return KernelOutcome("fault", f"{diagnostics.describe_error(_Err(e.error))}. On the emulator: {e.detail} "
+                                      f"{e.where}", e.error)
     except ExecFault as e:
-        raise KernelOutcome("fault", f"{diagnostics.describe_error(_Err(e.error))}. On the emulator: {e.detail} "
-                                     f"{e.where}", e.error) from None
+        return KernelOutcome("fault", f"{diagnostics.describe_error(_Err(e.error))}. On the emulator: {e.detail} "
+                                      f"{e.where}", e.error)
     except Deadlock as e:
-        raise KernelOutcome("deadlock", e.sentence) from None
+        return KernelOutcome("deadlock", e.sentence)
     except TimeoutError:
-        raise KernelOutcome("timeout", f"did not finish within {opts.time_limit:g} s on the emulator (a wait that "
-                                       "nothing satisfies, or an endless loop)") from None
+        return KernelOutcome("timeout", f"did not finish within {opts.time_limit:g} s on the emulator (a wait that "
+                                        "nothing satisfies, or an endless loop)")
     except (UnsupportedInstruction, EmulationLimit) as e:
-        raise KernelOutcome("unsupported", str(e)) from None
-    finally:
-        memory.free(mach.param_alloc)
-    return RunInfo(mach, time.monotonic() - t0, mach.dispatches)
+        return KernelOutcome("unsupported", str(e))
+    except hazards.HazardsFound:
+        return None  # the checker stopped the run: its hazards are the report
+    return None
 
 
 class _Err:

@@ -93,6 +93,8 @@ def get_barrier(mach: Machine, cta: CTA, off: int, create: bool = False) -> MBar
         bar.label, bar.index, bar.offset, bar.cta = label, index, off, cta
 
         def completed(b: MBarrier, phase: int) -> None:
+            if mach.hz is not None:
+                mach.hz.phase_completed(b, phase)
             mach.wake(b)
             mach.note_progress()
             if mach.opts.trace:
@@ -173,6 +175,7 @@ def _arrive(b: Binder) -> Any:
     mach = b.mach
     generic, cluster = _addr_mode(b)
     expect = "expect_tx" in b.q
+    release = "relaxed" not in b.q  # mbarrier.arrive releases by default
     if "noComplete" in b.q:
         raise b.fail(".noComplete")
     ops = list(b.ops)
@@ -192,6 +195,10 @@ def _arrive(b: Binder) -> Any:
             bar = cta.barriers.get(off)
             if bar is None:
                 bar = get_barrier(mach, cta, off)
+            if mach.hz is not None and bar.initialized:
+                mach.hz.arrive(c, bar, m, release)
+                if expect:
+                    mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
             try:
                 if expect:
                     toks = [bar.arrive_expect_tx(int(v)) for v in x[sel]]
@@ -238,6 +245,8 @@ def _expect_tx(b: Binder) -> Any:
         x = np.broadcast_to(np.asarray(tx(m), np.uint32), (n,))
         for cta, off, sel in _resolve(mach, c, a, generic, cluster):
             bar = cta.barriers.get(off) or get_barrier(mach, cta, off)
+            if mach.hz is not None and not complete and bar.initialized:
+                mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
             try:
                 for v in x[sel].tolist():
                     bar.complete_tx(v) if complete else bar.expect_tx(v)
@@ -253,6 +262,7 @@ def _wait(b: Binder) -> Any:
     mach = b.mach
     generic, cluster = _addr_mode(b)
     parity_form = "parity" in b.q
+    acquire = "relaxed" not in b.q  # test_wait / try_wait acquire by default
     d = b.dst(b.ops[0], "pred")
     addr = b.addr(b.ops[1])
     arg = b.val(b.ops[2], "u32" if parity_form else "b64")
@@ -287,6 +297,12 @@ def _wait(b: Binder) -> Any:
             except MBarrierError as e:
                 raise _fault(e) from None
             waits.append((bar, sel))
+        if mach.hz is not None:
+            for bar, sel in waits:
+                if (res & sel).any():
+                    mach.hz.waited(c, bar, idx[res & sel], acquire)
+        if mach.opts.trace and res.any() and mach.open_waits:
+            mach.wait_ended(c, mach.WARPG[idx[res]], "wait")
         if res.all():
             d(m, res)
             mach.PC[m] = pc + 1
@@ -307,7 +323,9 @@ def _wait(b: Binder) -> Any:
                 mach.park(rest, c, bar, "mbar", pc, retry=True, parity=parity,
                           addr=cta.rank_bits | bar.offset, label=bar.label, index=bar.index, name=bar.name)
                 if mach.opts.trace:
-                    mach.event(c, int(mach.WARPG[rest[0]]) - c.w0, "wait", bar.name, bar.phase)
+                    mach.wait_began(c, int(mach.WARPG[rest[0]]), "wait", bar.name, bar.phase)
+                if mach.hz is not None:
+                    mach.hz.parked(bar)  # the latest moment for the copies that complete on it
         return True
 
     return wait

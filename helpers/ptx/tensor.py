@@ -191,9 +191,15 @@ def _tensor(b: Binder, rest: list[str]) -> Any:
 def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: list[CTA], doff: int, boff: int,
                  where: Any) -> None:
     nbytes = tma_mod.tx_bytes(tmap)
+    bar0 = c.barriers.get(boff)
+    bname, phase = (bar0.name, bar0.phase) if bar0 is not None else ("", -1)
+    mach.copy_seq += 1
+    seq = mach.copy_seq
 
     def land() -> None:
         gmem = _gmem_of(mach, tmap)
+        if mach.opts.trace:
+            mach.event(c, -1, "tma_landed", bname, phase, -1, f"copy {seq}: {nbytes} bytes at {doff:#x}")
         for cta in targets:
             if not cta.alive:
                 continue
@@ -206,15 +212,16 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
                 bar.complete_tx(nbytes)
             except MBarrierError as e:
                 raise _located(mach, ExecFault("CUDA_ERROR_LAUNCH_FAILED", str(e)), where, c) from None
-        if mach.opts.trace:
-            mach.event(c, -1, "tma_landed", "", -1, -1, f"{nbytes} bytes at {doff:#x}")
 
-    mach.schedule(c, mach.opts.tma_latency, land)
+    if mach.hz is not None:
+        what = "TMA multicast load" if len(targets) > 1 or targets[0] is not c else "TMA load"
+        mach.hz.copy_issued(c, what, [(cta, doff, boff) for cta in targets], tma_mod.smem_footprint(tmap), nbytes,
+                            land)
+    else:
+        mach.schedule(c, mach.opts.tma_latency, land)
     mach.since_progress = 0
     if mach.opts.trace:
-        bar = c.barriers.get(boff)
-        mach.event(c, c.cur_warp - c.w0, "tma_issue", bar.name if bar else "", bar.phase if bar else -1, -1,
-                   f"{nbytes} bytes to {doff:#x}")
+        mach.event(c, c.cur_warp - c.w0, "tma_issue", bname, phase, -1, f"copy {seq}: {nbytes} bytes to {doff:#x}")
 
 
 def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], soff: int, where: Any) -> None:
@@ -242,8 +249,14 @@ def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], s
         op["done"] = True
         mach.wake(("bulk", c.slot))
 
-    mach.schedule(c, mach.opts.tma_latency // 2, read)
-    mach.schedule(c, mach.opts.tma_latency, write)
+    op["read_fn"], op["write_fn"] = read, write
+    if mach.opts.trace:
+        mach.event(c, c.cur_warp - c.w0, "store_issue", "", -1, -1, f"TMA store from {soff:#x}")
+    if mach.hz is not None:  # the latest moment: the wait_group that covers it (or the block's exit)
+        mach.hz.store_issued(c, t, soff, tma_mod.smem_footprint(tmap), op)
+    else:
+        mach.schedule(c, mach.opts.tma_latency // 2, read)
+        mach.schedule(c, mach.opts.tma_latency, write)
     mach.since_progress = 0
 
 
@@ -303,7 +316,10 @@ def _bulk_copy(b: Binder, rest: list[str]) -> Any:
                     except MBarrierError as e:
                         raise _located(mach, ExecFault("CUDA_ERROR_LAUNCH_FAILED", str(e)), where, c) from None
 
-                mach.schedule(c, mach.opts.tma_latency, land)
+                if mach.hz is not None:
+                    mach.hz.copy_issued(c, "bulk copy", [(dcta, doff, boff)], nbytes, nbytes, land)
+                else:
+                    mach.schedule(c, mach.opts.tma_latency, land)
             else:
                 st = _bulk_state(c, t)
                 op = {"read": False, "done": False}
@@ -330,8 +346,12 @@ def _bulk_copy(b: Binder, rest: list[str]) -> Any:
                     op["done"] = True
                     mach.wake(("bulk", c.slot))
 
-                mach.schedule(c, mach.opts.tma_latency // 2, read)
-                mach.schedule(c, mach.opts.tma_latency, write)
+                op["read_fn"], op["write_fn"] = read, write
+                if mach.hz is not None:
+                    mach.hz.store_issued(c, t, soff, nbytes, op)
+                else:
+                    mach.schedule(c, mach.opts.tma_latency // 2, read)
+                    mach.schedule(c, mach.opts.tma_latency, write)
         mach.since_progress = 0
 
     return bulk
@@ -365,6 +385,14 @@ def _bulk_group(b: Binder, rest: list[str]) -> Any:
             st = _bulk_state(c, t)
             groups = st["groups"]
             old = groups[:max(len(groups) - keep, 0)]
+            if mach.hz is not None:  # hazard mode: the stores read (and write) only now, when waited for
+                ops = [op for g in old for op in g]
+                for op in ops:
+                    if not op["read"]:
+                        op["read_fn"]()
+                    if key == "done" and not op["done"]:
+                        op["write_fn"]()
+                mach.hz.bulk_waited(c, t, ops, key == "read")
             ok.append(all(op[key] for g in old for op in g))
             if ok[-1]:
                 st["groups"] = [g for g in groups if not all(op["done"] for op in g)]
@@ -381,7 +409,8 @@ def _bulk_group(b: Binder, rest: list[str]) -> Any:
 
 # ------------------------------------------------------------------------------------------- WGMMA
 class _WGOp:
-    __slots__ = ("seq", "n", "desc", "scale_d", "rows", "inputs", "result", "done", "pc", "count", "chain")
+    __slots__ = ("seq", "n", "desc", "scale_d", "rows", "inputs", "result", "done", "pc", "count", "chain", "ins",
+                 "hz_id")
 
     def __init__(self, seq: int, n: int, rows: np.ndarray, pc: int) -> None:
         self.seq = seq
@@ -395,6 +424,8 @@ class _WGOp:
         self.done = False
         self.count = 0
         self.chain: dict[int, Any] = {}
+        self.ins: Any = None
+        self.hz_id: int | None = None
 
 
 class _WG:
@@ -426,25 +457,55 @@ def _wgmma(b: Binder) -> Any:
     kind = b.q[0] if b.q else ""
     if kind == "fence":
         b.only({"fence", "sync", "aligned"})
-        return lambda m, c: None
+        mach = b.mach
+        if mach.hz is None:
+            return _aligned(b, lambda m, c: None)
+        return _aligned(b, lambda m, c: mach.hz.wgmma_fence(c, m))
     if kind == "commit_group":
         b.only({"commit_group", "sync", "aligned"})
-        return _wg_commit(b)
+        return _aligned(b, _wg_commit(b))
     if kind == "wait_group":
         b.only({"wait_group", "sync", "aligned"})
-        return _wg_wait(b)
+        return _aligned(b, _wg_wait(b))
     if kind == "mma_async":
-        return _wg_mma(b)
+        return _aligned(b, _wg_mma(b))
     raise b.fail()
+
+
+def _aligned(b: Binder, op: Any) -> Any:
+    """A ``.sync.aligned`` warpgroup instruction runs with the whole warp: lanes that arrive while others of the
+    warp are still behind (parked inside a branch only one lane took, like the producer's) wait for them, as the
+    convergence the compiler guarantees for .aligned instructions makes them on the GPU."""
+    from .control import FULL, collective
+
+    mach = b.mach
+    pc = b.pc
+
+    @ctl
+    def run(m: Any, c: CTA) -> bool:
+        if not (isinstance(m, slice) and m.stop - m.start == 32):
+            g = collective(mach, m, c, pc, FULL)
+            if g is None:
+                return True
+            m = g
+        if op(m, c) is None:
+            mach.PC[m] = pc + 1
+        return True
+
+    return run
 
 
 def _wg_commit(b: Binder) -> Any:
     mach = b.mach
 
     def commit(m: Any, c: CTA) -> None:
-        st, _g, w, _ = _wg_of(mach, c, m)
+        st, g, w, _ = _wg_of(mach, c, m)
         st.groups[w].append(st.issued[w])
         st.open_from[w] = st.issued[w]
+        if mach.opts.trace:
+            mach.event(c, 4 * g + w, "commit", "", -1, -1, f"group of wgmmas up to {st.issued[w]}")
+        if mach.hz is not None:
+            mach.hz.wgmma_commit(c, st, g, w)
 
     return commit
 
@@ -462,7 +523,13 @@ def _wg_wait(b: Binder) -> Any:
         st, g, w, idx = _wg_of(mach, c, m)
         groups = st.groups[w]
         upto = groups[len(groups) - keep - 1] if len(groups) > keep else 0
+        if mach.hz is not None:  # hazard mode: a wgmma reads shared memory and computes only when waited for
+            for op in st.ops[st.written[w]:upto]:
+                if not op.done and op.count == 4:
+                    _compute(mach, c, st, g, op, op.ins)
         if any(not op.done for op in st.ops[st.written[w]:upto]):
+            if mach.opts.trace:
+                mach.wait_began(c, c.w0 + 4 * g + w, "wait_group", "", keep)
             return mach.park(m, c, ("wgmma", c.slot, g), "wgmma", pc, retry=True,
                              what=f"waits in wgmma.wait_group for wgmma of warpgroup {g} that the other warps of "
                                   "the warpgroup never issue (every warp of the warpgroup must issue each wgmma)")
@@ -471,6 +538,10 @@ def _wg_wait(b: Binder) -> Any:
         for op in st.ops[st.written[w]:upto]:
             W[op.rows, lo:hi] = op.result[32 * w:32 * w + (hi - lo)].T
         st.written[w] = max(st.written[w], upto)
+        if mach.opts.trace and mach.open_waits:
+            mach.wait_ended(c, c.w0 + 4 * g + w, "wait_group")
+        if mach.hz is not None:
+            mach.hz.wgmma_waited(c, g, w, upto, keep)
         mach.PC[m] = pc + 1
         return True
 
@@ -529,6 +600,7 @@ def _wg_mma(b: Binder) -> Any:
         st.issued[w] += 1
         if seq == len(st.ops):
             st.ops.append(_WGOp(seq, n, rows_a, pc))
+            st.ops[-1].ins = line
         op = st.ops[seq]
         if op.pc != pc:
             raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION",
@@ -552,10 +624,20 @@ def _wg_mma(b: Binder) -> Any:
         op.chain[w] = prev
         op.inputs[w] = None if prev is not None else W[rows_a, lo:hi].T.copy()
         op.count += 1
+        if mach.hz is not None:
+            mach.hz.wgmma_issue(c, st, g, w, op, n)
         if mach.opts.trace:
             mach.event(c, int(mach.WARPG[idx[0]]) - c.w0, "wgmma_issue", "", -1, -1, f"wgmma {seq} of warpgroup {g}")
         if op.count == 4:
-            mach.schedule(c, mach.opts.wgmma_latency, lambda: _compute(mach, c, st, g, op, line))
+            if mach.hz is not None:  # computed at the wait_group that covers it; waiters may now retry
+                mach.wake(("wgmma", c.slot, g))
+            elif mach.opts.trace:  # a timeline: the block's tensor cores take one wgmma at a time
+                start = max(c.clock, getattr(c, "tc_free", 0))
+                c.tc_free = start + mach.opts.wgmma_latency
+                mach.event(c, 4 * g, "wgmma", "", -1, -1, f"wgmma {seq} of warpgroup {g}", start, c.tc_free)
+                mach.schedule(c, c.tc_free - c.clock, lambda: _compute(mach, c, st, g, op, line))
+            else:
+                mach.schedule(c, mach.opts.wgmma_latency, lambda: _compute(mach, c, st, g, op, line))
         mach.since_progress = 0
 
     return issue

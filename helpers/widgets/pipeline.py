@@ -37,6 +37,7 @@ __all__ = [
     "measured_bars",
     "load_measured",
     "timeline_figure",
+    "draw_timeline",
     "pipeline_widget",
     "MEASURED_TIMELINE",
 ]
@@ -389,6 +390,13 @@ def _draw(fig: Any, bars: list[Bar], marks: list[Mark], title: str, x_title: str
                           margin={"l": 96, "b": 110})
         fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)))
         fig.update_xaxes(title_text=x_title)
+
+
+def draw_timeline(fig: Any, bars: list[Bar], marks: list[Mark] = (), title: str = "",
+                  x_title: str = "time (cycles)") -> None:
+    """Redraw a figure made by :func:`timeline_figure` with other bars and marks (for widgets built on it, e.g.
+    helpers.widgets.trace)."""
+    _draw(fig, bars, list(marks), title, x_title)
 
 
 def timeline_figure(bars: list[Bar], marks: list[Mark] = (), title: str = "", x_title: str = "time (cycles)"):

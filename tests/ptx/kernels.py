@@ -3,6 +3,24 @@ and the wrong answers the issue lists, as small edits of the right ones."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lab_sources() -> dict[str, str]:
+    """The solved kernels of Labs 1-3 as the graders compile them: the header, the student's wrappers so far, the
+    kernel (keys LAB1, LAB2, LAB3; kernels lab1_copy, lab2_gemm, lab3_gemm)."""
+    from helpers import labgen
+
+    ns: dict = {}
+    for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):
+        ns.update(labgen.solution_namespace(ROOT / "solutions" / f"{nb}.ipynb"))
+    head = '#include "hopper.cuh"\n' + ns["TMA_LOAD"]
+    wrappers = head + ns["MBAR_INIT_ARRIVE"] + ns["MBAR_TX_WAIT"]
+    return {"LAB1": head + ns["LAB1_KERNEL"], "LAB2": wrappers + ns["LAB2_KERNEL"],
+            "LAB3": wrappers + ns["WGMMA"] + ns["LAB3_KERNEL"]}
+
 #: Lab 2's GEMM as the lineage describes it: grid N/64 x M/64, 128 threads, a 64x64 fp32 tile of C per block; two
 #: stages of a 64x64 A tile and a 64x64 B tile (128B swizzle); full[2] (1 arrival), empty[2] (128 arrivals);
 #: thread 0 produces, all 128 threads consume on CUDA cores from the swizzled tiles.
@@ -162,3 +180,42 @@ WS_RELEASE_CURRENT = WS_GEMM.replace(
 def ws_smem(bn: int = 128, stages: int = 4) -> int:
     """Dynamic shared memory of WS_GEMM: the stages plus 1 KB to align them."""
     return stages * (128 * 64 * 2 + bn * 64 * 2) + 1024
+
+
+#: One 64x64 tile of C = A·Bᵀ (64x64 bf16 each) on the tensor cores from tiles that ordinary stores (not the TMA)
+#: put into shared memory in the 128B-swizzled layout: each thread fences its stores for the async proxy
+#: (fence.proxy.async), then a barrier, then wgmma.
+STORES_WGMMA = r"""
+#include "hopper.cuh"
+extern "C" __global__ void __launch_bounds__(128)
+stores_wgmma(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, float* __restrict__ C) {
+  __shared__ alignas(1024) unsigned short sA[64 * 64];
+  __shared__ alignas(1024) unsigned short sB[64 * 64];
+  const int t = threadIdx.x;
+  for (int i = t; i < 64 * 8; i += 128) {  // 16-byte chunk c of row r goes to chunk c ^ (r % 8)
+    const int r = i / 8, c = i % 8, to = r * 64 + 8 * (c ^ (r % 8));
+    *reinterpret_cast<uint4*>(&sA[to]) = *reinterpret_cast<const uint4*>(&A[r * 64 + 8 * c]);
+    *reinterpret_cast<uint4*>(&sB[to]) = *reinterpret_cast<const uint4*>(&B[r * 64 + 8 * c]);
+  }
+  hopper::fence_proxy_async();  // the stores above, before the tensor core (the async proxy) reads them
+  __syncthreads();
+  float d[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) d[j] = 0.0f;
+  hopper::wgmma_fence_operands(d);  // the zeros are written here, before the fence (not moved after it)
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    hopper::wgmma_m64n64k16_bf16(d, hopper::make_smem_desc(sA + 16 * kk, 16, 1024),
+                                 hopper::make_smem_desc(sB + 16 * kk, 16, 1024));
+  hopper::wgmma_commit();
+  hopper::wgmma_wait<0>();
+  const int w = t / 32, l = t % 32;
+#pragma unroll
+  for (int j = 0; j < 32; j += 2) {
+    const int row = 16 * w + l / 4 + 8 * ((j / 2) % 2), col = 8 * (j / 4) + 2 * (l % 4);
+    C[row * 64 + col] = d[j];
+    C[row * 64 + col + 1] = d[j + 1];
+  }
+}
+"""

@@ -1,0 +1,353 @@
+"""The hazard checker (helpers.ptx.hazards, issue 11 part 4): every course kernel runs with zero hazards, and each
+ordering mistake the issue lists is reported, deterministically, with the right hazard named in words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import h100_gemm
+from kernels import LAB2_GEMM, LAB2_WRONG_PARITY, ROOT, STORES_WGMMA, WS_GEMM, lab_sources, ws_smem
+
+from helpers import gpu, labgen, ptx
+from helpers.gpu import TensorMapArg
+from helpers.ptx import hazards as hz
+
+KD = ROOT / "bench" / "kernels"
+RING4, RING4_WS = 4 * 32 * 1024 + 1024, 4 * 48 * 1024 + 1024
+EPILOGUE = 4 * 48 * 1024 + 32 * 1024 + 1024  # Labs 5-7: four 48 KiB stages, the epilogue buffers, alignment
+
+
+# ------------------------------------------------------------------------------------------- running a GEMM
+def _operands(m: int, n: int, k: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    return gpu.random_host((m, k), gpu.bfloat16, seed=seed), gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
+
+
+def fp32_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, block: int = 128, smem: int = 0,
+              box_a: tuple[int, int] = (64, 64), box_b: tuple[int, int] = (64, 64)) -> ptx.RunResult:
+    """A course GEMM with an fp32 C (Labs 2-4), hazard mode on; the result keeps C (poisoned first)."""
+    a, b = _operands(m, n, k)
+    c = np.full((m, n), np.nan, np.float32)
+    res = ptx.run(gpu.compile(src, name), grid, block, smem, TensorMapArg(a, box_a), TensorMapArg(b, box_b), c,
+                  np.int32(m), np.int32(n), np.int32(k), check=False)
+    res.reference = a.astype(np.float64) @ b.astype(np.float64).T
+    return res
+
+
+def bf16_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, cluster: tuple | None = None,
+              streamk: int = 0) -> ptx.RunResult:
+    """A Lab 5-7 GEMM (bf16 C through a TMA store), hazard mode on."""
+    a, b = _operands(m, n, k, seed=3)
+    c = np.full((m, n), np.nan, gpu.bfloat16)
+    extra = ()
+    if streamk:
+        extra = (np.zeros(streamk * 2 * 128 * 256, np.float32), np.zeros(streamk * 2, np.uint32))
+    res = ptx.run(gpu.compile(src, name), grid, 384, EPILOGUE, TensorMapArg(a, (128, 64)),
+                  TensorMapArg(b, (256, 64) if cluster is None else (128, 64)), TensorMapArg(c, (64, 64)),
+                  np.int32(m), np.int32(n), np.int32(k), *extra, cluster=cluster, check=False)
+    res.reference = a.astype(np.float64) @ b.astype(np.float64).T
+    return res
+
+
+def _c(res: ptx.RunResult) -> np.ndarray:
+    return res.arrays[2].astype(np.float64)
+
+
+def clean(res: ptx.RunResult) -> None:
+    """No hazard, and the right product."""
+    assert res.hazards == [], "\n".join(str(h) for h in res.hazards[:3])
+    assert res.error is None
+    assert np.allclose(_c(res), res.reference, rtol=2e-2, atol=5e-2)
+
+
+def named(res: ptx.RunResult, kind: str, *words: str) -> hz.Hazard:
+    """The first hazard is of ``kind`` and its sentence has ``words``; the run raised HazardError saying so."""
+    assert res.hazards, "no hazard found"
+    first = res.hazards[0]
+    assert first.kind == kind, str(first)
+    text = str(first)
+    assert text.startswith(f"hazard ({hz.KINDS[kind]}): ")
+    for w in words:
+        assert w in text, (w, text)
+    assert isinstance(res.error, gpu.HazardError) and res.error.kind == kind
+    return first
+
+
+def edit(src: str, old: str, new: str) -> str:
+    assert old in src, old
+    return src.replace(old, new)
+
+
+@pytest.fixture(scope="module")
+def labs() -> dict[str, str]:
+    return lab_sources()
+
+
+def _kernel(file: str) -> str:
+    return (KD / file).read_text()
+
+
+# ------------------------------------------------------------------------------------------- the course: no hazard
+def test_lab1_copy_has_no_hazard(labs: dict) -> None:
+    a = gpu.random_host((128, 192), gpu.bfloat16, seed=4).view(np.uint16)
+    out = np.full((128, 192), 0xFFFF, np.uint16)
+    res = ptx.run(gpu.compile(labs["LAB1"], "lab1_copy"), (3, 2), 128, 0, TensorMapArg(a, (64, 64)), a, out,
+                  np.int32(192))
+    assert res.hazards == [] and np.array_equal(res.arrays[2], a)
+
+
+@pytest.mark.parametrize("lab, name", [("LAB2", "lab2_gemm"), ("LAB3", "lab3_gemm")])
+def test_lab2_and_lab3_solutions_have_no_hazard(labs: dict, lab: str, name: str) -> None:
+    clean(fp32_gemm(labs[lab], name, 64, 128, 192, (2, 1)))
+
+
+def test_lineage_lab2_gemm_and_bench_64x64_have_no_hazard() -> None:
+    clean(fp32_gemm(LAB2_GEMM, "lab2_gemm", 64, 128, 192, (2, 1)))
+    clean(fp32_gemm(_kernel("gemm_64x64.cu"), "gemm_64x64", 128, 128, 192, (2, 2)))
+
+
+def test_lab4_ring_and_warp_specialized_kernels_have_no_hazard() -> None:
+    clean(fp32_gemm(_kernel("lab4_128x128.cu"), "lab4_gemm_128x128", 256, 256, 320, (2, 2), 384, RING4,
+                    (128, 64), (128, 64)))
+    clean(fp32_gemm(_kernel("lab4_ws.cu"), "lab4_gemm_ws", 128, 256, 320, (1, 1), 384, RING4_WS, (128, 64),
+                    (256, 64)))
+    src = "#define BN 256\n#define STAGES 3\n#define CONSUMER_REGS 240\n#define PRODUCER_REGS 24\n" + WS_GEMM
+    clean(fp32_gemm(src, "ws_gemm", 128, 256, 256, (1, 1), 384, ws_smem(256, 3), (128, 64), (256, 64)))
+
+
+def test_lab4_notebook_solutions_have_no_hazard() -> None:
+    from helpers.checks import lab4
+
+    ns = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
+    for key, spec in (("PC_SRC", lab4.PC), ("WS_SRC", lab4.WS)):
+        src = ns[key]
+        smem = lab4.dynamic_smem_bytes(lab4.source_stages(src), spec.bm, spec.bn)
+        clean(fp32_gemm(src, spec.name, spec.bm, spec.bn, 256, (1, 1), spec.threads, smem, (spec.bm, 64),
+                        (spec.bn, 64)))
+
+
+def test_lab5_tma_store_epilogue_has_no_hazard() -> None:
+    clean(bf16_gemm(_kernel("lab5_epilogue.cu"), "lab5_gemm", 136, 264, 128, (2, 2)))
+
+
+def test_lab6_clusters_with_multicast_have_no_hazard() -> None:
+    clean(bf16_gemm(_kernel("lab6_persistent.cu"), "lab6_gemm", 520, 264, 128, (4, 1, 1), cluster=(2, 1, 1)))
+
+
+@pytest.mark.parametrize("source", ["bench", "notebook"])
+def test_lab7_streamk_flags_have_no_hazard(source: str) -> None:
+    src = _kernel("lab7_streamk.cu") if source == "bench" else \
+        labgen.solution_namespace(ROOT / "solutions" / "lab7_streamk.ipynb")["LAB7_SRC"]
+    clean(bf16_gemm(src, "lab7_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3))
+
+
+def test_stores_fenced_for_wgmma_have_no_hazard_and_are_exact() -> None:
+    a, b = _operands(64, 64, 64)
+    c = np.full((64, 64), np.nan, np.float32)
+    res = ptx.run(gpu.compile(STORES_WGMMA, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16), c)
+    assert res.hazards == []
+    assert np.array_equal(res.arrays[2].view(np.uint32), h100_gemm(a, b).view(np.uint32))
+
+
+# ------------------------------------------------------------------------------------------- the mistakes, named
+def test_missing_wgmma_fence(labs: dict) -> None:
+    res = fp32_gemm(edit(labs["LAB3"], "    hopper::wgmma_fence();\n", ""), "lab3_gemm", 64, 64, 128, (1, 1))
+    named(res, "missing-wgmma-fence", "no wgmma.fence came before it", "line 85 of the CUDA source")
+    res = fp32_gemm(edit(_kernel("lab4_128x128.cu"), "    hopper::wgmma_fence();\n", ""), "lab4_gemm_128x128", 128,
+                    128, 128, (1, 1), 384, RING4, (128, 64), (128, 64))
+    named(res, "missing-wgmma-fence", "warp 4")
+
+
+def test_accumulators_written_after_the_fence_need_another_fence() -> None:
+    """The compiler moves zeroing movs after a fence unless they are pinned: that is a register access the wgmma
+    is not ordered with, and the sentence says how to pin them."""
+    src = edit(STORES_WGMMA, "  hopper::wgmma_fence_operands(d);  // the zeros are written here, before the fence "
+                             "(not moved after it)\n", "")
+    a, b = _operands(64, 64, 64)
+    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+                  np.zeros((64, 64), np.float32), check=False)
+    named(res, "missing-wgmma-fence", "`mov.f32", "after the warp's last wgmma.fence", "wgmma_fence_operands")
+
+
+def test_no_commit(labs: dict) -> None:
+    res = fp32_gemm(edit(labs["LAB3"], "    hopper::wgmma_commit();\n", ""), "lab3_gemm", 64, 64, 256, (1, 1))
+    named(res, "overwrite-while-read", "the TMA load", "the wgmma", "never committed")
+    res = fp32_gemm(edit(labs["LAB3"], "    hopper::wgmma_commit();\n", ""), "lab3_gemm", 64, 64, 64, (1, 1))
+    named(res, "wgmma-in-flight", "uses accumulator registers", "never committed")
+
+
+def test_wait_group_1_where_0_is_needed(labs: dict) -> None:
+    res = fp32_gemm(edit(labs["LAB3"], "hopper::wgmma_wait<0>();", "hopper::wgmma_wait<1>();"), "lab3_gemm", 64, 64,
+                    256, (1, 1))
+    named(res, "overwrite-while-read", "released the stage on empty[0] after `wgmma.wait_group 1`",
+           "lets 1 group stay in flight")
+    ring = edit(_kernel("lab4_128x128.cu"), "if (k > 0 && tid == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);",
+                "if (tid == 0) hopper::mbar_arrive(&empty[s]);")  # the current stage, after wait_group 1
+    res = fp32_gemm(ring, "lab4_gemm_128x128", 128, 128, 384, (1, 1), 384, RING4, (128, 64), (128, 64))
+    named(res, "overwrite-while-read", "(warpgroup 1)", "`wgmma.wait_group 1`")
+    res = fp32_gemm(edit(_kernel("lab4_128x128.cu"), "hopper::wgmma_wait<1>();", "hopper::wgmma_wait<2>();"),
+                    "lab4_gemm_128x128", 128, 128, 384, (1, 1), 384, RING4, (128, 64), (128, 64))
+    named(res, "overwrite-while-read", "`wgmma.wait_group 2`", "lets 2 groups stay in flight")
+
+
+def test_wait_group_0_where_1_is_allowed_and_the_current_stage_after_0() -> None:
+    ring = _kernel("lab4_128x128.cu")
+    clean(fp32_gemm(edit(ring, "hopper::wgmma_wait<1>();", "hopper::wgmma_wait<0>();"), "lab4_gemm_128x128", 128,
+                    128, 384, (1, 1), 384, RING4, (128, 64), (128, 64)))
+    current = edit(edit(ring, "if (k > 0 && tid == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);",
+                        "if (tid == 0) hopper::mbar_arrive(&empty[s]);"), "hopper::wgmma_wait<1>();",
+                   "hopper::wgmma_wait<0>();")
+    clean(fp32_gemm(current, "lab4_gemm_128x128", 128, 128, 384, (1, 1), 384, RING4, (128, 64), (128, 64)))
+
+
+def test_stage_released_before_it_is_read(labs: dict) -> None:
+    end = "    // ### END SOLUTION\n  }"
+    src = edit(labs["LAB2"], "    my_mbar_arrive(&empty[s]);\n" + end, end)
+    src = edit(src, '    my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n',
+               '    my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);\n    my_mbar_arrive(&empty[s]);\n')
+    first = named(fp32_gemm(src, "lab2_gemm", 64, 64, 256, (1, 1)), "overwrite-while-read", "the TMA load",
+                  "`ld.shared.u16", "arrived on empty[0]", "before this read", "release a stage only after reading")
+    assert first.lines[0] > 0 and first.lines[1] > 0
+
+
+def test_the_lab2_bug_hunt_race_is_found() -> None:
+    from helpers.checks import lab2
+
+    res = fp32_gemm('#include "hopper.cuh"\n' + lab2.BUGGY_KERNEL, "lab2_gemm", 64, 64, 256, (1, 1))
+    named(res, "overwrite-while-read", "release a stage only after reading")
+
+
+@pytest.mark.parametrize("factor, words", [
+    ("/ 2", ("completed phase 0 with 8192 bytes announced by expect-tx, but its copies bring 16384 bytes",
+             "still in flight")),
+    ("* 2", ("expect-tx announced 32768 bytes but the copies issued for this phase delivered 16384",
+             "wait forever")),
+])
+def test_expect_tx_smaller_and_larger_than_the_copies(labs: dict, factor: str, words: tuple) -> None:
+    src = edit(labs["LAB2"], "my_mbar_expect_tx(&full[s], STAGE_BYTES);", f"my_mbar_expect_tx(&full[s], STAGE_BYTES "
+               f"{factor});")
+    named(fp32_gemm(src, "lab2_gemm", 64, 64, 128, (1, 1)), "expect-tx", "full[0] of block (0,0)", *words)
+
+
+def test_generic_stores_read_by_wgmma_without_proxy_fence() -> None:
+    a, b = _operands(64, 64, 64)
+    src = edit(STORES_WGMMA, "  hopper::fence_proxy_async();", "  // (no fence)")
+    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+                  np.zeros((64, 64), np.float32), check=False)
+    named(res, "missing-proxy-fence", "the wgmma", "`st.shared.v4.u32", "fence.proxy.async")
+    src = edit(STORES_WGMMA, "  __syncthreads();\n", "")
+    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+                  np.zeros((64, 64), np.float32), check=False)
+    named(res, "overwrite-while-read", "the store", "the wgmma", "this warp has not reached that wgmma yet",
+          "A barrier between the stores and the wgmma")
+
+
+def test_store_into_a_tile_a_wgmma_may_still_read() -> None:
+    src = edit(STORES_WGMMA, "  hopper::wgmma_commit();\n", "  hopper::wgmma_commit();\n  sA[t] = 0;\n")
+    a, b = _operands(64, 64, 64)
+    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+                  np.zeros((64, 64), np.float32), check=False)
+    named(res, "overwrite-while-read", "the store", "overwrites sA byte", "the wgmma", "may still read it",
+          "no wgmma.wait_group has retired its group yet")
+
+
+LAB5_FENCE = "    hopper::fence_proxy_async();        // these generic stores"
+
+
+def test_generic_stores_read_by_a_tma_store_without_proxy_fence() -> None:
+    src = edit(_kernel("lab5_epilogue.cu"), LAB5_FENCE, "    // these generic stores")
+    named(bf16_gemm(src, "lab5_gemm", 128, 256, 64, (1, 1)), "missing-proxy-fence", "the TMA store",
+          "`st.shared.u32", "fence.proxy.async")
+
+
+def test_epilogue_buffer_rewritten_while_its_tma_store_may_read_it() -> None:
+    src = edit(_kernel("lab5_epilogue.cu"), "      if (tid == 0) hopper::tma_store_wait_read<1>();\n", "")
+    named(bf16_gemm(src, "lab5_gemm", 128, 256, 64, (1, 1)), "overwrite-while-read", "the TMA store",
+          "cp.async.bulk.wait_group.read")
+    src = edit(_kernel("lab5_epilogue.cu"), "  if (tid == 0) hopper::tma_store_wait<0>();  // shared memory must "
+               "outlive the stores' reads\n", "")
+    named(bf16_gemm(src, "lab5_gemm", 128, 256, 64, (1, 1)), "store-before-exit", "exits", "TMA store")
+
+
+def test_remote_empty_arrival_sent_to_the_local_barrier() -> None:
+    src = _kernel("lab6_persistent.cu")
+    src = edit(src, "if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);",
+               "if (k > 0 && tid < CLUSTER) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);")
+    src = edit(src, "      if (tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);",
+               "      if (tid < CLUSTER) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);")
+    first = named(bf16_gemm(src, "lab6_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "overwrite-while-read",
+                  "TMA multicast load", "of block (1,0)", "arrivals from block (0,0) only",
+                  "the consumers of block (1,0) never arrived on it", "mbar_arrive_cluster")
+    assert "empty[" in str(first)
+
+
+RELAXED_STORE = 'asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(order + 1) : "memory");'
+RELAXED_POLL = ('{ unsigned v_; do { asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v_) : "l"(flag) : '
+                '"memory"); } while (v_ < order); }')
+
+
+@pytest.mark.parametrize("side", ["store", "load"])
+def test_relaxed_flag_in_the_streamk_fixup(side: str) -> None:
+    src = _kernel("lab7_streamk.cu")
+    if side == "store":
+        src = edit(src, "if (threadIdx.x == 128) hopper::flag_store_release(flag, order + 1);",
+                   "if (threadIdx.x == 128) " + RELAXED_STORE)
+        words = ("`st.relaxed.gpu.global.u32", "without release semantics", "flag_store_release")
+    else:
+        src = edit(src, 'if (threadIdx.x == 128) hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank);',
+                   "if (threadIdx.x == 128) " + RELAXED_POLL)
+        words = ("`ld.relaxed.gpu.global.u32", "no acquire semantics", "flag_load_acquire")
+    named(bf16_gemm(src, "lab7_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3), "flag-ordering",
+          *words)
+
+
+# ------------------------------------------------------------------------------------------- the API
+def test_a_deadlock_stays_a_deadlock_in_hazard_mode() -> None:
+    with pytest.raises(gpu.KernelDeadlock, match=r"waited on empty\[0\] for parity 0") as e:
+        fp32_gemm(LAB2_WRONG_PARITY, "lab2_gemm", 64, 64, 128, (1, 1))
+    assert not isinstance(e.value, gpu.HazardError)
+
+
+def test_hazard_mode_is_deterministic(labs: dict) -> None:
+    src = edit(labs["LAB3"], "hopper::wgmma_wait<0>();", "hopper::wgmma_wait<1>();")
+    runs = [fp32_gemm(src, "lab3_gemm", 64, 64, 256, (1, 1)) for _ in range(2)]
+    assert str(runs[0].error) == str(runs[1].error)
+    assert [h.key for h in runs[0].hazards] == [h.key for h in runs[1].hazards]
+
+
+def test_helpers_gpu_launch_raises_hazard_error_in_executor_options(labs: dict) -> None:
+    kern = gpu.compile(edit(labs["LAB3"], "    hopper::wgmma_fence();\n", ""), "lab3_gemm")
+    a, b = _operands(64, 64, 64)
+    da, db, dc = gpu.to_device(a), gpu.to_device(b), gpu.poison((64, 64), np.float32)
+    args = (gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, 64, 64), dc, np.int32(64), np.int32(64),
+            np.int32(64))
+    gpu.launch(kern, (1, 1), 128, 0, *args)  # hazard mode off: runs (the mistake is silent here, as on the GPU)
+    with ptx.executor_options(hazards=True), pytest.raises(gpu.HazardError) as e:
+        gpu.launch(kern, (1, 1), 128, 0, *args)
+    assert isinstance(e.value, gpu.KernelFault) and e.value.kind == "missing-wgmma-fence"
+    assert str(e.value).startswith("kernel lab3_gemm (grid (1, 1, 1), block (128, 1, 1), 0 B dynamic smem): hazard")
+    assert e.value.hazards and e.value.hazards[0].kind == "missing-wgmma-fence"
+    assert ptx.last_run().hazards[0].kind == "missing-wgmma-fence"
+
+
+def test_environment_switches_hazard_mode_on_for_run_isolated(labs: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    kern = gpu.compile(edit(labs["LAB3"], "    hopper::wgmma_fence();\n", ""), "lab3_gemm")
+    a, b = _operands(64, 64, 64)
+    monkeypatch.setenv("HELPERS_EXECUTOR_HAZARDS", "1")
+    with pytest.raises(gpu.HazardError, match=r"This notebook is unaffected\.$") as e:
+        gpu.run_isolated(kern, (1, 1), 128, 0, TensorMapArg(a, (64, 64)), TensorMapArg(b, (64, 64)),
+                         np.zeros((64, 64), np.float32), np.int32(64), np.int32(64), np.int32(64))
+    assert e.value.kind == "missing-wgmma-fence"
+
+
+def test_executor_options_refuses_unknown_fields() -> None:
+    with pytest.raises(TypeError, match="unknown executor option"), ptx.executor_options(hazzards=True):
+        pass
+
+
+def test_report_lists_the_first_hazard_then_the_rest() -> None:
+    hs = [hz.Hazard("expect-tx", "first"), hz.Hazard("unsynchronised", "second", count=3)]
+    text = hz.report(hs, then="deadlock: …")
+    assert text.splitlines() == ["hazard (expect-tx different from the bytes the copies deliver): first",
+                                 "  also: hazard (shared memory written and read by different warps with nothing "
+                                 "ordering them): second (seen 3 times)", "  then: deadlock: …"]
+    assert hz.short("wgmma.mma_async {%f1, %f2, %f3, %f4, %f5}, %rd1;") == "wgmma.mma_async {%f1, %f2, …, %f5}, %rd1;"
