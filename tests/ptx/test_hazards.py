@@ -118,8 +118,12 @@ def test_lab4_notebook_solutions_have_no_hazard() -> None:
     from helpers.checks import lab4
 
     ns = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
-    for key, spec in (("PC_SRC", lab4.PC), ("WS_SRC", lab4.WS)):
-        src = ns[key]
+    wrappers = '#include "hopper.cuh"\n' + "".join(
+        labgen.solution_namespace(ROOT / "solutions" / nb)[key] for nb, key in (
+            ("lab1_tma.ipynb", "TMA_LOAD"), ("lab2_mbarrier.ipynb", "MBAR_INIT_ARRIVE"),
+            ("lab2_mbarrier.ipynb", "MBAR_TX_WAIT")))
+    for key, spec in (("PC_KERNEL", lab4.PC), ("LAB4_KERNEL", lab4.WS)):  # built on the carried Lab 1-2 wrappers
+        src = wrappers + ns[key]
         smem = lab4.dynamic_smem_bytes(lab4.source_stages(src), spec.bm, spec.bn)
         clean(fp32_gemm(src, spec.name, spec.bm, spec.bn, 256, (1, 1), spec.threads, smem, (spec.bm, 64),
                         (spec.bn, 64)))
