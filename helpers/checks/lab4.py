@@ -889,7 +889,10 @@ def _run_kernel(c: grading.Check, spec: KernelSpec, kern: Any, stages: int, rng:
         grid = (-(-n // spec.bn), -(-m // spec.bm))
         (got,) = C.run(kern, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)), TensorMapArg(b, (spec.bn, 64)),
                        np.full((m, n), np.nan, np.float32), np.int32(m), np.int32(n), np.int32(k),
-                       what=f"your kernel on M={m}, N={n}, K={k}", timeout=60)
+                       what=f"your kernel on M={m}, N={n}, K={k}", timeout=60,
+                       hint="the sentence names the barrier, its phase and your line: check that wait's or arrival's "
+                            "stage (k % STAGES), its parity ((k / STAGES) & 1, flipped for the producer's wait on "
+                            "empty) and the barrier counts")
         ref = a.astype(np.float64) @ b.astype(np.float64).T
         edges = ", partial tiles at the edges" if m % spec.bm or n % spec.bn else ""
         c.array(f"{C.where(timing=timed and i == 0)}: M={m}, N={n}, K={k} ({grid[1]}×{grid[0]} blocks{edges}, "
