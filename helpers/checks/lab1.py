@@ -749,15 +749,16 @@ def check_tma_load(source: str, rank: int = 2) -> None:
 
 
 def _run_tma_selftest(c: grading.Check, source: str, rank: int) -> None:
-    """Rank 2: one 64×64 tile of a 256×320 matrix, unswizzled, at a random tile position. Rank 3: one 64×128 wide box
-    of a 192×320 matrix under the 128B swizzle. Bit for bit."""
+    """Rank 2: one 64×64 tile of a 256×320 matrix, unswizzled, at a random tile position off the origin and off the
+    diagonal (so swapped or missing coordinates show). Rank 3: one 64×128 wide box of a 192×320 matrix under the 128B
+    swizzle, off the origin. Bit for bit."""
     rng = grading.fresh_rng()
     if rank == 2:
         from helpers import gpu
 
         kk = C.compile_student(HEADER + source + SELFTEST_TMA2, "selftest_tma", what="the self-test kernel")
         a = rng.integers(0, 1 << 16, size=(256, 320), dtype=np.uint16)
-        r0, c0 = int(rng.integers(0, 4)) * 64, int(rng.integers(0, 5)) * 64
+        r0, c0 = (64 * int(x) for x in rng.choice(np.arange(1, 4), size=2, replace=False))  # swapped ones differ
         out = np.full(64 * 64, 0xFFFF, dtype=np.uint16)
         (_, got) = C.run(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out, np.int32(c0),
                          np.int32(r0), what="my_tma_load_2d")
@@ -766,7 +767,7 @@ def _run_tma_selftest(c: grading.Check, source: str, rank: int) -> None:
                 hint="the tile is not where the coordinates point, or not all of it landed: see the operands above")
         return
     a = rng.integers(0, 1 << 16, size=(192, 320), dtype=np.uint16)
-    r0, s0 = int(rng.integers(0, 3)) * 64, int(rng.integers(0, 4))
+    r0, s0 = int(rng.integers(1, 3)) * 64, int(rng.integers(1, 4))  # not at the origin: a coordinate left out shows
     got = C.run(wide_selftest, HEADER + source + SELFTEST_TMA3, a, r0, s0, what="my_tma_load_3d")
     import ml_dtypes
 
