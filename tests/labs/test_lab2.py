@@ -384,7 +384,7 @@ def test_a_wait_that_tries_once_passes_the_run_and_fails_on_the_ptx(sol2, execut
 def test_run_many_runs_once_on_the_emulator(capsys, executor):
     lab2.run_many()
     out = capsys.readouterr().out
-    assert "ran on the emulator" in out and "1 run at M=128, N=192, K=320" in out and "1 of 1 run gave a wrong C" in out
+    assert "ran on the emulator" in out and "1 run at M=128, N=64, K=256" in out and "1 of 1 run gave a wrong C" in out
 
 
 def test_run_many_says_it_skipped_without_a_gpu_or_the_emulator(capsys, no_gpu):
