@@ -242,7 +242,8 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any 
     the notebook survives. On the PTX executor it happens in this process (an emulated kernel cannot break it: its
     memory is numpy arrays, a fault is an exception, and each launch has its own time limit). A fault or a deadlock
     becomes a CheckFailed with the runtime's sentence and ``hint``. ``hazards=True`` asks the executor's hazard mode
-    (when it has one) to report races the run's timing would hide."""
+    (when it has one) to report races the run's timing would hide: passed on to ``gpu.run_isolated`` with a Kernel,
+    to the function as a keyword otherwise."""
     from helpers import gpu
 
     extra = {"cluster": cluster} if cluster is not None else {}

@@ -1,7 +1,8 @@
 """Graders of Lab 3 (WGMMA): descriptors, the K-step addressing, the accumulator fragment map, one emulated
 m64n64k16, the fragment store, a whole GEMM on the emulator, the student's own wgmma inline asm (compared with the
-header's), and the lab's kernel: Lab 2's load loop with the product on the tensor cores (compiled and read from
-its PTX everywhere; run, checked and timed beside cuBLAS where it can run).
+header's), and the lab's kernel: Lab 2's load loop with the product on the tensor cores. The CUDA exercises are
+graded by running them (on the H100, or on the course's PTX executor without one), their PTX and compile report
+as the explanation (see ``_common.Explanation``); the kernel is timed beside cuBLAS on the H100 only.
 
 Every Python grader takes a ``seed``: fixed cases that tell apart every mistake the tests name come first, random
 ones on top.

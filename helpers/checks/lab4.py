@@ -1,8 +1,8 @@
 """Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
 protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
 the setmaxnreg register budget, and the two CUDA kernels, grown from the student's Lab 3 kernel and built on their
-own wrappers (compiled and read from their PTX everywhere; run on random non-square shapes, and timed beside cuBLAS
-on an H100, wherever a run is possible).
+own wrappers (run on random non-square shapes, on the H100 or on the course's PTX executor without one, their
+compile report and the protocol read from their PTX as the explanation; timed beside cuBLAS on the H100 only).
 
 The protocol steps run the student's role programs on :mod:`helpers.pipeline` under several stage counts,
 latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
