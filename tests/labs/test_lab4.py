@@ -1,11 +1,12 @@
 """Lab 4 graders, both ways: the solution passes on every seed; the stub and named plausible wrong answers fail on
 every one of 200 seeds, with a hint that names the mistake. The solution is read from solutions/lab4_pipeline.ipynb.
 
-The CUDA graders are tested without a GPU through what they check everywhere (compile report and the protocol read
-off the PTX), on the kernels as the solution writes them after the course's own wrappers of Labs 1 and 2; the kernel
-runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints (the stubs
-show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there, against this
-lab's, with Lab 3's speed from the course's ladder).
+The CUDA graders are tested on the kernels as the solution writes them after the course's own wrappers of Labs 1 and
+2, both ways: on the compile-only path (``no_gpu``: the compile report and the protocol read off the PTX are the
+grade) and on the PTX executor (``executor``: the run is the grade, and rejects the wrong kernels only a run can
+catch); the runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints
+(the stubs show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there,
+against this lab's, with Lab 3's speed from the course's ladder).
 """
 
 from __future__ import annotations
