@@ -298,6 +298,7 @@ class Explanation:
         self.c = c
         self.defer = gpu.can_run() if defer is None else defer
         self.finding: grading.CheckFailed | None = None
+        self.ran = False
 
     def __enter__(self) -> Explanation:
         return self
@@ -316,9 +317,17 @@ class Explanation:
         rest = [ln for ln in lines[1:] if not ln.startswith("    (random inputs drawn")]
         return "\n".join([f"    what the PTX shows (the likely cause): {first}"] + ["    " + ln for ln in rest])
 
+    def runnable(self, kernel: Any, checked: str) -> bool:
+        """:func:`runnable`; where the kernel cannot run, the finding kept (if any) fails the check now."""
+        if runnable(kernel, checked):
+            return True
+        self.settle()
+        return False
+
     @contextlib.contextmanager
     def run(self) -> Iterator[None]:
         """The run: its failure carries the finding kept from the PTX, if any."""
+        self.ran = True
         try:
             yield
         except grading.CheckFailed as exc:
@@ -330,6 +339,8 @@ class Explanation:
     def settle(self) -> None:
         """After a run that passed: fail with the finding kept from the PTX, if any."""
         if self.finding is not None:
+            if not self.ran:  # nothing ran: the finding is the grade, as it stands
+                raise self.finding
             raise grading.CheckFailed(
                 f"{self.finding}\n    (the run above gave the right result all the same: a run shows only what its "
                 "own timing exposes; this is read from the PTX and the compile report, where it holds on every path)")

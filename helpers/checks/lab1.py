@@ -741,7 +741,7 @@ def check_tma_load(source: str, rank: int = 2) -> None:
                    ".mbarrier::complete_tx::bytes", problem is None, detail=f"    got: {ins.opcode}",
                    hint=problem or "")
             _tma_operands(c, k.ptx, ins, rank)
-        if not C.runnable(k, checked=f"the form and operands of my_tma_load_{rank}d in the PTX"):
+        if not ex.runnable(k, checked=f"the form and operands of my_tma_load_{rank}d in the PTX"):
             return
         with ex.run():
             _run_tma_selftest(c, source, rank)
@@ -812,7 +812,7 @@ def check_copy_kernel(source: str, kernel: str | None = None) -> None:
         ex = C.Explanation(c)
         with ex:
             _copy_protocol(c, read_protocol(k.ptx, KERNEL_NAME, full_source, kernel))
-        if not C.runnable(k, checked="the bytes announced and the wait before the reads (the XOR of the read is "
+        if not ex.runnable(k, checked="the bytes announced and the wait before the reads (the XOR of the read is "
                                      "checked when the kernel runs)"):
             return
         with ex.run():

@@ -157,7 +157,7 @@ def check_init_arrive(source: str) -> None:
         ex = C.Explanation(c)
         with ex:
             _init_arrive_form(c, k.ptx, "probe_init_arrive")
-        if not C.runnable(k, checked="the form and operands of my_mbar_init and both my_mbar_arrive in the PTX"):
+        if not ex.runnable(k, checked="the form and operands of my_mbar_init and both my_mbar_arrive in the PTX"):
             return
         with ex.run():
             kk = C.compile_student(HEADER + source + SELFTEST_INIT_ARRIVE, "selftest_init_arrive",
@@ -253,7 +253,7 @@ def check_tx_wait(source: str) -> None:
         with ex:
             _tx_wait_form(c, k.ptx, "probe_tx_wait")
             _check_wait_loop(c, k.ptx)
-        if not C.runnable(k, checked="the form and operands of expect_tx and try_wait, and the wait loop, in the "
+        if not ex.runnable(k, checked="the form and operands of expect_tx and try_wait, and the wait loop, in the "
                                      "PTX"):
             return
         with ex.run():
@@ -604,7 +604,7 @@ def _run_gemm(c: grading.Check, k: Any, full_source: str, kernel: str | None, rn
     ex = C.Explanation(c)
     with ex:
         protocol_checks(c, k.ptx, full_source, kernel)
-    if not C.runnable(k, checked="the load loop's protocol on every path of the PTX (parities and counts are "
+    if not ex.runnable(k, checked="the load loop's protocol on every path of the PTX (parities and counts are "
                                  "checked when the kernel runs)"):
         return
     with ex.run():

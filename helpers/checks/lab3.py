@@ -515,7 +515,7 @@ def check_wgmma_asm(source: str) -> None:
         ex = C.Explanation(c)
         with ex:
             _wgmma_form(c, k.ptx)
-        if not C.runnable(k, checked="your wgmma instruction against the header's, operand by operand"):
+        if not ex.runnable(k, checked="your wgmma instruction against the header's, operand by operand"):
             return
         with ex.run():
             _run_wgmma_selftest(c, source)
@@ -698,7 +698,7 @@ def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool
             C.check_no_accumulator_spills(c, report,
                                           hint="the accumulators must stay in registers: index d[] only with "
                                                "compile-time constants")
-        if not C.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
+        if not ex.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
                                         "descriptors and the store are graded on the emulator above"):
             return
         with ex.run():

@@ -860,7 +860,7 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
         ex = C.Explanation(c)
         with ex:
             _static_checks(c, spec, kern, compiled, kernel)
-        if not C.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
+        if not ex.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
                                         "were graded on the emulator"):
             return
         stages = source_stages(kernel or compiled)
