@@ -12,13 +12,14 @@ immediate), so a probe kernel that passes distinctive values can check the opera
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import html
 import json
 import re
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ __all__ = [
     "run_on_gpu",
     "run",
     "runnable",
+    "where",
+    "Explanation",
     "check_no_accumulator_spills",
     "SPILL_SLACK_BYTES",
     "call",
@@ -186,41 +189,161 @@ def is_32bit_reg(operand: str) -> bool:
     return bool(re.fullmatch(r"%r\d+", operand.strip().strip("[]").strip()))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# running the student's kernel: the one run path, where it ran, and the PTX as the explanation
+# ---------------------------------------------------------------------------------------------------------
+def on_h100() -> bool:
+    """True when kernels run on a real Hopper GPU (not on the course's PTX executor): timings, occupancy queries and
+    full-size problems need it."""
+    from helpers import gpu
+
+    return gpu.hopper_available() and not gpu.executor_active()
+
+
+def on_hardware() -> bool:
+    """The same as :func:`on_h100` (the name the Lab 2-4 graders use): full-size shapes and timings."""
+    return on_h100()
+
+
+def where(*, timing: bool = False) -> str:
+    """Where the student's kernel runs here, as the ✓ lines say it: ``ran on the H100`` (the GPU's own name when it
+    is another Hopper) or ``ran on the emulator (no sm_90 GPU)``. ``timing``: the check times the kernel on the
+    H100, so an emulated run also says that it was not timed."""
+    from helpers import gpu
+
+    if on_h100():
+        info = gpu.device_info()
+        m = re.search(r"\b(H\d{3})\b", getattr(info, "name", "") or "")
+        return f"ran on the {m.group(1)}" if m else "ran on the GPU"
+    why = "HELPERS_EXECUTOR=force" if gpu.hopper_available() else "no sm_90 GPU"
+    return f"ran on the emulator ({why}{'; not timed: the emulator does not time kernels' if timing else ''})"
+
+
 def runnable(kernel: Any, checked: str) -> bool:
-    """True when the kernel can run here (an H100 now; the course's PTX executor once it lands, through the same
-    call). Otherwise prints the runtime's one line (registers, spills, what was checked instead) and returns
-    False."""
+    """True when the kernel can run here (the H100, or the course's PTX executor): then prints the runtime's one line
+    (registers, spills, where it runs). Otherwise (``HELPERS_EXECUTOR=off`` without a GPU) that line says the run was
+    skipped and what was ``checked`` instead, and False."""
     from helpers import gpu
 
     return not gpu.skip_without_hopper(kernel, checked=checked)
 
 
-def on_hardware() -> bool:
-    """True on a real Hopper GPU: timings, and problems too big for an emulated run, need one."""
+#: the name the Lab 5-7 graders use
+can_run = runnable
+
+
+def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any = None, hint: str = "",
+        hazards: bool = False) -> Any:
+    """THE run path of every CUDA check. ``target`` is a Kernel (then ``args`` are grid, block, shared memory and the
+    kernel's arguments: numpy arrays are copied in and come back, ``gpu.TensorMapArg`` becomes a tensor map) or a
+    module-level function that launches kernels itself (then its return value comes back).
+
+    On the H100 the run happens in a child process (``gpu.run_isolated``), so a fault or a deadlock is a sentence and
+    the notebook survives. On the PTX executor it happens in this process (an emulated kernel cannot break it: its
+    memory is numpy arrays, a fault is an exception, and each launch has its own time limit). A fault or a deadlock
+    becomes a CheckFailed with the runtime's sentence and ``hint``. ``hazards=True`` asks the executor's hazard mode
+    (when it has one) to report races the run's timing would hide: passed on to ``gpu.run_isolated`` with a Kernel,
+    to the function as a keyword otherwise."""
     from helpers import gpu
 
-    return gpu.hopper_available()
+    extra = {"cluster": cluster} if cluster is not None else {}
+    if hazards:
+        extra["hazards"] = True
+    try:
+        if gpu.executor_active() and not isinstance(target, gpu.Kernel):
+            result = _call_here(target, args, extra)
+        else:
+            result = gpu.run_isolated(target, *args, timeout=timeout, **extra)
+    except gpu.GpuError as exc:
+        tail = f"\n    hint: {hint}" if hint else ""
+        raise grading.CheckFailed(f"❌ {what} failed when it {where()}: {exc}{tail}") from None
+    return result.arrays if isinstance(result, gpu.IsolatedResult) else result
 
 
-def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any = None) -> Any:
-    """THE run path of every CUDA check: ``gpu.run_isolated`` in a child process, so a fault or a deadlock is a
-    sentence and the notebook survives. ``target`` is a Kernel (then ``args`` are grid, block, shared memory and
-    the kernel's arguments; numpy arrays come back) or a module-level function run in the child. A fault or a
-    deadlock becomes a CheckFailed carrying the runtime's sentence."""
+def _call_here(fn: Any, args: tuple, kwargs: dict) -> Any:
+    """Call a run function in this process (emulated kernels only): errors as the child process reports them."""
     from helpers import gpu
 
     try:
-        kw = {} if cluster is None else {"cluster": cluster}
-        result = gpu.run_isolated(target, *args, timeout=timeout, **kw)
-    except gpu.GpuError as exc:
-        raise grading.CheckFailed(f"❌ {what} failed when it ran: {exc}") from None
-    return result.arrays if isinstance(result, gpu.IsolatedResult) else result
+        return fn(*args, **kwargs)
+    except gpu.GpuError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the child path's sentence for an error that is not the GPU's
+        raise RuntimeError(f"the isolated run raised {type(exc).__name__}: {exc}") from exc
 
 
 def run_on_gpu(kernel: Any, grid: Any, block: Any, smem: int, *args: Any, what: str,
                timeout: float = 30.0, cluster: Any = None) -> list[Any]:
     """Launch a kernel through :func:`run`; numpy arrays among ``args`` come back after the run."""
     return run(kernel, grid, block, smem, *args, what=what, timeout=timeout, cluster=cluster)
+
+
+def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str = "") -> Any:
+    """Run a module-level function that launches kernels, through :func:`run`."""
+    return run(fn, *args, what=what, timeout=timeout, hint=hint)
+
+
+class Explanation:
+    """The PTX read as the explanation of a run: where the kernel can run, the run is the grade.
+
+    Static checks (the instruction's full form, the protocol on every path, the compile report) run inside
+    ``with ex:``. Where the kernel cannot run, a failure there fails the check at once (they are the grade). Where it
+    can, the first failure is kept and the run goes ahead inside ``with ex.run():``: a failing run is reported with
+    that finding as its likely cause, and :meth:`settle` fails a run that passed while the PTX shows a mistake (a race
+    that this run's timing did not expose, or a cost in speed)."""
+
+    def __init__(self, c: grading.Check, *, defer: bool | None = None):
+        from helpers import gpu
+
+        self.c = c
+        self.defer = gpu.can_run() if defer is None else defer
+        self.finding: grading.CheckFailed | None = None
+        self.ran = False
+
+    def __enter__(self) -> Explanation:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if kind is not None and issubclass(kind, grading.CheckFailed) and self.defer:
+            if self.finding is None:
+                self.finding = exc
+            return True
+        return False
+
+    def _reason(self) -> str:
+        """The finding without the check's title and the seed line, indented under the run's failure."""
+        lines = str(self.finding).split("\n")
+        first = re.sub(r"^\S+ " + re.escape(self.c.title) + r": ", "", lines[0])
+        rest = [ln for ln in lines[1:] if not ln.startswith("    (random inputs drawn")]
+        return "\n".join([f"    what the PTX shows (the likely cause): {first}"] + ["    " + ln for ln in rest])
+
+    def runnable(self, kernel: Any, checked: str) -> bool:
+        """:func:`runnable`; where the kernel cannot run, the finding kept (if any) fails the check now."""
+        if runnable(kernel, checked):
+            return True
+        self.settle()
+        return False
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[None]:
+        """The run: its failure carries the finding kept from the PTX, if any."""
+        self.ran = True
+        try:
+            yield
+        except grading.CheckFailed as exc:
+            text = str(exc)
+            if self.c.title not in text.split("\n", 1)[0]:  # the run path's sentence: name the check first
+                text = re.sub(r"^(\S+) ", lambda m: f"{m.group(1)} {self.c.title}: ", text, count=1)
+            raise grading.CheckFailed(text if self.finding is None else f"{text}\n{self._reason()}") from None
+
+    def settle(self) -> None:
+        """After a run that passed: fail with the finding kept from the PTX, if any."""
+        if self.finding is not None:
+            if not self.ran:  # nothing ran: the finding is the grade, as it stands
+                raise self.finding
+            raise grading.CheckFailed(
+                f"{self.finding}\n    (the run above gave the right result all the same: a run shows only what its "
+                "own timing exposes; this is read from the PTX and the compile report, where it holds on every path)")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -309,7 +432,6 @@ def carry(notebook: str, variable: str, lab: str, *, here: Path | None = None,
     if "#error" in found:
         status = ": not written yet there (so the checks here that use it fail until it is)"
     elif check is not None:
-        import contextlib
         import io
 
         with contextlib.redirect_stdout(io.StringIO()) as out:
@@ -403,7 +525,9 @@ def make_operands(rng: Any, m: int, n: int, k: int) -> tuple[Any, Any]:
 
 
 def gemm_shapes(rng: Any, count: int = 3, most: int = 12) -> list[tuple[int, int, int]]:
-    """Random non-square shapes, multiples of 64, M ≠ N, K ≠ N, K ≥ 128 (several K steps, every stage reused)."""
+    """Non-square shapes, multiples of 64, M ≠ N, K ≠ N, K ≥ 128 (several K steps, every stage reused). The first is
+    fixed, 128×192×320: 2×3 tiles, 5 K steps (a two-stage ring wraps twice), M, N and K all different; random
+    ones follow."""
     shapes: list[tuple[int, int, int]] = [(128, 192, 320)]
     while len(shapes) < count:
         m, n, k = (64 * int(x) for x in rng.integers(1, most + 1, size=3))
@@ -454,11 +578,13 @@ def tiles_transposed(x: Any) -> Any:
 
 
 def check_gemm_runs(c: grading.Check, source: str, name: str, rng: Any, diagnose: Callable[[Any, Any], str],
-                    runs: int = 1) -> None:
-    """Run the lab's GEMM on random non-square shapes (C poisoned) and compare every element with fp64."""
+                    runs: int = 1, *, timed: bool = False) -> None:
+    """Run the lab's GEMM (grid N/64 × M/64, 128 threads) into a NaN-poisoned C and compare every element with fp64.
+    On the H100: three non-square shapes, ``runs`` times each. On the emulator: the first shape, once (its schedule is
+    the same on every run). ``timed``: the check times the kernel on the H100, so an emulated run says it does not."""
     import numpy as np
 
-    big = on_hardware()  # an emulated run (the PTX executor) gets the smallest shapes that still tell mistakes apart
+    big = on_h100()
     shapes = gemm_shapes(rng, count=3 if big else 1)
     runs = runs if big else 1
     cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
@@ -467,8 +593,9 @@ def check_gemm_runs(c: grading.Check, source: str, name: str, rng: Any, diagnose
         ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64).T
         for r in range(runs):
             got = outs[i * runs + r]
-            label = f"M={m}, N={n}, K={k}" + (f", run {r + 1} of {runs}" if runs > 1 else "")
-            c.array(f"{label}: every element against fp64", got, ref,
+            label = f"{where(timing=timed and i == r == 0)}: M={m}, N={n}, K={k} ({m // 64}×{n // 64} tiles, " \
+                    f"{k // 64} K steps)" + (f", run {r + 1} of {runs}" if runs > 1 else "")
+            c.array(f"{label}: every element against fp64, C poisoned with NaN first", got, ref,
                     atol=grading.gemm_tolerance(a, np.asarray(b, np.float64).T), hint=diagnose(got, ref))
 
 
@@ -546,38 +673,7 @@ def symbol_plus_offset(ptx: str, operand: str, depth: int = 8) -> tuple[str, int
     return None if cur.startswith("%") else (cur, offset)
 
 
-# ------------------------------------------------------------------------------------------- runs and diffs
-def can_run(kernel: Any, checked: str) -> bool:
-    """True when the student's kernel can be run here: a Hopper GPU, or (where ``helpers.gpu`` has it) the course's
-    PTX executor, which ``gpu.skip_without_hopper`` reports in its one line; otherwise that line says what was
-    skipped, and False. Timings need the H100 itself: :func:`on_h100`."""
-    from helpers import gpu
-
-    return not gpu.skip_without_hopper(kernel, checked=checked)
-
-
-def on_h100() -> bool:
-    """True when kernels run on a real Hopper GPU (not on the course's PTX executor, where ``helpers.gpu`` has one):
-    timings, occupancy queries and full-size problems need it."""
-    from helpers import gpu
-
-    executor = getattr(gpu, "executor_active", None)
-    return gpu.hopper_available() and not (executor and executor())
-
-
-def run_isolated_call(fn: Any, *args: Any, what: str, timeout: float, hint: str = "") -> Any:
-    """Run a module-level GPU function in a child process (``gpu.run_isolated``); a fault or a deadlock becomes a
-    CheckFailed carrying the runtime's sentence."""
-    from helpers import gpu
-
-    where = "on the GPU" if on_h100() else "when it ran"
-    try:
-        return gpu.run_isolated(fn, *args, timeout=timeout)
-    except gpu.GpuError as exc:
-        raise grading.CheckFailed(f"❌ {what} failed {where}: {exc}" + (f"\n    hint: {hint}" if hint else "")) \
-            from None
-
-
+# ------------------------------------------------------------------------------------------- diffs
 def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
     """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell."""
     import difflib
@@ -666,13 +762,13 @@ def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[Any]) -> list[tu
 
 def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, what: str, timeout: float = 180.0,
              hint: str = "") -> list[Any]:
-    """THE way a CUDA grader runs a student's GEMM: every (A, B) case, C poisoned, in a child process; returns the
-    C of each case. (Where the PTX executor can run kernels without a GPU, this is the one place to switch.)"""
+    """A student's GEMM on every (A, B) case, C poisoned, through :func:`run` (the one run path); returns the C of
+    each case."""
     return run_isolated_call(gemm_cases_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
 
 
 def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0) -> list[Any]:
-    """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); GPU only), in a child process."""
+    """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); the H100 only), through :func:`run`."""
     return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
 
 

@@ -4,9 +4,10 @@ the lab's kernel: one tile per block through one mbarrier, read back with the XO
 
 Every Python grader takes a ``seed``: it first runs a fixed set of cases that tells apart every mistake the tests
 name (each rule, each dimension, both ends of every range, inputs breaking several rules at once), then random
-cases drawn from the seed. The CUDA exercises compile without a GPU and are read from their PTX (the full form of
-each instruction, each operand traced to what a probe kernel passed, the barrier protocol's order); when the
-kernel can run (an H100, or later the course's PTX executor) it runs into poisoned outputs, compared bit for bit.
+cases drawn from the seed. The CUDA exercises are graded by running them wherever a kernel can run (the H100, or
+the course's PTX executor without one): into outputs poisoned first, compared bit for bit. Their PTX (the full form
+of each instruction, each operand traced to what a probe kernel passed, the barrier protocol on every path) explains
+a failed run, catches what a run's timing hides, and is the grade where nothing can run (``HELPERS_EXECUTOR=off``).
 """
 
 from __future__ import annotations
@@ -721,42 +722,59 @@ def _tma_operands(c: grading.Check, ptx: str, ins: C.Instr, rank: int) -> None:
 
 def check_tma_load(source: str, rank: int = 2) -> None:
     """``my_tma_load_2d(dst, tmap, bar, c0, c1)`` or ``my_tma_load_3d(dst, tmap, bar, c0, c1, c2)`` in inline
-    PTX: the instruction's full form and operands from a probe kernel's PTX; on a run, a real load."""
+    PTX. Where it can run, a self-test kernel loads a tile with it and the tile is the grade; the instruction's full
+    form and its operands, read from a probe kernel's PTX, explain a wrong tile (and are the grade where it cannot
+    run)."""
     with grading.check(f"Lab 1 · the TMA load, rank {rank}") as c:
         k = C.compile_student(HEADER + source + _probe(rank), "probe_tma", what=f"my_tma_load_{rank}d")
         c.ok("compiles for sm_90a")
-        found = C.find_instrs(k.ptx, "cp.async.bulk", "probe_tma")
-        held = "; ".join(i.opcode for i in C.inline_asm(k.ptx, "probe_tma")) or "nothing"
-        c.true("one inline-asm cp.async.bulk instruction", len(found) == 1,
-               hint=f"my_tma_load_{rank}d issues exactly one cp.async.bulk.tensor.{rank}d … instruction (asm volatile)",
-               detail=f"    the inline asm held: {held}")
-        ins = found[0]
-        problem = form_problem(ins.opcode, "cp.async.bulk.tensor", tma_slots(rank))
-        c.true(f"the full form: cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
-               ".mbarrier::complete_tx::bytes", problem is None, detail=f"    got: {ins.opcode}", hint=problem or "")
-        _tma_operands(c, k.ptx, ins, rank)
-        if not C.runnable(k, checked=f"the form and operands of my_tma_load_{rank}d in the PTX"):
+        ex = C.Explanation(c)
+        with ex:
+            found = C.find_instrs(k.ptx, "cp.async.bulk", "probe_tma")
+            held = "; ".join(i.opcode for i in C.inline_asm(k.ptx, "probe_tma")) or "nothing"
+            c.true("one inline-asm cp.async.bulk instruction", len(found) == 1,
+                   hint=f"my_tma_load_{rank}d issues exactly one cp.async.bulk.tensor.{rank}d … instruction (asm "
+                        "volatile)", detail=f"    the inline asm held: {held}")
+            ins = found[0]
+            problem = form_problem(ins.opcode, "cp.async.bulk.tensor", tma_slots(rank))
+            c.true(f"the full form: cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
+                   ".mbarrier::complete_tx::bytes", problem is None, detail=f"    got: {ins.opcode}",
+                   hint=problem or "")
+            _tma_operands(c, k.ptx, ins, rank)
+        if not ex.runnable(k, checked=f"the form and operands of my_tma_load_{rank}d in the PTX"):
             return
-        rng = grading.fresh_rng()
-        if rank == 2:
-            kk = C.compile_student(HEADER + source + SELFTEST_TMA2, "selftest_tma", what="the self-test kernel")
-            from helpers import gpu
+        with ex.run():
+            _run_tma_selftest(c, source, rank)
+        ex.settle()
 
-            a = rng.integers(0, 1 << 16, size=(256, 320), dtype=np.uint16)
-            r0, c0 = int(rng.integers(0, 4)) * 64, int(rng.integers(0, 5)) * 64
-            out = np.full(64 * 64, 0xFFFF, dtype=np.uint16)
-            (_, got) = C.run(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out, np.int32(c0),
-                             np.int32(r0), what="my_tma_load_2d")
-            c.array(f"the 64×64 tile at row {r0}, column {c0}, loaded for real", got,
-                    a[r0:r0 + 64, c0:c0 + 64].reshape(-1))
-            return
-        a = rng.integers(0, 1 << 16, size=(192, 320), dtype=np.uint16)
-        r0, s0 = int(rng.integers(0, 3)) * 64, int(rng.integers(0, 4))
-        got = C.run(wide_selftest, HEADER + source + SELFTEST_TMA3, a, r0, s0, what="my_tma_load_3d")
-        import ml_dtypes
 
-        exp = _wide_image(a.view(ml_dtypes.bfloat16), r0, 64 * s0, 64, 128).view(np.uint16)
-        c.array(f"the 64×128 wide box at row {r0}, strip {s0} (128B swizzle), loaded for real", got, exp)
+def _run_tma_selftest(c: grading.Check, source: str, rank: int) -> None:
+    """Rank 2: one 64×64 tile of a 256×320 matrix, unswizzled, at a random tile position off the origin and off the
+    diagonal (so swapped or missing coordinates show). Rank 3: one 64×128 wide box of a 192×320 matrix under the 128B
+    swizzle, off the origin. Bit for bit."""
+    rng = grading.fresh_rng()
+    if rank == 2:
+        from helpers import gpu
+
+        kk = C.compile_student(HEADER + source + SELFTEST_TMA2, "selftest_tma", what="the self-test kernel")
+        a = rng.integers(0, 1 << 16, size=(256, 320), dtype=np.uint16)
+        r0, c0 = (64 * int(x) for x in rng.choice(np.arange(1, 4), size=2, replace=False))  # swapped ones differ
+        out = np.full(64 * 64, 0xFFFF, dtype=np.uint16)
+        (_, got) = C.run(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out, np.int32(c0),
+                         np.int32(r0), what="my_tma_load_2d")
+        c.array(f"{C.where()}: your load of the 64×64 tile at row {r0}, column {c0} of a 256×320 matrix, bit for bit",
+                got, a[r0:r0 + 64, c0:c0 + 64].reshape(-1),
+                hint="the tile is not where the coordinates point, or not all of it landed: see the operands above")
+        return
+    a = rng.integers(0, 1 << 16, size=(192, 320), dtype=np.uint16)
+    r0, s0 = int(rng.integers(1, 3)) * 64, int(rng.integers(1, 4))  # not at the origin: a coordinate left out shows
+    got = C.run(wide_selftest, HEADER + source + SELFTEST_TMA3, a, r0, s0, what="my_tma_load_3d")
+    import ml_dtypes
+
+    exp = _wide_image(a.view(ml_dtypes.bfloat16), r0, 64 * s0, 64, 128).view(np.uint16)
+    c.array(f"{C.where()}: your load of the 64×128 wide box at row {r0}, strip {s0} of a 192×320 matrix (rank-3 map, "
+            "128B swizzle), its shared-memory image bit for bit", got, exp,
+            hint="the box is not where the coordinates point, or not all of it landed: see the operands above")
 
 
 def wide_selftest(source: str, a: np.ndarray, row0: int, strip0: int) -> np.ndarray:
@@ -784,50 +802,65 @@ KERNEL_NAME = "lab1_copy"
 
 def check_copy_kernel(source: str, kernel: str | None = None) -> None:
     """The ``lab1_copy`` kernel: each block loads one 64×64 bf16 tile with the student's TMA load, waits on one
-    mbarrier, and writes the tile to ``out`` unswizzled. ``source`` is the whole compiled text; ``kernel`` the
-    kernel's own part (for line numbers in messages)."""
+    mbarrier, and writes the tile to ``out`` unswizzled. Where it can run, a copy of a random matrix is the grade
+    (the XOR of the read shows only there); the protocol read from its PTX explains a wrong copy. ``source`` is the
+    whole compiled text; ``kernel`` the kernel's own part (for line numbers in messages)."""
     with grading.check("Lab 1 · copy tiles through shared memory") as c:
         full_source = HEADER + source
         k = C.compile_student(full_source, KERNEL_NAME, what=f"{KERNEL_NAME} (with your my_tma_load_2d)")
         c.ok("compiles for sm_90a")
-        proto = read_protocol(k.ptx, KERNEL_NAME, full_source, kernel)
-        c.true("issues a TMA load of the tile", bool(proto.loads),
-               hint="thread 0 calls my_tma_load_2d(tile, &src_map, &full, col0, row0)")
-        announced = proto.bytes_announced()
-        c.true("announces the tile's bytes on the barrier (expect_tx)", announced is None or announced > 0,
-               hint="before the data can land, the barrier must know how many bytes to wait for: "
-                    "hopper::mbar_arrive_expect_tx(&full, bytes of one tile)")
-        if announced is not None:
-            c.equal("bytes the barrier expects per phase (read from the PTX)", announced, 8192,
-                    hint="one 64×64 bf16 tile is 64 × 64 × 2 = 8192 bytes: expect exactly what the TMA delivers")
-        early = proto.arrive_before_bytes()
-        if early is not None:
-            c.fail("an arrival on the barrier before its bytes are announced", detail=f"    at {proto.where(early)}",
-                   hint="with count 1 that arrival completes the phase before the tile lands: announce the bytes "
-                        "first, or in the same instruction (arrive.expect_tx)")
-        read = proto.read_before_wait()
-        if read is not None:
-            c.fail("a thread can read the tile before waiting for it", detail=f"    the read at {proto.where(read)}",
-                   hint="every thread waits for phase 0 of the barrier (HOPPER_WAIT1(full, 0)) before its first read")
-        c.ok("every read of the tile comes after the wait on the barrier")
-        if not C.runnable(k, checked="the bytes announced and the wait before the reads (the XOR of the read is "
+        ex = C.Explanation(c)
+        with ex:
+            _copy_protocol(c, read_protocol(k.ptx, KERNEL_NAME, full_source, kernel))
+        if not ex.runnable(k, checked="the bytes announced and the wait before the reads (the XOR of the read is "
                                      "checked when the kernel runs)"):
             return
-        from helpers import gpu
+        with ex.run():
+            _run_copy(c, k)
+        ex.settle()
 
-        rng = grading.fresh_rng()
-        rows, cols = int(rng.integers(2, 5)) * 64, int(rng.integers(2, 7)) * 64
-        a = rng.integers(0, 1 << 16, size=(rows, cols), dtype=np.uint16)
-        out = np.full((rows, cols), 0xFFFF, dtype=np.uint16)
-        (_, got) = C.run(k, (cols // 64, rows // 64), 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=128), a, out,
-                         np.int32(cols), what=KERNEL_NAME)
-        still_swizzled = np.empty_like(a)
-        for t in range(0, rows, 64):
-            for u in range(0, cols, 64):
-                img = swizzle_reference(a[t:t + 64, u:u + 64], "B128").view(np.uint16).reshape(64, 64)
-                still_swizzled[t:t + 64, u:u + 64] = img
-        hint_text = ""
-        if np.array_equal(got, still_swizzled):
-            hint_text = ("out holds the tiles as they sit in shared memory, still swizzled: element (r, c) is in chunk "
-                         "(c / 8) ^ (r % 8) of row r")
-        c.array(f"a {rows}×{cols} bf16 matrix copied tile by tile, for real (bit for bit)", got, a, hint=hint_text)
+
+def _copy_protocol(c: grading.Check, proto: Any) -> None:
+    """The copy kernel's barrier protocol, read from every path of its PTX."""
+    c.true("issues a TMA load of the tile", bool(proto.loads),
+           hint="thread 0 calls my_tma_load_2d(tile, &src_map, &full, col0, row0)")
+    announced = proto.bytes_announced()
+    c.true("announces the tile's bytes on the barrier (expect_tx)", announced is None or announced > 0,
+           hint="before the data can land, the barrier must know how many bytes to wait for: "
+                "hopper::mbar_arrive_expect_tx(&full, bytes of one tile)")
+    if announced is not None:
+        c.equal("bytes the barrier expects per phase (read from the PTX)", announced, 8192,
+                hint="one 64×64 bf16 tile is 64 × 64 × 2 = 8192 bytes: expect exactly what the TMA delivers")
+    early = proto.arrive_before_bytes()
+    if early is not None:
+        c.fail("an arrival on the barrier before its bytes are announced", detail=f"    at {proto.where(early)}",
+               hint="with count 1 that arrival completes the phase before the tile lands: announce the bytes "
+                    "first, or in the same instruction (arrive.expect_tx)")
+    read = proto.read_before_wait()
+    if read is not None:
+        c.fail("a thread can read the tile before waiting for it", detail=f"    the read at {proto.where(read)}",
+               hint="every thread waits for phase 0 of the barrier (HOPPER_WAIT1(full, 0)) before its first read")
+    c.ok("every read of the tile comes after the wait on the barrier")
+
+
+def _run_copy(c: grading.Check, k: Any) -> None:
+    """Copy a random matrix of 2-4 × 2-6 tiles through the kernel; out (poisoned first) must be it, bit for bit."""
+    from helpers import gpu
+
+    rng = grading.fresh_rng()
+    rows, cols = int(rng.integers(2, 5)) * 64, int(rng.integers(2, 7)) * 64
+    a = rng.integers(0, 1 << 16, size=(rows, cols), dtype=np.uint16)
+    out = np.full((rows, cols), 0xFFFF, dtype=np.uint16)
+    (_, got) = C.run(k, (cols // 64, rows // 64), 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=128), a, out,
+                     np.int32(cols), what=KERNEL_NAME)
+    still_swizzled = np.empty_like(a)
+    for t in range(0, rows, 64):
+        for u in range(0, cols, 64):
+            img = swizzle_reference(a[t:t + 64, u:u + 64], "B128").view(np.uint16).reshape(64, 64)
+            still_swizzled[t:t + 64, u:u + 64] = img
+    hint_text = ""
+    if np.array_equal(got, still_swizzled):
+        hint_text = ("out holds the tiles as they sit in shared memory, still swizzled: element (r, c) is in chunk "
+                     "(c / 8) ^ (r % 8) of row r")
+    c.array(f"{C.where()}: a {rows}×{cols} bf16 matrix ({rows // 64}×{cols // 64} tiles) copied tile by tile into an "
+            "output filled with 0xFFFF first, bit for bit", got, a, hint=hint_text)

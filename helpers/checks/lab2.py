@@ -1,11 +1,11 @@
 """Graders of Lab 2 (mbarrier): the wrappers in inline PTX, phases and parities, the GEMM's two-stage A+B load
 loop (the lab's kernel, the product still on CUDA cores), and the bug hunt: a silent race.
 
-CUDA exercises are graded in two steps. Always: the source must compile (a stub's ``#error`` fails with its
-hint) and its PTX must show each instruction in its full form (qualifiers, state space, operands traced to what
-a probe passed) and the barrier protocol in the order the lab teaches (read from every control-flow path, see
-``_protocol``). When the kernel can run (an H100; later the course's PTX executor) it runs into poisoned
-outputs, and the run is the grade.
+CUDA exercises: the source must compile (a stub's ``#error`` fails with its hint). Wherever a kernel can run (the
+H100, or the course's PTX executor without one) the run is the grade: a self-test kernel or the lab's GEMM runs into
+outputs poisoned first. The PTX explains it: each instruction in its full form (qualifiers, state space, operands
+traced to what a probe passed) and the barrier protocol on every control-flow path (see ``_protocol``), which is
+named as the likely cause of a failed run, fails a run that passed by luck, and is the grade where nothing can run.
 """
 
 from __future__ import annotations
@@ -148,51 +148,61 @@ def _init_arrive_expected() -> np.ndarray:
 
 
 def check_init_arrive(source: str) -> None:
-    """Exercise 1: ``my_mbar_init``, ``my_mbar_arrive(bar)`` and ``my_mbar_arrive(bar, count)`` in inline PTX."""
+    """Exercise 1: ``my_mbar_init``, ``my_mbar_arrive(bar)`` and ``my_mbar_arrive(bar, count)`` in inline PTX: a
+    self-test kernel runs a 128-arrival barrier through 4 phases with them; their form in the PTX explains it."""
     with grading.check("Lab 2 · mbarrier init and arrive") as c:
         k = C.compile_student(HEADER + source + PROBE_INIT_ARRIVE, "probe_init_arrive",
                               what="my_mbar_init / my_mbar_arrive")
         c.ok("compiles for sm_90a")
-        ptx, entry = k.ptx, "probe_init_arrive"
-        init = _instrs(c, ptx, entry, "mbarrier.init", "my_mbar_init",
-                       "my_mbar_init holds one asm volatile with the mbarrier.init instruction (Lesson 02)")[0]
-        _form(c, init, "mbarrier.init", INIT_SLOTS, "mbarrier.init")
-        ops = C.split_operands(init.operands)
-        c.true("mbarrier.init: two operands, [addr] and count", len(ops) == 2, detail=f"    got: {init.line}")
-        _address(c, ptx, ops[0], "probe_bar", "mbarrier.init", init)
-        _value(c, ptx, ops[1], BAR_COUNT, "mbarrier.init: the count operand is the arrival count", init,
-               "the second operand is the number of arrivals per phase (the probe called my_mbar_init(bar, 37))")
-        arrives = _instrs(c, ptx, entry, "mbarrier.arrive", "my_mbar_arrive",
-                          "my_mbar_arrive holds one asm volatile with mbarrier.arrive (Lesson 02)",
-                          exclude=("expect_tx",))
-        c.true("two arrive instructions: my_mbar_arrive(bar) and my_mbar_arrive(bar, count)", len(arrives) == 2,
-               detail="    found: " + "; ".join(i.line for i in arrives),
-               hint="the probe calls my_mbar_arrive(&bar) then my_mbar_arrive(&bar, 5): each is one instruction")
-        for ins, count, what in ((arrives[0], 1, "my_mbar_arrive(bar)"), (arrives[1], ARRIVE_COUNT,
-                                                                          "my_mbar_arrive(bar, count)")):
-            _form(c, ins, "mbarrier.arrive", ARRIVE_SLOTS, what)
-            aops = C.split_operands(ins.operands)
-            c.true(f"{what}: the state token, [addr]" + (", count" if count > 1 else ""),
-                   len(aops) == (3 if count > 1 else 2) or (count == 1 and len(aops) == 3),
-                   detail=f"    got: {ins.line}",
-                   hint="the destination (the 64-bit state token) comes first, then [addr], then the count")
-            c.true(f"{what}: returns the state token (a 64-bit register)", bool(re.fullmatch(r"%rd\d+", aops[0])),
-                   detail=f"    got: {ins.line}", hint="the state is a 64-bit output: \"=l\"(state)")
-            _address(c, ptx, aops[1], "probe_bar", what, ins)
-            if len(aops) == 3:
-                _value(c, ptx, aops[2], count, f"{what}: counts {count} arrival{'s' if count > 1 else ''}", ins,
-                       "my_mbar_arrive(bar) arrives once: leave out the count operand" if count == 1 else
-                       "the third operand is the count the probe passed (5)")
-        if not C.runnable(k, checked="the form and operands of my_mbar_init and both my_mbar_arrive in the PTX"):
+        ex = C.Explanation(c)
+        with ex:
+            _init_arrive_form(c, k.ptx, "probe_init_arrive")
+        if not ex.runnable(k, checked="the form and operands of my_mbar_init and both my_mbar_arrive in the PTX"):
             return
-        kk = C.compile_student(HEADER + source + SELFTEST_INIT_ARRIVE, "selftest_init_arrive",
-                               what="the self-test kernel")
-        out = np.full(4 * 128, -1, dtype=np.int32)
-        (got,) = C.run(kk, 1, 128, 0, out, what="the init/arrive self-test")
-        c.array("4 phases of a 128-arrival barrier, run (2 with one arrival per thread, 2 with 32 per warp)", got,
-                _init_arrive_expected(),
-                hint="a barrier that completes too early lets threads read a slot before it was written: is the "
-                     "count passed to mbarrier.init, and does each arrive count what it should?")
+        with ex.run():
+            kk = C.compile_student(HEADER + source + SELFTEST_INIT_ARRIVE, "selftest_init_arrive",
+                                   what="the self-test kernel")
+            out = np.full(4 * 128, -1, dtype=np.int32)
+            (got,) = C.run(kk, 1, 128, 0, out, what="the init/arrive self-test")
+            c.array(f"{C.where()}: a 128-arrival barrier through 4 phases (2 with one arrival per thread, 2 with 32 "
+                    "per warp), each thread reading a slot another wrote before the phase completed", got,
+                    _init_arrive_expected(),
+                    hint="a barrier that completes too early lets threads read a slot before it was written (-1 is a "
+                         "slot never read: a wait that never returned): is the count passed to mbarrier.init, and "
+                         "does each arrive count what it should?")
+        ex.settle()
+
+
+def _init_arrive_form(c: grading.Check, ptx: str, entry: str) -> None:
+    """my_mbar_init and both my_mbar_arrive in the probe's PTX: the full form, the operands traced to the probe's."""
+    init = _instrs(c, ptx, entry, "mbarrier.init", "my_mbar_init",
+                   "my_mbar_init holds one asm volatile with the mbarrier.init instruction (Lesson 02)")[0]
+    _form(c, init, "mbarrier.init", INIT_SLOTS, "mbarrier.init")
+    ops = C.split_operands(init.operands)
+    c.true("mbarrier.init: two operands, [addr] and count", len(ops) == 2, detail=f"    got: {init.line}")
+    _address(c, ptx, ops[0], "probe_bar", "mbarrier.init", init)
+    _value(c, ptx, ops[1], BAR_COUNT, "mbarrier.init: the count operand is the arrival count", init,
+           "the second operand is the number of arrivals per phase (the probe called my_mbar_init(bar, 37))")
+    arrives = _instrs(c, ptx, entry, "mbarrier.arrive", "my_mbar_arrive",
+                      "my_mbar_arrive holds one asm volatile with mbarrier.arrive (Lesson 02)", exclude=("expect_tx",))
+    c.true("two arrive instructions: my_mbar_arrive(bar) and my_mbar_arrive(bar, count)", len(arrives) == 2,
+           detail="    found: " + "; ".join(i.line for i in arrives),
+           hint="the probe calls my_mbar_arrive(&bar) then my_mbar_arrive(&bar, 5): each is one instruction")
+    for ins, count, what in ((arrives[0], 1, "my_mbar_arrive(bar)"), (arrives[1], ARRIVE_COUNT,
+                                                                      "my_mbar_arrive(bar, count)")):
+        _form(c, ins, "mbarrier.arrive", ARRIVE_SLOTS, what)
+        aops = C.split_operands(ins.operands)
+        c.true(f"{what}: the state token, [addr]" + (", count" if count > 1 else ""),
+               len(aops) == (3 if count > 1 else 2) or (count == 1 and len(aops) == 3),
+               detail=f"    got: {ins.line}",
+               hint="the destination (the 64-bit state token) comes first, then [addr], then the count")
+        c.true(f"{what}: returns the state token (a 64-bit register)", bool(re.fullmatch(r"%rd\d+", aops[0])),
+               detail=f"    got: {ins.line}", hint="the state is a 64-bit output: \"=l\"(state)")
+        _address(c, ptx, aops[1], "probe_bar", what, ins)
+        if len(aops) == 3:
+            _value(c, ptx, aops[2], count, f"{what}: counts {count} arrival{'s' if count > 1 else ''}", ins,
+                   "my_mbar_arrive(bar) arrives once: leave out the count operand" if count == 1 else
+                   "the third operand is the count the probe passed (5)")
 
 
 PROBE_TX_WAIT = r"""
@@ -233,55 +243,64 @@ extern "C" __global__ void __launch_bounds__(128) selftest_tx_wait(const __grid_
 
 
 def check_tx_wait(source: str) -> None:
-    """Exercise 2: ``my_mbar_expect_tx``, ``my_mbar_try_wait`` and the bounded wait loop ``my_mbar_wait``."""
+    """Exercise 2: ``my_mbar_expect_tx``, ``my_mbar_try_wait`` and the bounded wait loop ``my_mbar_wait``: a self-test
+    kernel waits for two TMA tiles with them; their form and the loop in the PTX explain it."""
     with grading.check("Lab 2 · expect_tx, try_wait.parity and the wait loop") as c:
         k = C.compile_student(HEADER + source + PROBE_TX_WAIT, "probe_tx_wait",
                               what="my_mbar_expect_tx / my_mbar_try_wait / my_mbar_wait")
         c.ok("compiles for sm_90a")
-        ptx, entry = k.ptx, "probe_tx_wait"
-        if not C.find_instrs(ptx, "mbarrier.expect_tx", entry) and C.find_instrs(ptx, "mbarrier.arrive", entry):
-            c.fail("my_mbar_expect_tx arrives",
-                   hint="arrive.expect_tx also counts an arrival, so a barrier initialised for one arrival could "
-                        "complete before the data lands: mbarrier.expect_tx only adds bytes")
-        tx = _instrs(c, ptx, entry, "mbarrier.expect_tx", "my_mbar_expect_tx",
-                     "my_mbar_expect_tx holds one asm volatile with mbarrier.expect_tx (Lesson 02, transaction "
-                     "bytes)")[0]
-        _form(c, tx, "mbarrier.expect_tx", EXPECT_SLOTS, "my_mbar_expect_tx")
-        ops = C.split_operands(tx.operands)
-        c.true("mbarrier.expect_tx: two operands, [addr] and bytes", len(ops) == 2, detail=f"    got: {tx.line}")
-        _address(c, ptx, ops[0], "probe_bar", "mbarrier.expect_tx", tx)
-        _value(c, ptx, ops[1], TX_BYTES, "mbarrier.expect_tx: the byte count", tx,
-               "the second operand is the number of bytes (the probe called my_mbar_expect_tx(bar, 768))")
-        if not C.find_instrs(ptx, "mbarrier.try_wait", entry) and C.find_instrs(ptx, "mbarrier.test_wait", entry):
-            c.fail("my_mbar_try_wait uses mbarrier.test_wait",
-                   hint="test_wait answers at once; try_wait lets the hardware park the thread until the phase "
-                        "completes or a time limit passes, which is what a wait loop wants")
-        w = _instrs(c, ptx, entry, "mbarrier.try_wait", "my_mbar_try_wait",
-                    "my_mbar_try_wait holds mbarrier.try_wait.parity and turns its predicate into a bool")[0]
-        _form(c, w, "mbarrier.try_wait", WAIT_SLOTS, "my_mbar_try_wait")
-        wops = C.split_operands(w.operands)
-        c.true("mbarrier.try_wait: a predicate, [addr], parity", len(wops) in (3, 4) and "[" not in wops[0],
-               detail=f"    got: {w.line}",
-               hint="the first operand is a predicate register (.reg .pred p), then [addr], then the parity")
-        _address(c, ptx, wops[1], "probe_bar", "mbarrier.try_wait", w)
-        _value(c, ptx, wops[2], PARITY, "mbarrier.try_wait: the parity operand", w,
-               "the third operand is the parity of the phase waited for (the probe called my_mbar_try_wait(bar, 1))")
-        _check_wait_loop(c, k.ptx)
-        if not C.runnable(k, checked="the form and operands of expect_tx and try_wait, and the wait loop, in the "
+        ex = C.Explanation(c)
+        with ex:
+            _tx_wait_form(c, k.ptx, "probe_tx_wait")
+            _check_wait_loop(c, k.ptx)
+        if not ex.runnable(k, checked="the form and operands of expect_tx and try_wait, and the wait loop, in the "
                                      "PTX"):
             return
-        from helpers import gpu
+        with ex.run():
+            from helpers import gpu
 
-        kk = C.compile_student(HEADER + source + SELFTEST_TX_WAIT, "selftest_tx_wait", what="the self-test kernel")
-        rng = grading.fresh_rng()
-        a = rng.integers(0, 1 << 16, size=(128, 128), dtype=np.uint16)
-        out = np.full(2 * 64 * 64, 0xFFFF, dtype=np.uint16)
-        (_, got) = C.run(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out,
-                         what="the expect_tx/wait self-test")
-        c.array("two TMA tiles waited for with your my_mbar_wait (phase 0, then phase 1), run", got,
-                np.concatenate([a[:64, :64].ravel(), a[64:, 64:].ravel()]),
-                hint="elements still 0xFFFF were read before the TMA wrote them: does expect_tx add the bytes, and "
-                     "does the wait loop stop only once try_wait says the phase is complete?")
+            kk = C.compile_student(HEADER + source + SELFTEST_TX_WAIT, "selftest_tx_wait", what="the self-test kernel")
+            rng = grading.fresh_rng()
+            a = rng.integers(0, 1 << 16, size=(128, 128), dtype=np.uint16)
+            out = np.full(2 * 64 * 64, 0xFFFF, dtype=np.uint16)
+            (_, got) = C.run(kk, 1, 128, 0, gpu.TensorMapArg(a, (64, 64), swizzle=0), a, out,
+                             what="the expect_tx/wait self-test")
+            c.array(f"{C.where()}: two TMA tiles waited for with your expect_tx and my_mbar_wait (phase 0, then "
+                    "phase 1), copied out into a buffer filled with 0xFFFF first", got,
+                    np.concatenate([a[:64, :64].ravel(), a[64:, 64:].ravel()]),
+                    hint="elements still 0xFFFF were read before the TMA wrote them: does expect_tx add the bytes, "
+                         "and does the wait loop stop only once try_wait says the phase is complete?")
+        ex.settle()
+
+
+def _tx_wait_form(c: grading.Check, ptx: str, entry: str) -> None:
+    """my_mbar_expect_tx and my_mbar_try_wait in the probe's PTX: the full form, the operands traced."""
+    if not C.find_instrs(ptx, "mbarrier.expect_tx", entry) and C.find_instrs(ptx, "mbarrier.arrive", entry):
+        c.fail("my_mbar_expect_tx arrives",
+               hint="arrive.expect_tx also counts an arrival, so a barrier initialised for one arrival could "
+                    "complete before the data lands: mbarrier.expect_tx only adds bytes")
+    tx = _instrs(c, ptx, entry, "mbarrier.expect_tx", "my_mbar_expect_tx",
+                 "my_mbar_expect_tx holds one asm volatile with mbarrier.expect_tx (Lesson 02, transaction bytes)")[0]
+    _form(c, tx, "mbarrier.expect_tx", EXPECT_SLOTS, "my_mbar_expect_tx")
+    ops = C.split_operands(tx.operands)
+    c.true("mbarrier.expect_tx: two operands, [addr] and bytes", len(ops) == 2, detail=f"    got: {tx.line}")
+    _address(c, ptx, ops[0], "probe_bar", "mbarrier.expect_tx", tx)
+    _value(c, ptx, ops[1], TX_BYTES, "mbarrier.expect_tx: the byte count", tx,
+           "the second operand is the number of bytes (the probe called my_mbar_expect_tx(bar, 768))")
+    if not C.find_instrs(ptx, "mbarrier.try_wait", entry) and C.find_instrs(ptx, "mbarrier.test_wait", entry):
+        c.fail("my_mbar_try_wait uses mbarrier.test_wait",
+               hint="test_wait answers at once; try_wait lets the hardware park the thread until the phase "
+                    "completes or a time limit passes, which is what a wait loop wants")
+    w = _instrs(c, ptx, entry, "mbarrier.try_wait", "my_mbar_try_wait",
+                "my_mbar_try_wait holds mbarrier.try_wait.parity and turns its predicate into a bool")[0]
+    _form(c, w, "mbarrier.try_wait", WAIT_SLOTS, "my_mbar_try_wait")
+    wops = C.split_operands(w.operands)
+    c.true("mbarrier.try_wait: a predicate, [addr], parity", len(wops) in (3, 4) and "[" not in wops[0],
+           detail=f"    got: {w.line}",
+           hint="the first operand is a predicate register (.reg .pred p), then [addr], then the parity")
+    _address(c, ptx, wops[1], "probe_bar", "mbarrier.try_wait", w)
+    _value(c, ptx, wops[2], PARITY, "mbarrier.try_wait: the parity operand", w,
+           "the third operand is the parity of the phase waited for (the probe called my_mbar_try_wait(bar, 1))")
 
 
 def _check_wait_loop(c: grading.Check, ptx: str) -> None:
@@ -569,18 +588,28 @@ def _diagnose_gemm(got: np.ndarray, ref: np.ndarray) -> str:
 
 
 def check_gemm(source: str, kernel: str | None = None) -> None:
-    """The lab's kernel ``lab2_gemm``: the two-stage load loop. ``source`` is the whole compiled text (your
-    wrappers and the kernel); ``kernel`` the kernel's own part (for line numbers)."""
+    """The lab's kernel ``lab2_gemm``: the two-stage load loop. Where it can run, random non-square GEMMs against
+    fp64 are the grade; the protocol read from every path of its PTX explains them. ``source`` is the whole compiled
+    text (your wrappers and the kernel); ``kernel`` the kernel's own part (for line numbers)."""
     rng = grading.fresh_rng()
     with grading.check("Lab 2 · the GEMM's two-stage load loop", seed=rng.seed) as c:
         full_source = HEADER + source
         k = C.compile_student(full_source, KERNEL_NAME, what=f"{KERNEL_NAME} (with your wrappers)")
         c.ok(f"compiles: {k.report.summary()}")
+        _run_gemm(c, k, full_source, kernel, rng, runs=1)
+
+
+def _run_gemm(c: grading.Check, k: Any, full_source: str, kernel: str | None, rng: Any, runs: int) -> None:
+    """The protocol from the PTX (the explanation), then the runs (the grade) where the kernel can run."""
+    ex = C.Explanation(c)
+    with ex:
         protocol_checks(c, k.ptx, full_source, kernel)
-        if not C.runnable(k, checked="the load loop's protocol on every path of the PTX (parities and counts are "
-                                     "checked when the kernel runs)"):
-            return
-        C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_gemm)
+    if not ex.runnable(k, checked="the load loop's protocol on every path of the PTX (parities and counts are "
+                                 "checked when the kernel runs)"):
+        return
+    with ex.run():
+        C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_gemm, runs=runs)
+    ex.settle()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -652,24 +681,30 @@ BUG_CHOICES = {
 
 
 def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> None:
-    """Run a lab2_gemm ``runs`` times on the same random size³ problem and say how many runs gave a wrong C (an
-    H100, isolated; without one, one line says it was skipped)."""
+    """Run a lab2_gemm and say which runs gave a wrong C: on the H100 ``runs`` times on the same random size³
+    problem (isolated); on the emulator once at 128×64×256, since its schedule is the same on every run; with
+    neither, one line says it was skipped."""
     from helpers import gpu
 
     k = gpu.compile(HEADER + source, KERNEL_NAME)
-    if not C.on_hardware():
-        print(f"{k.report.summary()}; run skipped: a race shows on real hardware (no sm_90 GPU here: "
-              f"{gpu.no_hopper_reason()}); the replay below finds it without one")
+    if not gpu.can_run():
+        print(f"{k.report.summary()}; run skipped: no sm_90 GPU here ({gpu.no_hopper_reason()}) and the emulator is "
+              "off (HELPERS_EXECUTOR=off); the replay below finds the race without either")
         return
+    m, n, kk = (size, size, size) if C.on_h100() else (128, 64, 256)  # emulated: 2 tiles, 4 K steps, about a second
+    if not C.on_h100():
+        runs = 1
     rng = np.random.default_rng(2)
-    a, b = C.make_operands(rng, size, size, size)
+    a, b = C.make_operands(rng, m, n, kk)
     try:
-        outs = gpu.run_isolated(C.gemm_run, HEADER + source, KERNEL_NAME, [(a, b)], runs, timeout=300)
-    except gpu.GpuError as exc:
-        print(f"the kernel failed: {exc}")
+        outs = C.run(C.gemm_run, HEADER + source, KERNEL_NAME, [(a, b)], runs, what="the kernel", timeout=300)
+    except grading.CheckFailed as exc:
+        print(exc)
         return
     ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64).T
     tol = grading.gemm_tolerance(a, np.asarray(b, np.float64).T)
+    print(f"{C.where()}: {runs} run{'s' if runs > 1 else ''} at M={m}, N={n}, K={kk}" + (
+        "" if C.on_h100() else " (the emulator's schedule is the same on every run: more runs would all say the same)"))
     bad_runs = 0
     for r, got in enumerate(outs):
         wrong = ~(np.abs(got - ref) <= tol)
@@ -680,7 +715,7 @@ def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> Non
                   f"tiles (first: tile row {int(rows[0])})")
         else:
             print(f"run {r + 1}: C is right")
-    print(f"{bad_runs} of {runs} runs gave a wrong C")
+    print(f"{bad_runs} of {runs} run{'s' if runs > 1 else ''} gave a wrong C")
 
 
 def replay(program_for_warp: Callable[[int, Callable[[int, int], float]], Callable], *, k_steps: int = 6,
@@ -745,9 +780,10 @@ def check_bug_diagnosis(diagnosis: Callable[[], str]) -> None:
 
 
 def check_bug_fix(fix: Callable[[str], str]) -> None:
-    """``fix(source)`` -> the repaired kernel. Graded on the protocol of its PTX (every path: a consumer reads a
-    stage only between its wait on full[s] and its release; see protocol_checks), and when it can run, on
-    several runs of the same problem, every element against fp64."""
+    """``fix(source)`` -> the repaired kernel. Where it can run: every element against fp64 (three runs of each
+    problem on the H100, where a race shows only on some; one on the emulator, whose schedule never changes). The
+    protocol of its PTX (a consumer reads a stage only between its wait on full[s] and its release; see
+    protocol_checks) explains a wrong C and fails a run that passed by luck."""
     rng = grading.fresh_rng()
     with grading.check("Lab 2 · bug hunt: the fix", seed=rng.seed) as c:
         fixed = C.call(c, "fix(BUGGY_KERNEL)", fix, BUGGY_KERNEL)
@@ -755,7 +791,4 @@ def check_bug_fix(fix: Callable[[str], str]) -> None:
                hint="return the corrected source text (a str)")
         k = C.compile_student(HEADER + fixed, KERNEL_NAME, what="the fixed kernel")
         c.ok("compiles for sm_90a")
-        protocol_checks(c, k.ptx, HEADER + fixed, fixed)
-        if not C.runnable(k, checked="the protocol on every path of the PTX"):
-            return
-        C.check_gemm_runs(c, HEADER + fixed, KERNEL_NAME, rng, _diagnose_gemm, runs=3)
+        _run_gemm(c, k, HEADER + fixed, fixed, rng, runs=3)

@@ -1,7 +1,8 @@
 """Graders of Lab 3 (WGMMA): descriptors, the K-step addressing, the accumulator fragment map, one emulated
 m64n64k16, the fragment store, a whole GEMM on the emulator, the student's own wgmma inline asm (compared with the
-header's), and the lab's kernel: Lab 2's load loop with the product on the tensor cores (compiled and read from
-its PTX everywhere; run, checked and timed beside cuBLAS where it can run).
+header's), and the lab's kernel: Lab 2's load loop with the product on the tensor cores. The CUDA exercises are
+graded by running them (on the H100, or on the course's PTX executor without one), their PTX and compile report
+as the explanation (see ``_common.Explanation``); the kernel is timed beside cuBLAS on the H100 only.
 
 Every Python grader takes a ``seed``: fixed cases that tell apart every mistake the tests name come first, random
 ones on top.
@@ -504,39 +505,49 @@ WGMMA_WHY = {
 
 
 def check_wgmma_asm(source: str) -> None:
-    """``my_wgmma_m64n64k16(d, desc_a, desc_b, scale_d)``: compiled beside the header's
-    hopper::wgmma_m64n64k16_bf16 in one probe kernel; the two wgmma instructions must match (normalised), every
-    operand traced to what the probe passed; where it can run, both give bit-identical accumulators."""
+    """``my_wgmma_m64n64k16(d, desc_a, desc_b, scale_d)``. Where it can run, a self-test kernel issues it and the
+    header's hopper::wgmma_m64n64k16_bf16 on the same tiles: bit-identical accumulators are the grade. A probe
+    kernel's PTX explains a difference: the two instructions must match (normalised), every operand traced to what
+    the probe passed."""
     with grading.check("Lab 3 · your wgmma.mma_async m64n64k16") as c:
         k = C.compile_student(HEADER + source + PROBE_WGMMA, "probe_wgmma", what="my_wgmma_m64n64k16")
         c.ok("compiles for sm_90a")
-        mmas = C.find_instrs(k.ptx, "wgmma.mma_async", "probe_wgmma")
-        held = "; ".join(i.opcode for i in C.inline_asm(k.ptx, "probe_wgmma")) or "nothing"
-        c.true("your function issues one wgmma.mma_async (beside the header's)", len(mmas) == 2,
-               detail=f"    the inline asm held: {held}",
-               hint="my_wgmma_m64n64k16 is one asm volatile holding the wgmma.mma_async instruction (Lesson 03)")
-        mine, ref = mmas
-        c.equal("the full form", mine.opcode, ref.opcode,
-                hint="wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16: shape m64n64k16, fp32 accumulators, "
-                     "bf16 A and B")
-        (_, got), (_, exp) = _normalised(mine), _normalised(ref)
-        c.true("eight operands: d, desc-a, desc-b, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b",
-               len(got) == len(exp), detail=f"    got: {mine.line}")
-        for name, g, e in zip(WGMMA_OPERANDS, got, exp, strict=True):
-            c.true(f"{name}: {e} as in the header", g == e, detail=f"    yours: {g}; the header's: {e}",
-                   hint=WGMMA_WHY[name])
-        ops = C.split_operands(mine.operands)
-        origin = {C.resolve(k.ptx, ops[1]), C.resolve(k.ptx, ops[2])}
-        da, db = C.resolve(k.ptx, ops[1]), C.resolve(k.ptx, ops[2])
-        c.true("desc-a is the A descriptor the probe passed, desc-b the B one", da.endswith("param_0") and
-               db.endswith("param_1"), detail=f"    desc-a came from {da}, desc-b from {db}",
-               hint="the A descriptor comes first: %32 = desc_a, %33 = desc_b" if origin ==
-               {"probe_wgmma_param_0", "probe_wgmma_param_1"} else "pass desc_a and desc_b with \"l\" constraints")
-        _check_accumulator_order(c, k.ptx, mine)
-        _check_scale_d(c, k.ptx, mine)
-        if not C.runnable(k, checked="your wgmma instruction against the header's, operand by operand"):
+        ex = C.Explanation(c)
+        with ex:
+            _wgmma_form(c, k.ptx)
+        if not ex.runnable(k, checked="your wgmma instruction against the header's, operand by operand"):
             return
-        _run_wgmma_selftest(c, source)
+        with ex.run():
+            _run_wgmma_selftest(c, source)
+        ex.settle()
+
+
+def _wgmma_form(c: grading.Check, ptx: str) -> None:
+    """The student's wgmma beside the header's in the probe's PTX: the same instruction, operand by operand."""
+    mmas = C.find_instrs(ptx, "wgmma.mma_async", "probe_wgmma")
+    held = "; ".join(i.opcode for i in C.inline_asm(ptx, "probe_wgmma")) or "nothing"
+    c.true("your function issues one wgmma.mma_async (beside the header's)", len(mmas) == 2,
+           detail=f"    the inline asm held: {held}",
+           hint="my_wgmma_m64n64k16 is one asm volatile holding the wgmma.mma_async instruction (Lesson 03)")
+    mine, ref = mmas
+    c.equal("the full form", mine.opcode, ref.opcode,
+            hint="wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16: shape m64n64k16, fp32 accumulators, "
+                 "bf16 A and B")
+    (_, got), (_, exp) = _normalised(mine), _normalised(ref)
+    c.true("eight operands: d, desc-a, desc-b, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b",
+           len(got) == len(exp), detail=f"    got: {mine.line}")
+    for name, g, e in zip(WGMMA_OPERANDS, got, exp, strict=True):
+        c.true(f"{name}: {e} as in the header", g == e, detail=f"    yours: {g}; the header's: {e}",
+               hint=WGMMA_WHY[name])
+    ops = C.split_operands(mine.operands)
+    origin = {C.resolve(ptx, ops[1]), C.resolve(ptx, ops[2])}
+    da, db = C.resolve(ptx, ops[1]), C.resolve(ptx, ops[2])
+    c.true("desc-a is the A descriptor the probe passed, desc-b the B one", da.endswith("param_0") and
+           db.endswith("param_1"), detail=f"    desc-a came from {da}, desc-b from {db}",
+           hint="the A descriptor comes first: %32 = desc_a, %33 = desc_b" if origin ==
+           {"probe_wgmma_param_0", "probe_wgmma_param_1"} else "pass desc_a and desc_b with \"l\" constraints")
+    _check_accumulator_order(c, ptx, mine)
+    _check_scale_d(c, ptx, mine)
 
 
 def _check_accumulator_order(c: grading.Check, ptx: str, mine: C.Instr) -> None:
@@ -608,10 +619,11 @@ def _run_wgmma_selftest(c: grading.Check, source: str) -> None:
         for s in range(4):
             expected = wgmma.mma_async(img, reference_kslice_descriptor(0, s),
                                        reference_kslice_descriptor(TILE_BYTES, s), 64, expected)
-        c.array(f"scale_d = {scale}: your 4 wgmmas against the header's, run, bit for bit", got[:4096],
-                got[4096:], hint="same instruction, same inputs: any difference is in the operands you pass")
-        c.array(f"scale_d = {scale}: against the emulator's m64n64k16 (the H100's rounding)", got[:4096],
-                np.asarray(expected, np.float32).reshape(-1))
+        c.array(f"{C.where()}: scale_d = {scale}, your 4 wgmmas against the header's 4 on the same tiles and "
+                "accumulators, bit for bit", got[:4096], got[4096:],
+                hint="same instruction, same inputs: any difference is in the operands you pass")
+        c.array(f"{C.where()}: scale_d = {scale}, your 4 wgmmas against helpers.wgmma's m64n64k16 (the H100's "
+                "rounding), bit for bit", got[:4096], np.asarray(expected, np.float32).reshape(-1))
 
 
 # ------------------------------------------------------------------------------------------- 8 · the kernel
@@ -663,29 +675,37 @@ def kernel_protocol(c: grading.Check, ptx: str, compiled: str, kernel: str | Non
 
 
 def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096) -> None:
-    """The lab's kernel ``lab3_gemm``. Compiled everywhere (report: registers, spills, wgmma), its protocol read
-    from every path of the PTX. Where it can run: random non-square shapes, every element against fp64, then timed
-    at size³ beside cuBLAS in the same run."""
+    """The lab's kernel ``lab3_gemm``. Where it can run, random non-square GEMMs against fp64 are the grade (and on
+    the H100 it is then timed at size³ beside cuBLAS in the same run). The compile report (registers, spills, wgmma
+    kept asynchronous) and the protocol read from every path of the PTX explain a wrong C, fail a run that passed by
+    luck, and are the grade where nothing can run."""
     rng = grading.fresh_rng()
     with grading.check("Lab 3 · the tensor-core GEMM kernel", seed=rng.seed) as c:
         full_source = HEADER + source
         kern = C.compile_student(full_source, KERNEL_NAME, what="your kernel")
         report = kern.report
         c.ok(f"compiles: {report.summary()}")
-        c.true("the kernel issues wgmma (ptxas kept it)", report.uses_wgmma,
-               hint="the K step issues your my_wgmma_m64n64k16 four times")
-        kernel_protocol(c, kern.ptx, full_source, kernel)
-        notes = "\n".join(f"    {line.strip()}" for line in report.log.splitlines() if "serialized" in line)
-        c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized, detail=notes,
-               hint="ptxas serializes wgmma when it cannot prove the accumulators are left alone while a wgmma is "
-                    "in flight: fence before the first wgmma, commit and wait after, no accumulator access between")
-        C.check_no_accumulator_spills(c, report,
-               hint="the accumulators must stay in registers: index d[] only with compile-time constants")
-        if not C.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
+        ex = C.Explanation(c)
+        with ex:
+            c.true("the kernel issues wgmma (ptxas kept it)", report.uses_wgmma,
+                   hint="the K step issues your my_wgmma_m64n64k16 four times")
+            kernel_protocol(c, kern.ptx, full_source, kernel)
+            notes = "\n".join(f"    {line.strip()}" for line in report.log.splitlines() if "serialized" in line)
+            c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
+                   detail=notes, hint="ptxas serializes wgmma when it cannot prove the accumulators are left alone "
+                   "while a wgmma is in flight: fence before the first wgmma, commit and wait after, no accumulator "
+                   "access between")
+            C.check_no_accumulator_spills(c, report,
+                                          hint="the accumulators must stay in registers: index d[] only with "
+                                               "compile-time constants")
+        if not ex.runnable(kern, checked="the load loop's and the wgmma's protocol on every path of the PTX; the "
                                         "descriptors and the store are graded on the emulator above"):
             return
-        C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_kernel)
-        if benchmark and C.on_hardware():
+        with ex.run():
+            C.check_gemm_runs(c, full_source, KERNEL_NAME, rng, _diagnose_kernel, timed=benchmark)
+        ex.settle()
+        if benchmark and C.on_h100():
             bench = C.run(C.gemm_benchmark, full_source, KERNEL_NAME, size, what=f"the {size}³ benchmark",
                           timeout=300)
-            c.ok(f"timed: {bench.summary()}")
+            c.ok(f"timed {C.where().removeprefix('ran ')} at {size}³ beside cuBLAS in the same run: "
+                 f"{bench.summary()}")

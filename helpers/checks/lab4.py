@@ -1,8 +1,8 @@
 """Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
 protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
 the setmaxnreg register budget, and the two CUDA kernels, grown from the student's Lab 3 kernel and built on their
-own wrappers (compiled and read from their PTX everywhere; run on random non-square shapes, and timed beside cuBLAS
-on an H100, wherever a run is possible).
+own wrappers (run on random non-square shapes, on the H100 or on the course's PTX executor without one, their
+compile report and the protocol read from their PTX as the explanation; timed beside cuBLAS on the H100 only).
 
 The protocol steps run the student's role programs on :mod:`helpers.pipeline` under several stage counts,
 latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
@@ -814,10 +814,13 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, compiled: st
 
 def _gpu_shapes(rng: Any, spec: KernelSpec, stages: int) -> list[tuple[int, int, int]]:
     """On an H100: non-square shapes, multiples of 64 (partial tiles at the edges), M ≠ N, K ≠ N, more blocks than
-    two waves. Emulated (the PTX executor): the smallest shape that still has partial tiles in M and N, a ring that
-    wraps, and two blocks' worth of tiles."""
-    if not C.on_hardware():
-        return [(spec.bm + 64, spec.bn + 64, BK * (stages + 2))]
+    two waves. Emulated (the PTX executor): one small shape that still has several blocks, a partial tile in M and
+    in N, M ≠ N ≠ K, and 2·STAGES + 1 K steps, so the ring wraps twice."""
+    if not C.on_h100():
+        m, n = spec.bm + 64, spec.bn + 64
+        if n == m:
+            n += spec.bn
+        return [(m, n, BK * (2 * stages + 1))]
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < 3:
         m = 64 * int(rng.integers(12, 40))
@@ -850,35 +853,53 @@ def gpu_benchmark(source: str, spec_name: str, size: int = 4096) -> Any:
 
 def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: bool, size: int,
                   seed: int | None) -> None:
-    import numpy as np
-
-    from helpers.gpu import TensorMapArg
-
     rng = grading.fresh_rng(seed)
     with grading.check(f"Lab 4 · {spec.step} kernel", seed=rng.seed) as c:
         compiled = HEADER + source
         kern = C.compile_student(compiled, spec.name, what="your kernel")
-        stages = _static_checks(c, spec, kern, compiled, kernel)
-        if not C.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
+        ex = C.Explanation(c)
+        with ex:
+            _static_checks(c, spec, kern, compiled, kernel)
+        if not ex.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
                                         "were graded on the emulator"):
             return
-        smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
-        for m, n, k in _gpu_shapes(rng, spec, stages):
-            a, b = C.make_operands(rng, m, n, k)
-            grid = (-(-n // spec.bn), -(-m // spec.bm))
-            (got,) = C.run_on_gpu(kern, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)),
-                                  TensorMapArg(b, (spec.bn, 64)), np.full((m, n), np.nan, np.float32), np.int32(m),
-                                  np.int32(n), np.int32(k), what=f"your kernel on M={m}, N={n}, K={k}", timeout=60)
-            ref = a.astype(np.float64) @ b.astype(np.float64).T
-            c.array(f"M={m}, N={n}, K={k} ({grid[0] * grid[1]} blocks): every element against fp64, C poisoned with "
-                    "NaN first", got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
-                    hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
-                    "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
-        if not (benchmark and C.on_hardware()):
+        stages = source_stages(kernel or compiled)
+        if stages is None or not 1 <= stages <= reference_stages(spec.bm, spec.bn, BK):
+            ex.settle()  # the run's shared memory comes from STAGES: the check above says what is wrong with it
+            c.fail("constexpr int STAGES = <a number> that fits the shared memory", detail=f"    found: {stages}")
+        with ex.run():
+            _run_kernel(c, spec, kern, stages, rng, timed=benchmark)
+        ex.settle()
+        if not (benchmark and C.on_h100()):
             return
         bench = C.run(gpu_benchmark, compiled, spec.name, size, what=f"the {size}³ benchmark", timeout=300)
         MEASURED[spec.step] = bench
-        c.ok(f"timed: {bench.summary()}")
+        c.ok(f"timed {C.where().removeprefix('ran ')} at {size}³ beside cuBLAS in the same run: {bench.summary()}")
+
+
+def _run_kernel(c: grading.Check, spec: KernelSpec, kern: Any, stages: int, rng: Any, *, timed: bool) -> None:
+    """The kernel on each shape of :func:`_gpu_shapes`, C poisoned with NaN, every element against fp64."""
+    import numpy as np
+
+    from helpers.gpu import TensorMapArg
+
+    smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
+    for i, (m, n, k) in enumerate(_gpu_shapes(rng, spec, stages)):
+        a, b = C.make_operands(rng, m, n, k)
+        grid = (-(-n // spec.bn), -(-m // spec.bm))
+        (got,) = C.run(kern, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)), TensorMapArg(b, (spec.bn, 64)),
+                       np.full((m, n), np.nan, np.float32), np.int32(m), np.int32(n), np.int32(k),
+                       what=f"your kernel on M={m}, N={n}, K={k}", timeout=60,
+                       hint="the sentence names the barrier, its phase and your line: check that wait's or arrival's "
+                            "stage (k % STAGES), its parity ((k / STAGES) & 1, flipped for the producer's wait on "
+                            "empty) and the barrier counts")
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        edges = ", partial tiles at the edges" if m % spec.bm or n % spec.bn else ""
+        c.array(f"{C.where(timing=timed and i == 0)}: M={m}, N={n}, K={k} ({grid[1]}×{grid[0]} blocks{edges}, "
+                f"{k // BK} K steps through {stages} stages), C poisoned with NaN first: every element against fp64",
+                got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
+                hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
+                "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
 
 
 def check_pc_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096,

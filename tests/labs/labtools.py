@@ -49,3 +49,13 @@ def swap(src: str, old: str, new: str) -> str:
     """``src`` with ``old`` replaced; fails loudly when the solution no longer contains ``old``."""
     assert old in src, f"the solution no longer contains {old!r}"
     return src.replace(old, new)
+
+
+def rejected_by_the_run(grader: Callable[..., Any], answer: Any, *needles: str, **kw: Any) -> str:
+    """``grader(answer)`` fails (a CUDA grader: once) and the RUN rejected it: the failure's first line is the run's
+    (where the kernel ran, then what went wrong), not a finding read from the PTX; every needle is in the message
+    (the PTX's explanation follows the run's failure). Returns the message."""
+    text = rejects(grader, answer, *needles, seeds=None, **kw)
+    first = text.split("\n", 1)[0]
+    assert re.search(r"ran on the emulator", first), f"not rejected by the run:\n{text}"
+    return text

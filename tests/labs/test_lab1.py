@@ -1,12 +1,15 @@
 """Lab 1 graders, both ways: the solution passes; the stub and each named wrong answer fail on every one of 200
-seeds, with the hint that names the mistake actually made. CUDA checks (no randomness) are tried once per answer,
-on the CPU path (no GPU): their PTX and protocol rules; the GPU tests run the kernels."""
+seeds, with the hint that names the mistake actually made. CUDA checks (no randomness) are tried once per answer:
+on the compile-only path (``no_gpu``: HELPERS_EXECUTOR=off, their PTX and protocol rules), and on the PTX executor
+(``executor``), where the run is the grade and rejects what a run can show; the GPU tests run them on an H100."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from labtools import ROOT, accepts, rejects, swap
+from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers import labgen, tensormap, tma
 from helpers.checks import lab1
@@ -261,6 +264,37 @@ def test_copy_kernel_names_the_line(sol1, no_gpu):
     kernel = swap(sol1["LAB1_KERNEL"], "  HOPPER_WAIT1(full, 0);\n", "")
     text = rejects(lab1.check_copy_kernel, sol1["TMA_LOAD"] + kernel, "of the kernel", seeds=None, kernel=kernel)
     assert "tile[r * BK + 8 * ((c / 8) ^ (r % 8)) + c % 8]" in text
+
+
+# ------------------------------------------------------------------------------------------ on the PTX executor
+def test_cuda_solutions_run_on_the_emulator(sol1, executor):
+    for rank, name in ((2, "TMA_LOAD"), (3, "TMA_LOAD_3D")):
+        out = accepts(lab1.check_tma_load, sol1[name], seeds=None, rank=rank)
+        assert "ran on the emulator" in out and "bit for bit: all" in out and "run skipped" not in out, out
+    out = accepts(lab1.check_copy_kernel, sol1["TMA_LOAD"] + sol1["LAB1_KERNEL"], seeds=None,
+                  kernel=sol1["LAB1_KERNEL"])
+    assert re.search(r"✓ ran on the emulator \(no sm_90 GPU|HELPERS_EXECUTOR=force\): a \d+×\d+ bf16 matrix", out), out
+
+
+def test_copy_ignoring_the_swizzle_is_rejected_by_the_run(sol1, executor):
+    """The PTX cannot tell which element a read picks: the run does (the issue's first named mistake)."""
+    kernel = swap(sol1["LAB1_KERNEL"], "8 * ((c / 8) ^ (r % 8)) + c % 8", "c")
+    rejected_by_the_run(lab1.check_copy_kernel, sol1["TMA_LOAD"] + kernel, "still swizzled", "differ", kernel=kernel)
+
+
+def test_a_read_before_the_wait_fails_the_run_and_the_ptx_says_why(sol1, executor):
+    kernel = swap(sol1["LAB1_KERNEL"], "  HOPPER_WAIT1(full, 0);\n", "")
+    text = rejected_by_the_run(lab1.check_copy_kernel, sol1["TMA_LOAD"] + kernel, "differ", kernel=kernel)
+    assert re.search(r"what the PTX shows \(the likely cause\): a thread can read the tile before waiting", text)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (('"r"(c0), "r"(c1)', '"r"(c1), "r"(c0)'), "innermost first"),
+    (('"r"(dst_s)', '"l"(dst)'), "generic pointer"),
+])
+def test_tma_load_mistakes_are_rejected_by_the_run(sol1, executor, change, needle):
+    text = rejected_by_the_run(lab1.check_tma_load, swap(sol1["TMA_LOAD"], *change), needle, rank=2)
+    assert "what the PTX shows" in text
 
 
 # ------------------------------------------------------------------------------------------ on an H100

@@ -1,5 +1,6 @@
 """Lab 2 graders, both ways: the solution passes; the stub and each named wrong answer fail on every one of 200
-seeds (Python) or on the CPU path (CUDA: the PTX and its protocol), with the hint that names the mistake made.
+seeds (Python) or once (CUDA: on the compile-only path, ``no_gpu``, through the PTX and its protocol; on the PTX
+executor, ``executor``, through the run, with the PTX as the explanation), with the hint that names the mistake made.
 Right answers written differently (the header's combined arrive.expect_tx, one arrival per warp with a count, a
 block barrier instead of a late release) must pass."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from labtools import ROOT, accepts, rejects, swap
+from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers import labgen
 from helpers.checks import lab2
@@ -332,6 +333,63 @@ def test_bug_fix_wrong_answers(no_gpu, name, fix, needle):
 ])
 def test_bug_fix_right_variants(no_gpu, name, fix):
     accepts(lab2.check_bug_fix, fix, seeds=None)
+
+
+# ------------------------------------------------------------------------------------------ on the PTX executor
+def test_cuda_solutions_run_on_the_emulator(sol2, wrappers, executor):
+    for grader, name in ((lab2.check_init_arrive, "MBAR_INIT_ARRIVE"), (lab2.check_tx_wait, "MBAR_TX_WAIT"),
+                         (lab2.check_bug_fix, "fix")):
+        out = accepts(grader, sol2[name], seeds=None)
+        assert "✓ ran on the emulator" in out and "run skipped" not in out, out
+    out = accepts(lab2.check_gemm, wrappers + sol2["LAB2_KERNEL"], seeds=None, kernel=sol2["LAB2_KERNEL"])
+    assert "M=128, N=192, K=320 (2×3 tiles, 5 K steps): every element against fp64" in out, out
+
+
+def test_empty_wait_with_the_wrong_parity_is_rejected_by_the_run(sol2, wrappers, executor):
+    """The producer's first wait on a fresh EMPTY barrier for parity 0: the run deadlocks, the report names the
+    barrier, and the PTX says why."""
+    kernel = swap(sol2["LAB2_KERNEL"], "((j / STAGES) & 1) ^ 1", "(j / STAGES) & 1")
+    text = rejected_by_the_run(lab2.check_gemm, wrappers + kernel, r"deadlock: block \(\d+,\d+\) warp 0 waited on "
+                               r"empty\[0\] for parity 0", "first wait on empty is for parity 0", kernel=kernel)
+    assert "Traceback" not in text
+
+
+def test_full_wait_with_the_wrong_parity_is_rejected_by_the_run(sol2, wrappers, executor):
+    kernel = swap(sol2["LAB2_KERNEL"], "my_mbar_wait(&full[s], (k / STAGES) & 1,", "my_mbar_wait(&full[s], 1,")
+    rejected_by_the_run(lab2.check_gemm, wrappers + kernel, "deadlock|differ", kernel=kernel)
+
+
+def test_stage_released_before_it_was_read_is_rejected_by_the_run(executor):
+    """The bug hunt's kernel unchanged: its consumers release a stage before reading it; on the emulator the producer
+    refills it under the slower warps, and the PTX names the line."""
+    text = rejected_by_the_run(lab2.check_bug_fix, lambda s: s, "differ", "reads a stage after releasing it")
+    assert "what the PTX shows (the likely cause)" in text
+
+
+def test_a_wrong_init_count_is_rejected_by_the_run(sol2, executor):
+    src = swap(sol2["MBAR_INIT_ARRIVE"], '"mbarrier.init.shared::cta.b64 [%0], %1;"',
+               '"mbarrier.init.shared::cta.b64 [%0], 1;"')
+    rejected_by_the_run(lab2.check_init_arrive, src, "deadlock|differ|failed", "arrival count")
+
+
+def test_a_wait_that_tries_once_passes_the_run_and_fails_on_the_ptx(sol2, executor):
+    """try_wait parks a thread until the phase completes or a time limit passes; in the self-test the tile lands
+    first, so one try is enough there (on the H100 too). The PTX shows the missing loop all the same."""
+    src = swap(sol2["MBAR_TX_WAIT"], "  while (!my_mbar_try_wait(bar, parity)) {",
+               "  if (!my_mbar_try_wait(bar, parity)) {")
+    text = rejects(lab2.check_tx_wait, src, "a loop around try_wait", "the run above gave the right result", seeds=None)
+    assert "ran on the emulator" not in text.split("\n", 1)[0]
+
+
+def test_run_many_runs_once_on_the_emulator(capsys, executor):
+    lab2.run_many()
+    out = capsys.readouterr().out
+    assert "ran on the emulator" in out and "1 run at M=128, N=64, K=256" in out and "1 of 1 run gave a wrong C" in out
+
+
+def test_run_many_says_it_skipped_without_a_gpu_or_the_emulator(capsys, no_gpu):
+    lab2.run_many()
+    assert "run skipped" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------ on an H100

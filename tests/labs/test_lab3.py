@@ -1,11 +1,14 @@
 """Lab 3 (WGMMA) graders, both ways: the solution passes; the stub and each named wrong answer fail on every one of
-200 seeds (Python) or on the CPU path (CUDA: the PTX and its protocol), with the hint that names the mistake."""
+200 seeds (Python) or once (CUDA: on the compile-only path, ``no_gpu``, through the PTX and its protocol; on the PTX
+executor, ``executor``, through the run, with the PTX as the explanation), with the hint that names the mistake."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from labtools import ROOT, accepts, rejects, swap
+from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers import labgen, wgmma
 from helpers.checks import lab3
@@ -273,6 +276,56 @@ def test_kernel_failure_diagnoses():
     assert "descriptor bits" in lab3._diagnose_kernel(rng.standard_normal((128, 192)), expected)
 
 
+# ------------------------------------------------------------------------------------------ on the PTX executor
+def test_cuda_solutions_run_on_the_emulator(sol3, wrappers, executor):
+    out = accepts(lab3.check_wgmma_asm, sol3["WGMMA"], seeds=None)
+    assert out.count("✓ ran on the emulator") == 4, out
+    out = accepts(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + sol3["LAB3_KERNEL"], seeds=None,
+                  kernel=sol3["LAB3_KERNEL"])
+    assert "not timed: the emulator does not time kernels): M=128, N=192, K=320" in out and "timed on" not in out
+
+
+def _kernel(sol3, wrappers, change):
+    kernel = swap(sol3["LAB3_KERNEL"], *change)
+    return wrappers + sol3["WGMMA"] + kernel, kernel
+
+
+@pytest.mark.parametrize("change, needles", [
+    (("32u * k", "16u * k"), ("differ",)),  # the 16-byte K step: nothing in the protocol shows it
+    (("    hopper::wgmma_commit();\n", ""), ("differ", "never committed")),
+    ((WAIT0, "    hopper::wgmma_wait<1>();\n"), ("differ", "wait_group 0")),
+    (("((j / STAGES) & 1) ^ 1", "(j / STAGES) & 1"), ("deadlock", "first wait on empty is for parity 0")),
+])
+def test_kernel_mistakes_are_rejected_by_the_run(sol3, wrappers, executor, change, needles):
+    source, kernel = _kernel(sol3, wrappers, change)
+    rejected_by_the_run(lab3.check_gemm_kernel, source, *needles, kernel=kernel)
+
+
+@pytest.mark.xfail(strict=True, reason="the executor runs wgmma.fence as a no-op and ptxas serializes the wgmmas of "
+                   "a kernel without one (C7519 in the compile log), so the run gives the right C; the check rejects "
+                   "it from the PTX and the compile report (the test below)")
+def test_missing_wgmma_fence_is_rejected_by_the_run(sol3, wrappers, executor):
+    source, kernel = _kernel(sol3, wrappers, ("    hopper::wgmma_fence();\n", ""))
+    rejected_by_the_run(lab3.check_gemm_kernel, source, kernel=kernel)
+
+
+def test_missing_wgmma_fence_passes_the_run_and_fails_on_the_ptx(sol3, wrappers, executor):
+    source, kernel = _kernel(sol3, wrappers, ("    hopper::wgmma_fence();\n", ""))
+    text = rejects(lab3.check_gemm_kernel, source, "before any wgmma.fence", "the run above gave the right result",
+                   seeds=None, kernel=kernel)
+    assert "ran on the emulator" not in text.split("\n", 1)[0]
+
+
+@pytest.mark.parametrize("change, needle", [
+    (('"l"(desc_a), "l"(desc_b)', '"l"(desc_b), "l"(desc_a)'), "the A descriptor comes first"),
+    (('"+f"(d[0]), "+f"(d[1])', '"+f"(d[1]), "+f"(d[0])'), r"d\[0\] … d\[31\], in order"),
+    (("setp.ne.b32 p, %34, 0;", "setp.eq.b32 p, %34, 0;"), "scale"),
+])
+def test_wgmma_asm_mistakes_are_rejected_by_the_run(sol3, executor, change, needle):
+    text = rejected_by_the_run(lab3.check_wgmma_asm, swap(sol3["WGMMA"], *change), "differ", needle)
+    assert "what the PTX shows" in text
+
+
 # ------------------------------------------------------------------------------------------ on an H100
 @pytest.mark.gpu
 def test_gpu_wgmma_asm_matches_the_header(sol3):
@@ -283,10 +336,13 @@ def test_gpu_wgmma_asm_matches_the_header(sol3):
 def test_gpu_kernel_passes_and_is_timed(sol3, wrappers):
     out = accepts(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + sol3["LAB3_KERNEL"], seeds=None)
     print(out)
-    assert "timed:" in out
+    assert re.search(r"✓ ran on the H\d00: M=128, N=192, K=320", out), out
+    assert re.search(r"✓ timed on the H\d00 at 4096³", out), out
 
 
 @pytest.mark.gpu
 def test_gpu_kernel_16_byte_step_fails(sol3, wrappers):
     kernel = swap(sol3["LAB3_KERNEL"], "32u * k", "16u * k")
-    rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, "differ", seeds=None, benchmark=False)
+    rejected_on_the_h100 = rejects(lab3.check_gemm_kernel, wrappers + sol3["WGMMA"] + kernel, "differ", seeds=None,
+                                   benchmark=False)
+    assert re.search(r"ran on the H\d00", rejected_on_the_h100.split("\n", 1)[0])

@@ -1,11 +1,12 @@
 """Lab 4 graders, both ways: the solution passes on every seed; the stub and named plausible wrong answers fail on
 every one of 200 seeds, with a hint that names the mistake. The solution is read from solutions/lab4_pipeline.ipynb.
 
-The CUDA graders are tested without a GPU through what they check everywhere (compile report and the protocol read
-off the PTX), on the kernels as the solution writes them after the course's own wrappers of Labs 1 and 2; the kernel
-runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints (the stubs
-show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there, against this
-lab's, with Lab 3's speed from the course's ladder).
+The CUDA graders are tested on the kernels as the solution writes them after the course's own wrappers of Labs 1 and
+2, both ways: on the compile-only path (``no_gpu``: the compile report and the protocol read off the PTX are the
+grade) and on the PTX executor (``executor``: the run is the grade, and rejects the wrong kernels only a run can
+catch); the runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints
+(the stubs show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there,
+against this lab's, with Lab 3's speed from the course's ladder).
 """
 
 from __future__ import annotations
@@ -396,28 +397,65 @@ def test_runtime_wrong_kernels_compile_and_pass_the_static_checks(no_gpu):
 
 
 def test_kernel_runs_take_the_one_run_path(monkeypatch):
-    """Where a run is possible, the kernel goes through _common.run_on_gpu (the one run path) on shapes with partial
-    tiles and a ring that wraps, into a NaN-poisoned C; a wrong C fails the check."""
+    """Where a run is possible, the kernel goes through _common.run (the one run path) on a shape with partial tiles in
+    M and N, M ≠ N ≠ K, and a ring that wraps twice, into a NaN-poisoned C; a wrong C fails the check."""
     import numpy as np
 
     from helpers.checks import _common as C
 
     calls = []
 
-    def fake_run(kernel, grid, block, smem, ta, tb, c, m, n, k, *, what, timeout):
-        calls.append((grid, block, smem, c.shape, int(m), int(n), int(k), ta.box, tb.box))
+    def fake_run(kernel, grid, block, smem, ta, tb, c, m, n, k, *, what, timeout, hint=""):
+        calls.append((grid, block, smem, c.shape, int(m), int(n), int(k), ta.box, tb.box, bool(np.isnan(c).all())))
         a, b = ta.array.astype(np.float64), tb.array.astype(np.float64)
         return [(a @ b.T).astype(np.float32)]
 
     monkeypatch.setattr(C, "runnable", lambda kernel, checked: True)
-    monkeypatch.setattr(C, "on_hardware", lambda: False)
-    monkeypatch.setattr(C, "run_on_gpu", fake_run)
+    monkeypatch.setattr(C, "on_h100", lambda: False)
+    monkeypatch.setattr(C, "run", fake_run)
     assert _kernel_check("WS", LAB4_KERNEL) is None
-    ((grid, block, smem, shape, m, n, k, abox, bbox),) = calls
-    assert (m, n) == (128 + 64, 256 + 64) and k > 64 * lab4.source_stages(LAB4_KERNEL) and block == 384
+    ((grid, block, smem, shape, m, n, k, abox, bbox, poisoned),) = calls
+    stages = lab4.source_stages(LAB4_KERNEL)
+    assert (m, n) == (128 + 64, 256 + 64) and k == 64 * (2 * stages + 1) and block == 384 and poisoned
     assert grid == (2, 2) and smem == lab4.dynamic_smem_bytes(4) and abox == (128, 64) and bbox == (256, 64)
-    monkeypatch.setattr(C, "run_on_gpu", lambda *a, **kw: [np.zeros(a[6].shape, np.float32)])
+    calls.clear()
+    assert _kernel_check("PC", PC_KERNEL) is None
+    ((grid, _, _, _, m, n, k, *_),) = calls
+    assert (m, n, k) == (192, 320, 64 * (2 * lab4.source_stages(PC_KERNEL) + 1)) and grid == (3, 2)
+    monkeypatch.setattr(C, "run", lambda *a, **kw: [np.zeros(a[6].shape, np.float32)])
     assert "every element against fp64" in _kernel_check("WS", LAB4_KERNEL)
+
+
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def test_kernel_solutions_run_on_the_emulator(capsys, executor):
+    lab4.check_pc_kernel(WRAPPERS + PC_KERNEL, kernel=PC_KERNEL)
+    lab4.check_ws_kernel(WRAPPERS + LAB4_KERNEL, kernel=LAB4_KERNEL)
+    out = capsys.readouterr().out
+    assert out.count("not timed: the emulator does not time kernels): M=192, N=320, K=576") == 2, out
+    assert "9 K steps through 4 stages" in out and "run skipped" not in out and "timed on" not in out
+
+
+@pytest.mark.parametrize("name", GPU.runtime_wrong_kernels(PC_KERNEL, LAB4_KERNEL))
+def test_runtime_wrong_kernels_are_rejected_by_the_run(name, executor):
+    """The wrong kernels the PTX cannot show are rejected by the run on the emulator, "stage index k % 2 with 4
+    stages" included (on the H100 it gave the right C by luck: here the ring's barriers get one arrival too many)."""
+    step, src, pattern = GPU.runtime_wrong_kernels(PC_KERNEL, LAB4_KERNEL)[name]
+    msg = _kernel_check(step, src)
+    assert msg is not None, f"{name}: accepted"
+    assert re.search(pattern, msg, re.I | re.S) and re.search("ran on the emulator", msg.split("\n", 1)[0]), msg
+    assert "Traceback" not in msg
+
+
+@pytest.mark.parametrize("name", ["stage released before its wgmma retired", "producer never waits on EMPTY",
+                                  "consumers never wait on FULL", "no drain"])
+def test_wrong_kernels_fail_the_run_or_the_ptx_on_the_emulator(name, executor):
+    """The mistakes the PTX shows are still rejected where the kernel runs: by the run, with the PTX as the likely
+    cause, or by the PTX after a run that passed by luck."""
+    step, src, pattern = KERNELS[name]
+    msg = _kernel_check(step, src)
+    assert msg is not None and re.search(pattern, msg, re.I | re.S), msg
+    first = msg.split("\n", 1)[0]
+    assert ("ran on the emulator" in first and "what the PTX shows" in msg) or "the run above gave the right" in msg
 
 
 def test_gpu_script_reads_the_same_solution():

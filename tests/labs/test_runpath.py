@@ -1,0 +1,88 @@
+"""The one run path of the CUDA checks (helpers.checks._common): where it runs, what a run's failure says, and the PTX
+as the explanation of a run (Explanation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import grading
+from helpers.checks import _common as C
+
+
+def _finding(c: grading.Check) -> None:
+    c.fail("a thread can read the tile before waiting for it", detail="    at line 7 of the kernel", hint="wait first")
+
+
+def test_where_says_emulator_or_gpu(monkeypatch, executor):
+    assert C.where() in ("ran on the emulator (no sm_90 GPU)", "ran on the emulator (HELPERS_EXECUTOR=force)")
+    assert "not timed: the emulator does not time kernels" in C.where(timing=True)
+    from helpers import gpu
+
+    monkeypatch.setattr(C, "on_h100", lambda: True)
+    monkeypatch.setattr(gpu, "device_info", lambda: type("I", (), {"name": "NVIDIA H100 80GB HBM3"})())
+    assert C.where() == C.where(timing=True) == "ran on the H100"
+
+
+def test_a_failed_run_carries_the_ptx_finding():
+    with pytest.raises(grading.CheckFailed) as err, grading.check("T") as c:
+        ex = C.Explanation(c, defer=True)
+        with ex:
+            c.ok("compiles")
+            _finding(c)
+        with ex.run():
+            c.array("ran on the emulator (no sm_90 GPU): the copy", np.zeros(4), np.ones(4))
+    text = str(err.value)
+    first, rest = text.split("\n", 1)
+    assert "T: ran on the emulator (no sm_90 GPU): the copy" in first
+    assert "what the PTX shows (the likely cause): a thread can read the tile before waiting" in rest
+    assert "    at line 7 of the kernel" in rest and "hint: wait first" in rest
+
+
+def test_a_run_that_passed_by_luck_fails_on_the_finding():
+    with pytest.raises(grading.CheckFailed) as err, grading.check("T") as c:
+        ex = C.Explanation(c, defer=True)
+        with ex:
+            _finding(c)
+        with ex.run():
+            c.ok("ran on the emulator (no sm_90 GPU): the copy")
+        ex.settle()
+    text = str(err.value)
+    assert text.split("\n", 1)[0].endswith("a thread can read the tile before waiting for it")
+    assert "the run above gave the right result all the same" in text
+
+
+def test_without_a_run_the_finding_fails_at_once():
+    with pytest.raises(grading.CheckFailed) as err, grading.check("T") as c:
+        ex = C.Explanation(c, defer=False)
+        with ex:
+            _finding(c)
+        raise AssertionError("not reached")
+    assert "the run above" not in str(err.value)
+
+
+def test_the_run_paths_sentence_names_the_check(executor):
+    from helpers import gpu
+    from helpers.gpu import examples
+
+    kernel = gpu.compile(examples.DEADLOCK)
+    with pytest.raises(grading.CheckFailed) as err, grading.check("Lab 0 · T") as c:
+        ex = C.Explanation(c)
+        with ex.run():
+            C.run(kernel, 4, 32, 0, np.zeros(4 * 32, np.float32), what="the demo", timeout=20,
+                  hint="look at the barrier")
+    first = str(err.value).split("\n", 1)[0]
+    assert first.startswith("✗ Lab 0 · T: the demo failed when it ran on the emulator") and "deadlock" in first
+    assert "block (3,0)" in first and "full[2]" in first
+    assert "hint: look at the barrier" in str(err.value)
+
+
+def test_a_run_function_runs_here_on_the_emulator(executor, monkeypatch):
+    """On the emulator a run function is called in this process (no child start-up, no GPU lock): its errors read
+    as the child's would."""
+    from helpers import gpu
+
+    monkeypatch.setattr(gpu, "run_isolated", lambda *a, **k: pytest.fail("the child path was taken"))
+    assert C.run(np.add, 2, 3, what="add", timeout=5) == 5
+    with pytest.raises(RuntimeError, match="the isolated run raised ZeroDivisionError"):
+        C.run(divmod, 1, 0, what="divmod", timeout=5)
