@@ -446,6 +446,14 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLa
         padded = np.pad(x, ((0, rows * 64 - m), (0, cols * 64 - n)), constant_values=fill)
         return padded.reshape(rows, 64, cols, 64).transpose(0, 2, 1, 3).reshape(rows, cols, -1)
 
+    row = np.arange(m) % 64  # the row inside its sub-tile
+    bad_rows, nan_rows = bad.any(axis=1), np.isnan(got).any(axis=1)
+    if not bad_rows[row % 8 == 0].any() and bad_rows[row % 8 != 0].all():
+        return ("in every sub-tile exactly the rows r with r % 8 == 0 are right: the 16-byte chunks were not swizzled "
+                "(chunk (col / 8) XOR (r % 8), as your smem_offset): the TMA store reads the buffer 128B-swizzled")
+    if nan_rows[row % 16 >= 8].all() and not nan_rows[row % 16 < 8].any():
+        return ("rows 8–15 of every 16 were never written (NaN): a register's row also depends on its 8-row half, "
+                "8 · ((j / 2) % 2), as in the fragment map")
     never = per_subtile(np.isnan(got), True).all(axis=2)
     wrong = per_subtile(bad, False).any(axis=2)
     r, col = (int(v) for v in np.argwhere(never if never.any() else wrong)[0])
@@ -456,7 +464,7 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLa
                 f"{who}a store that went to another place (column n0 + 64·sub, row m0 + 64·c of this CTA's tile)")
     if wrong.all():
         return ("every 64×64 sub-tile of C is wrong: the mainloop's loads (which rows of A and B each CTA's stage "
-                "holds) or how the registers are written out")
+                "holds) or how the registers are written out (the row, the swizzled chunk, the lane's column pair)")
     return (f"{int(wrong.sum())} of {rows * cols} 64×64 sub-tiles of C are wrong, {where}: a sub-tile's swizzle "
             "or its place, or a stage that held the wrong rows")
 
