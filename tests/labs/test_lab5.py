@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab5_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import epilogue, grading, labgen
@@ -373,9 +374,10 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-def test_a_kernel_with_the_wrong_swizzle_fails_on_the_h100(sol):
-    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU")
+@pytest.mark.parametrize("name", list(lab5_run_only((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
+    src, needles, _ = lab5_run_only(sol["LAB5_SRC"])[name]
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
@@ -392,22 +394,9 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     assert "timing skipped" in out
 
 
-def run_only_wrong_kernels(src: str) -> dict[str, tuple[str, ...]]:
-    """Wrong kernels whose PTX passes every static check: only a run shows them. name -> (source, needles)."""
-    return {
-        "no swizzle in the sub-tile": (_swap(src, "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);"),
-                                       "r % 8 == 0 are right", "not swizzled"),
-        "both warpgroups store at row m0": (_swap(src, "n0 + sub * SUB, m0 + 64 * c);", "n0 + sub * SUB, m0);"),
-                                            "never written"),
-        "the fragment's row without its 8-row half": (_swap(src, "const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);",
-                                                            "const int r = 16 * w + l / 4;"), "8-row half"),
-    }
-
-
-@pytest.mark.parametrize("name", list(run_only_wrong_kernels(
-    (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab5_run_only((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
-    src, *needles = run_only_wrong_kernels(sol["LAB5_SRC"])[name]
+    src, needles, _ = lab5_run_only(sol["LAB5_SRC"])[name]
     _static_only(monkeypatch)
     with contextlib.redirect_stdout(io.StringIO()):
         lab5.check_epilogue_kernel(src, benchmark=False)  # the PTX cannot tell

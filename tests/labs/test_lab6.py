@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab6_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import cluster, grading, labgen, scheduler
@@ -410,16 +411,10 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-def test_shares_landing_on_each_other_fail_on_the_h100(sol, monkeypatch):
-    """A mistake the PTX cannot show (both halves of B multicast to the same offset) passes the static checks and
-    must fail the run."""
-    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                "tma_load_2d_multicast(a + A_BYTES,")
-    _static_only(monkeypatch)
-    lab6.check_persistent_kernel(src, benchmark=False)  # statically fine
-    monkeypatch.delenv("HELPERS_NO_GPU")
-    monkeypatch.delenv("HELPERS_EXECUTOR")
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU")
+@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
+    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
@@ -448,27 +443,9 @@ def test_emulator_shapes_give_every_cluster_several_pairs(seed):
         assert pairs >= 4 and m % 8 == n % 8 == k % 8 == 0 and k > 128 and len({m, n, k}) == 3
 
 
-def run_only_wrong_kernels(src: str) -> dict[str, tuple[str, ...]]:
-    """Wrong kernels whose PTX passes every static check: only a run shows them. name -> (source, needles)."""
-    producer_m0 = ("        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;\n"
-                   "        for (int k = 0; k < steps; ++k, ++it) {")
-    return {
-        "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                                                      "tma_load_2d_multicast(a + A_BYTES,"), "sub-tiles of C"),
-        "both CTAs load the same half of B": (_swap(src, "n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);",
-                                                    "n0, (1u << CLUSTER) - 1);"), "sub-tiles of C"),
-        "the producer loads CTA 0's rows of A in both CTAs": (_swap(src, producer_m0, producer_m0.replace(
-            " + rank * BM", "")), "sub-tiles of C are wrong"),
-        "the last raster group not clipped": (_swap(src, "const int rows = min(pairs_m - first, LAB6_GROUP);",
-                                                    "const int rows = LAB6_GROUP;"), "never written",
-                                              "a pair no cluster took"),
-    }
-
-
-@pytest.mark.parametrize("name", list(run_only_wrong_kernels(
-    (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
-    src, *needles = run_only_wrong_kernels(sol["LAB6_SRC"])[name]
+    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
     _static_only(monkeypatch)
     with contextlib.redirect_stdout(io.StringIO()):
         lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab7_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import grading, labgen
@@ -329,7 +330,8 @@ def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
     ``// ✎`` line with its tier-0 hint, no solution line, and Lab 6's speed on the H100."""
     diff = lab7.kernel_changes()
     text = repr(diff)
-    assert text.startswith("Lab 6's kernel -> Lab 7's kernel") and "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
+    assert text.startswith("Lab 6's kernel -> Lab 7's kernel")
+    assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
     parts = lab_exercises("lab7")["lab7-kernel"].regions
     assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
     for region in parts:
@@ -437,29 +439,9 @@ def test_reference_ptx_protocol_all_pass():
     assert len(lab7.ptx_protocol(k.ptx)) == 7
 
 
-def run_only_wrong_kernels(src: str) -> dict[str, tuple[str, ...]]:
-    """Wrong kernels whose PTX passes every static check: only a run shows them. name -> (source, needles)."""
-    wait = 'hopper::flag_wait_geq(flag, order, "flags"'
-    return {
-        "both warpgroups share one part of the slot": (_swap(src, "+ c * (64 * BN) + tid;", "+ tid;"),
-                                                       "computed whole are right", "computed in splits, are wrong"),
-        "the owner from the pair's last iteration": (_swap(
-            src, "const int owner = (int)(first_g / W.per);",
-            "const int owner = (int)((first_g + steps - 1) / W.per);"), "deadlock", "flags["),
-        "the Stream-K pairs numbered from 0": (_swap(src, "const long long t0 = (long long)(p - dp_pairs) * steps;",
-                                                     "const long long t0 = (long long)p * steps;"),
-                                               "not only split ones", "the work list"),
-        "both blocks of a cluster share one flag": (_swap(src, "unsigned* flag = flags + owner * CLUSTER + rank;",
-                                                          "unsigned* flag = flags + owner * CLUSTER;"),
-                                                    "deadlock", "flags["),
-        "a split waits for one split too few": (_swap(src, wait, 'hopper::flag_wait_geq(flag, order - 1, "flags"'),
-                                                "computed in splits, are wrong"),
-    }
-
-
-@pytest.mark.parametrize("name", list(run_only_wrong_kernels(SOL["LAB7_SRC"])))
+@pytest.mark.parametrize("name", list(lab7_run_only(SOL["LAB7_SRC"])))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, monkeypatch):
-    src, *needles = run_only_wrong_kernels(SOL["LAB7_SRC"])[name]
+    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
     monkeypatch.setenv("HELPERS_NO_GPU", "1")
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
     with contextlib.redirect_stdout(io.StringIO()):
@@ -467,6 +449,13 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, m
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")  # the fixed shapes show each mistake, whatever the seed
     grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=0), src,
                            "on the emulator" if "deadlock" not in needles else "when it ran", *needles)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab7_run_only(SOL["LAB7_SRC"]).items() if on_gpu])
+def test_run_only_wrong_kernels_fail_on_the_h100(name):
+    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
+    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, *needles)
 
 
 @pytest.mark.gpu
