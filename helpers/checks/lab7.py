@@ -25,7 +25,8 @@ from helpers.hints import answer, hint
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
     "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab6_source", "lab7_reference_source", "hint",
-    "answer", "emulator_cases", "roles_of", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED", "EMULATED_CLUSTERS",
+    "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
+    "EMULATED_CLUSTERS",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -547,14 +548,15 @@ def _workspace(kernel: Any, clusters: int | None = None) -> tuple[int, Any, Any]
 
 def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: int = 3,
               clusters: int | None = None) -> dict:
-    """(Runs in the isolated child.) ``clusters`` clusters (default: every co-resident one), C poisoned; per case
-    C, whether ``repeats`` more launches gave the same bits, and how many flags were left non-zero."""
+    """(Runs in the isolated child.) ``clusters`` clusters (default: every co-resident one), C poisoned, a zeroed
+    workspace and flags for each case; per case C, whether ``repeats`` more launches gave the same bits, how many
+    flags were left non-zero, and which workspace slots (cluster · 2 + block) hold anything but zeros."""
     from helpers import gpu
 
     kernel = gpu.compile(source, KERNEL_NAME)
-    clusters, ws, flags = _workspace(kernel, clusters)
     results = []
     for a, b in cases:
+        clusters, ws, flags = _workspace(kernel, clusters)  # a fresh workspace and flags for each case
         da, db = gpu.to_device(a), gpu.to_device(b)
         dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
         launch = _lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
@@ -567,7 +569,9 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
             launch()
             gpu.wait()
             same &= bool(np.array_equal(dc.to_host().view(np.uint16), first.view(np.uint16)))
-        results.append((first, same, int(np.count_nonzero(flags.to_host()))))
+        slots = ws.to_host().reshape(clusters * 2, -1)
+        written = [int(i) for i in np.flatnonzero((slots != 0).any(axis=1))]
+        results.append((first, same, int(np.count_nonzero(flags.to_host())), written))
     return {"clusters": clusters, "results": results}
 
 
@@ -663,6 +667,31 @@ def _split_pairs(tiles: int, steps: int, clusters: int) -> set[int]:
     return {t for work in sk.partition(tiles, steps, clusters, "hybrid") for t, a, b in work if (a, b) != (0, steps)}
 
 
+def owner_slots(m: int, n: int, k: int, clusters: int) -> list[int]:
+    """The workspace slots a run of an m×n×k GEMM on ``clusters`` clusters writes: each split pair's partial sums go
+    to its owner's slots (owner · 2 + block), the owner being the lowest cluster touching the pair; a block whose 128
+    rows lie wholly past M only ever adds zeros (the TMA fills them in), so its slot stays zero."""
+    from helpers import scheduler
+
+    tiles, steps = sk.iteration_space(m, n, k)
+    slots = set()
+    for t in _split_pairs(tiles, steps, clusters):
+        pm, _ = scheduler.grouped_coords(t, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
+        owner = sk.owner(t, clusters, tiles, steps, "hybrid")
+        slots |= {owner * 2 + r for r in range(2) if 256 * pm + 128 * r < m}
+    return sorted(slots)
+
+
+def _slots_hint(written: list[int], want: list[int]) -> str:
+    if not written:
+        return ("nothing reached the workspace: no pair was split, so the kernel ran as Lab 6 (whole pairs) — the "
+                "Stream-K pieces come from plan and Work::item, and a split that is not final stores its sum")
+    owners, got = sorted({s // 2 for s in want}), sorted({s // 2 for s in written})
+    return (f"the partial sums went to the slots of clusters {got[:8]}, the split pairs' owners are {owners[:8]}: a "
+            "split pair's slot and flag are its owner's (the cluster whose range holds the pair's first Stream-K "
+            "iteration), block rank's slot of it")
+
+
 def _run_hint(got: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
     """Which pairs came out wrong, and what that points at."""
     m, n = ref.shape
@@ -725,7 +754,7 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
                    timeout=240)
         where = "on the GPU" if hardware else "on the emulator"
         clusters = out["clusters"]
-        for (m, n, k), (a, b), (got, same, left) in zip(shapes, cases, out["results"], strict=True):
+        for (m, n, k), (a, b), (got, same, left, written) in zip(shapes, cases, out["results"], strict=True):
             ref = a.astype(np.float64) @ b.astype(np.float64).T
             tiles, steps = sk.iteration_space(m, n, k)
             got64 = got.astype(np.float64)
@@ -733,10 +762,13 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
                     f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
                     atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
             again = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
-            c.true(f"{m}×{n}×{k}: {again} gave the same bits", same,
+            c.true(f"{m}×{n}×{k} {where}: {again} gave the same bits", same,
                    hint="the splits must add in K order (wait until the flag reaches your order)")
-            c.true(f"{m}×{n}×{k}: every flag is 0 again after the launches", left == 0,
+            c.true(f"{m}×{n}×{k} {where}: every flag is 0 again after the launches", left == 0,
                    hint="the final split resets its flag (*flag = 0)")
+            want = owner_slots(m, n, k, clusters)
+            c.true(f"{m}×{n}×{k} {where}: the partial sums went through the workspace slots of the split pairs' owners "
+                   f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
         if not benchmark:
             return
         if not hardware:

@@ -48,8 +48,7 @@ def lab5_run_only(src: str) -> dict[str, WrongKernel]:
 
 def lab6_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 6 kernels whose PTX passes every static check, each with one mistake in a region."""
-    producer_m0 = ("        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;\n"
-                   "        for (int k = 0; k < steps; ++k, ++it) {")
+    producer_m0 = "        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"  # (the consumers' is indented less)
     return {
         "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
                                                       "tma_load_2d_multicast(a + A_BYTES,"), ("sub-tiles of C",), True),
@@ -81,6 +80,9 @@ def lab7_run_only(src: str) -> dict[str, WrongKernel]:
                                                     ("deadlock", "flags["), False),
         "a split waits for one split too few": (_swap(src, wait, 'hopper::flag_wait_geq(flag, order - 1, "flags"'),
                                                 ("computed in splits, are wrong",), False),
+        "per not divided by the clusters (no pair is ever split)": (_swap(
+            src, "W.per = (total + clusters - 1) / clusters;", "W.per = total + clusters - 1;"),
+            ("nothing reached the workspace",), True),
     }
 
 
