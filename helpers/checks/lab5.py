@@ -1,6 +1,7 @@
 """Graders of Lab 5 (the TMA-store epilogue): bf16 rounding, the swizzled sub-tile layout, the shared image of a
 sub-tile, the order of writes, fences, barriers, stores and waits (on the epilogue model), and the CUDA kernel
-(compiled and read everywhere; on an H100 run on random non-square shapes and timed beside cuBLAS).
+(compiled and read everywhere; run on random non-square shapes wherever kernels run: on the H100, or on the course's
+PTX executor with small shapes; timed beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
 
 Conventions: C is M×N bf16 row-major; each consumer warpgroup owns 64 rows × 256 columns of the 128×256 tile,
 stored as four 64×64 sub-tiles through two 8 KiB shared buffers, 128B-swizzled, each handed to one TMA store.
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from helpers import epilogue, grading, wgmma
+from helpers.hints import answer, hint
 
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, on_h100, stream
 from ._common import opening as _opening
@@ -29,6 +31,8 @@ __all__ = [
     "rounding_cases",
     "epilogue_ops_from_ptx",
     "opening",
+    "hint",
+    "answer",
 ]
 
 KERNEL_NAME = "lab5_gemm"
@@ -401,26 +405,80 @@ def _gpu_shapes(rng: np.random.Generator, multiple: int = 8) -> list[tuple[int, 
     return shapes
 
 
-def _emulator_shapes(rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Smaller non-square shapes for the PTX executor (a CPU runs every thread): still several tiles, partial ones,
-    several K steps, and (Lab 6 runs two clusters there) several tiles per cluster."""
+def _emulator_shapes(rng: np.random.Generator, spec: GemmLaunch) -> list[tuple[int, int, int]]:
+    """Smaller non-square shapes for the PTX executor (a CPU runs every thread), still with partial tiles and several
+    K steps (the last one partial): Lab 5's grid has several blocks; Lab 6's persistent grid (two clusters there) has
+    at least two pairs per cluster, so each cluster takes several pairs in turn."""
     shapes = [(392, 520, 200)]
+    low = 33 if spec.persistent_unit else 17  # 264 rows and columns or more: 2 × 2 pairs at least
     while len(shapes) < 2:
-        m, n, k = (8 * int(x) for x in rng.integers(17, 66, size=3))
+        m, n, k = (8 * int(x) for x in rng.integers(low, 66, size=3))
         if len({m, n, k}) == 3 and k >= 136:
             shapes.append((m, n, k))
     return shapes
 
 
+def _grid_words(spec: GemmLaunch, m: int, n: int, hardware: bool) -> str:
+    """How the launch covered an M×N C, in words: the grid of blocks, or the pairs and clusters of a persistent grid."""
+    from ._common import EMULATED_CLUSTERS
+
+    if not spec.persistent_unit:
+        rows, cols = -(-m // spec.cta_tile[0]), -(-n // spec.cta_tile[1])
+        return f"{rows * cols} blocks of {spec.cta_tile[0]}×{spec.cta_tile[1]}"
+    pairs = -(-m // spec.persistent_unit[0]) * -(-n // spec.persistent_unit[1])
+    if hardware:
+        return f"{pairs} pairs, a persistent grid of every co-resident cluster of {spec.cluster}"
+    clusters = min(pairs, EMULATED_CLUSTERS)
+    few, most = pairs // clusters, -(-pairs // clusters)
+    each = f"{most}" if few == most else f"{few} or {most}"
+    return f"{pairs} pairs on {clusters} clusters of {spec.cluster} CTAs, {each} pairs each in turn"
+
+
+def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLaunch) -> str:
+    """What the wrong elements of a run's C point at, by 64×64 sub-tile: never written (NaN), all wrong, or some."""
+    bad = np.isnan(got) | (np.abs(got - ref) > tol)
+    if not bad.any():
+        return ""
+    m, n = ref.shape
+    rows, cols = -(-m // 64), -(-n // 64)
+
+    def per_subtile(x: np.ndarray, fill: bool) -> np.ndarray:
+        padded = np.pad(x, ((0, rows * 64 - m), (0, cols * 64 - n)), constant_values=fill)
+        return padded.reshape(rows, 64, cols, 64).transpose(0, 2, 1, 3).reshape(rows, cols, -1)
+
+    row = np.arange(m) % 64  # the row inside its sub-tile
+    bad_rows, nan_rows = bad.any(axis=1), np.isnan(got).any(axis=1)
+    if not bad_rows[row % 8 == 0].any() and bad_rows[row % 8 != 0].all():
+        return ("in every sub-tile exactly the rows r with r % 8 == 0 are right: the 16-byte chunks were not swizzled "
+                "(chunk (col / 8) XOR (r % 8), as your smem_offset): the TMA store reads the buffer 128B-swizzled")
+    if nan_rows[row % 16 >= 8].all() and not nan_rows[row % 16 < 8].any():
+        return ("rows 8–15 of every 16 were never written (NaN): a register's row also depends on its 8-row half, "
+                "8 · ((j / 2) % 2), as in the fragment map")
+    never = per_subtile(np.isnan(got), True).all(axis=2)
+    wrong = per_subtile(bad, False).any(axis=2)
+    r, col = (int(v) for v in np.argwhere(never if never.any() else wrong)[0])
+    where = f"the first at rows {64 * r}…, columns {64 * col}…"
+    if never.any():
+        who = "a pair no cluster took, or " if spec.persistent_unit else ""
+        return (f"{int(never.sum())} of {rows * cols} 64×64 sub-tiles of C were never written (still NaN), {where}: "
+                f"{who}a store that went to another place (column n0 + 64·sub, row m0 + 64·c of this CTA's tile)")
+    if wrong.all():
+        return ("every 64×64 sub-tile of C is wrong: the mainloop's loads (which rows of A and B each CTA's stage "
+                "holds) or how the registers are written out (the row, the swizzled chunk, the lane's column pair)")
+    return (f"{int(wrong.sum())} of {rows * cols} 64×64 sub-tiles of C are wrong, {where}: a sub-tile's swizzle "
+            "or its place, or a stage that held the wrong rows")
+
+
 def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
                benchmark: bool, sizes: tuple[Any, ...]) -> None:
-    """Run on random non-square shapes (C poisoned) against fp64, then (on the H100) time beside cuBLAS: both labs."""
+    """Run on random non-square shapes (C poisoned) against fp64, on the H100 or on the course's PTX executor (small
+    shapes), then (on the H100) time beside cuBLAS: both labs."""
     from ._common import run_gemm, time_gemm
     from .lab3 import make_operands
 
     hardware = on_h100()
     where = "on the GPU" if hardware else "on the emulator"
-    shapes = _gpu_shapes(rng) if hardware else _emulator_shapes(rng)
+    shapes = _gpu_shapes(rng) if hardware else _emulator_shapes(rng, spec)
     cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
     outs = run_gemm(source, spec, cases, what=what,
                     hint="a fault or a deadlock names the barrier and parity; check the stage offsets and counts")
@@ -428,9 +486,9 @@ def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.G
         ref = a.astype(np.float64) @ b.astype(np.float64).T
         acc_tol = grading.gemm_tolerance(a, b.astype(np.float64).T)
         tol = acc_tol + (np.abs(ref) + acc_tol) * 2.0**-8  # fp32 accumulation, then bf16 rounding (half an ulp)
-        c.array(f"M={m}, N={n}, K={k} {where} (C poisoned first): every element against fp64, within fp32 "
-                "accumulation + bf16 rounding", got.astype(np.float64), ref, atol=tol,
-                hint="NaN: an element never stored; a whole sub-tile wrong: its swizzle or its place")
+        c.array(f"M={m}, N={n}, K={k} {where} ({_grid_words(spec, m, n, hardware)}), C poisoned first: every element "
+                "against fp64, within fp32 accumulation + bf16 rounding", got.astype(np.float64), ref, atol=tol,
+                hint=_result_hint(got.astype(np.float64), ref, tol, spec))
     if not benchmark:
         return
     if not hardware:
@@ -442,8 +500,9 @@ def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.G
 
 def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
     """Compile the Lab 5 kernel (report: registers, spills, setmaxnreg, wgmma); read its epilogue from the PTX
-    (rounding, store form, the order of writes/fences/barriers/stores/waits on the epilogue model). With an H100:
-    random non-square shapes with C poisoned against fp64, then timing at each size³ beside cuBLAS (bf16 C)."""
+    (rounding, store form, the order of writes/fences/barriers/stores/waits on the epilogue model). Wherever kernels
+    run (the H100, or the course's PTX executor with small shapes): random non-square shapes with C poisoned against
+    fp64; on the H100 then timing at each size³ beside cuBLAS (bf16 C)."""
     from ._common import can_run
 
     rng = grading.fresh_rng()

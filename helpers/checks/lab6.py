@@ -1,7 +1,8 @@
 """Graders of Lab 6 (persistent blocks, a tile scheduler, 2-CTA clusters multicasting B): the grouped raster
 order, the persistent loop, a wave's L2 footprint, the multicast producer and the two-CTA release (on the cluster
-model), and the CUDA kernel (compiled and read everywhere; on an H100 run on random non-square shapes with partial
-waves and timed beside cuBLAS).
+model), and the CUDA kernel (compiled and read everywhere; run on random non-square shapes wherever kernels run: on
+the H100 on every co-resident cluster, on the course's PTX executor on two clusters with several pairs each; timed
+beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
 
 Units: a *pair* is the 256×256 block of C one 2-CTA cluster computes (CTA r: rows 128·r … of it); pairs are
 numbered in the raster order, and cluster ``c`` of ``clusters`` takes pairs ``c, c + clusters, …``.
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from helpers import cluster, grading, scheduler
+from helpers.hints import answer, hint
 from helpers.mbarrier import MBarrierError
 
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
@@ -33,6 +35,8 @@ __all__ = [
     "check_persistent_kernel",
     "model_problem",
     "opening",
+    "hint",
+    "answer",
 ]
 
 KERNEL_NAME = "lab6_gemm"
@@ -386,8 +390,10 @@ def _mapa_ranks(ptx: str, entry: str) -> list[str]:
 def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
     """Compile the Lab 6 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
     the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
-    cluster barriers around the kernel, and the persistent epilogue on the epilogue model. With an H100: random
-    non-square shapes with partial waves, C poisoned, against fp64; then timing beside cuBLAS (bf16 C)."""
+    cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
+    random non-square shapes, C poisoned, against fp64 (on the H100 on every co-resident cluster, with partial waves;
+    on the course's PTX executor on two clusters that each take several pairs); on the H100 then timing beside
+    cuBLAS (bf16 C)."""
     from ._common import can_run
 
     rng = grading.fresh_rng()

@@ -1,6 +1,8 @@
 """Graders of Lab 7 (Stream-K on the Lab 6 kernel): the iteration space, the Stream-K ranges, the hybrid work list,
 the block-striped workspace moves, the ordered fix-up protocol (all on the emulator), and the CUDA kernel (compiled
-and checked statically everywhere; run, repeated bit for bit and timed beside Lab 6 and cuBLAS where it can run).
+and checked in its PTX everywhere; run against fp64 and repeated bit for bit wherever kernels run: on the H100 on every
+co-resident cluster, on the course's PTX executor on three clusters and small shapes that still have first, middle
+and final splits and whole pairs; timed beside Lab 6 and cuBLAS on the H100 only).
 
 Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C), K in 64-wide steps. The model's
 "CTA" is a cluster; ``ctas`` is how many run at once (66 on an H100).
@@ -8,8 +10,6 @@ Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C)
 
 from __future__ import annotations
 
-import difflib
-import html
 import math
 import re
 from collections.abc import Callable
@@ -20,11 +20,13 @@ import numpy as np
 
 from helpers import grading, striped
 from helpers import streamk as sk
+from helpers.hints import answer, hint
 
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
-    "check_streamk_kernel", "ptx_protocol", "opening_diff", "skeleton", "lab6_source", "lab7_reference_source",
-    "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED", "REGIONS",
+    "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab6_source", "lab7_reference_source", "hint",
+    "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
+    "EMULATED_CLUSTERS",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,20 +35,6 @@ SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages of A+B, two consumers'
 QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]  # the wave-quantized shapes the targets are about
 TARGET = 1.2  # the lab's target: at least this times Lab 6's speed on the quantized shapes
 
-#: the parts of the kernel the student writes: (first line, last line, what) as they stand in the reference kernel
-REGIONS = [
-    ("    if (w < dp_mine) {", "    kb = (int)(min(g1, t0 + steps) - t0);", "work item w → pair p, K steps [ka, kb)"),
-    ("  W.dp_pairs = (LAB7_HYBRID && pairs >= 2 * clusters) ? (pairs / clusters - 1) * clusters : 0;",
-     "  W.p_last = W.g1 > W.g0 ? W.dp_pairs + (int)((W.g1 - 1) / steps) : W.p_first - 1;",
-     "the hybrid split and this cluster's Stream-K range"),
-    ("        const long long first_g = (long long)(p - W.dp_pairs) * steps;", "        }",
-     "the slot, the order, and the wait + add of a split that is not the first"),
-    ("        if (kb != steps) {  // not the final split: leave the sum for the next one", "        }",
-     "store, barrier, release (not the final split)"),
-    ("        if (threadIdx.x == 128) *flag = 0;  // the final split resets the flag for the next launch",
-     "        if (threadIdx.x == 128) *flag = 0;  // the final split resets the flag for the next launch",
-     "the flag reset"),
-]
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -457,54 +445,17 @@ def lab7_reference_source() -> str:
     return (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
 
 
-def skeleton(source: str | None = None) -> str:
-    """The Lab 7 kernel as the student gets it: each part of :data:`REGIONS` replaced by one ``// ✎`` line."""
-    lines = (source if source is not None else lab7_reference_source()).split("\n")
-    out, i = [], 0
-    for first, last, what in REGIONS:
-        start = lines.index(first, i)
-        end = lines.index(last, start)
-        out += lines[i:start]
-        indent = first[:len(first) - len(first.lstrip())]
-        out.append(f"{indent}// ✎ you write: {what}")
-        i = end + 1
-    return "\n".join(out + lines[i:])
+def kernel_changes() -> Any:
+    """What this lab changes in Lab 6's kernel: Lab 6's kernel as solved, this lab's as you get it (each part you
+    write is one ``// ✎`` line), with Lab 6's speed on the H100 (cuBLAS in the same run)."""
+    from . import _common
 
-
-class _Html:
-    """Shows as HTML in a notebook and as text elsewhere."""
-
-    def __init__(self, markup: str, text: str):
-        self.markup, self.text = markup, text
-
-    def _repr_html_(self) -> str:
-        return self.markup
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def opening_diff(context: int = 2) -> _Html:
-    """What this lab changes in Lab 6's kernel (the parts you write are one ``// ✎`` line each), with Lab 6's speed
-    on the H100."""
-    old, new = lab6_source(), skeleton()
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), "lab6_persistent.cu", "lab7 (yours)",
-                                      lineterm="", n=context))[2:]
     m = sk.measured()
     speeds = ", ".join(f"{m[('data-parallel', s)][0]:.0f} TFLOP/s at {s[0]}×{s[1]}×{s[2]}"
                        for s in QUANTIZED + [(4096, 4096, 4096)] if ("data-parallel", s) in m)
-    note = f"Lab 6 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds else ""
-    styles = {"+": "background:#e6ffec;color:#1a7f37", "-": "background:#ffebe9;color:#cf222e",
-              "@": "color:#8250df;background:#f6f8fa"}
-    rows = [f'<div style="{styles.get(x[:1], "color:#57606a")};white-space:pre">{html.escape(x) or "&nbsp;"}</div>'
-            for x in lines]
-    added = sum(x.startswith("+") for x in lines)
-    removed = sum(x.startswith("-") for x in lines)
-    head = f"<b>Lab 6 → Lab 7</b>: {added} lines added, {removed} removed<br><span style='color:#57606a'>{note}</span>"
-    markup = (f'<div style="max-width:880px;font-size:12px">{head}<div style="font-family:monospace;max-height:480px;'
-              f'overflow:auto;border:1px solid #d0d7de;border-radius:6px;padding:4px 0;margin-top:4px">'
-              f'{"".join(rows)}</div></div>')
-    return _Html(markup, f"Lab 6 -> Lab 7: {added} added, {removed} removed. {note}\n" + "\n".join(lines))
+    note = (f"Lab 6 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
+            else "Lab 6 on the H100: not measured yet (placeholder)")
+    return _common.lab_diff("lab6", "lab7", note=note)
 
 
 # ------------------------------------------------------------------------------------------- static PTX checks
@@ -585,22 +536,27 @@ def _lab7_launcher(kernel: Any, a: Any, b: Any, c: Any, ws: Any, flags: Any, clu
                        _tmap(c, 64, 64), np.int32(m), np.int32(n), np.int32(k), ws, flags, cluster=(2, 1, 1))
 
 
-def _workspace(kernel: Any) -> tuple[int, Any, Any]:
+def _workspace(kernel: Any, clusters: int | None = None) -> tuple[int, Any, Any]:
+    """Clusters to launch (every co-resident one, unless given), a zeroed workspace (one slot of 128×256 fp32 per
+    block) and zeroed flags (one per block)."""
     from helpers import gpu
 
-    clusters = gpu.max_active_clusters(kernel, 384, SMEM_BYTES, 2)
+    if clusters is None:
+        clusters = gpu.max_active_clusters(kernel, 384, SMEM_BYTES, 2)
     return clusters, gpu.zeros((clusters * 2 * 128 * 256,), np.float32), gpu.zeros((clusters * 2,), np.uint32)
 
 
-def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: int = 3) -> dict:
-    """(Runs in the isolated child.) Every co-resident cluster, C poisoned; per case C, whether ``repeats`` more
-    launches gave the same bits, and how many flags were left non-zero."""
+def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: int = 3,
+              clusters: int | None = None) -> dict:
+    """(Runs in the isolated child.) ``clusters`` clusters (default: every co-resident one), C poisoned, a zeroed
+    workspace and flags for each case; per case C, whether ``repeats`` more launches gave the same bits, how many
+    flags were left non-zero, and which workspace slots (cluster · 2 + block) hold anything but zeros."""
     from helpers import gpu
 
     kernel = gpu.compile(source, KERNEL_NAME)
-    clusters, ws, flags = _workspace(kernel)
     results = []
     for a, b in cases:
+        clusters, ws, flags = _workspace(kernel, clusters)  # a fresh workspace and flags for each case
         da, db = gpu.to_device(a), gpu.to_device(b)
         dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
         launch = _lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
@@ -613,7 +569,9 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
             launch()
             gpu.wait()
             same &= bool(np.array_equal(dc.to_host().view(np.uint16), first.view(np.uint16)))
-        results.append((first, same, int(np.count_nonzero(flags.to_host()))))
+        slots = ws.to_host().reshape(clusters * 2, -1)
+        written = [int(i) for i in np.flatnonzero((slots != 0).any(axis=1))]
+        results.append((first, same, int(np.count_nonzero(flags.to_host())), written))
     return {"clusters": clusters, "results": results}
 
 
@@ -659,7 +617,8 @@ def _run(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, timeou
 
 
 def _gpu_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Shapes for the run: many splits per pair, a hybrid one (whole pairs + Stream-K), random non-square ones."""
+    """Shapes for the run on the H100 (every co-resident cluster): many splits per pair, a hybrid one (whole pairs +
+    Stream-K), random non-square ones."""
     shapes = [(296, 520, 6000), (3072, 3072, 256)]
     while len(shapes) < 5:
         m, n, k = (8 * int(x) for x in rng.integers(1, 320, size=3))
@@ -668,14 +627,105 @@ def _gpu_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
     return shapes
 
 
+#: clusters of the run on the course's PTX executor (a CPU runs every thread): enough for a middle split
+EMULATED_CLUSTERS = 3
+
+
+def emulator_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Shapes for the run on the PTX executor (:data:`EMULATED_CLUSTERS` clusters), each with partial tiles: one pair
+    in 6 K steps (the last one partial), cut into a first, a middle and a final split; 8 pairs in 3 K steps, of which
+    3 go out whole round-robin and 5 are Stream-K (whole pieces, first and final splits, a cluster with three
+    pieces); then a random shape of up to 4 pairs and 6 K steps."""
+    shapes = [(136, 200, 376), (504, 984, 192)]
+    while len(shapes) < 3:
+        m, n = (8 * int(x) for x in rng.integers(9, 65, size=2))
+        k = 8 * int(rng.integers(9, 49))
+        if len({m, n, k}) == 3:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def roles_of(tiles: int, steps: int, clusters: int) -> str:
+    """What a launch on ``clusters`` clusters exercises, in words: whole pairs handed out round-robin, and the
+    Stream-K part's whole pieces and first / middle / final splits."""
+    dp = sk.data_parallel_tiles(tiles, clusters)
+    counts: dict[str, int] = {}
+    for work in sk.partition(tiles, steps, clusters, "hybrid"):
+        for t, a, b in work:
+            if t >= dp:
+                key = sk.role(a, b, steps)
+                counts[key] = counts.get(key, 0) + 1
+    parts = [f"{dp} whole pair{'s' * (dp != 1)} round-robin"] if dp else []
+    names = {"whole": "unsplit Stream-K pair", "first": "first split", "middle": "middle split",
+             "final": "final split"}
+    parts += [f"{counts[r]} {names[r]}{'s' * (counts[r] != 1)}" for r in names if r in counts]
+    return ", ".join(parts)
+
+
+def _split_pairs(tiles: int, steps: int, clusters: int) -> set[int]:
+    """The pairs computed in more than one piece."""
+    return {t for work in sk.partition(tiles, steps, clusters, "hybrid") for t, a, b in work if (a, b) != (0, steps)}
+
+
+def owner_slots(m: int, n: int, k: int, clusters: int) -> list[int]:
+    """The workspace slots a run of an m×n×k GEMM on ``clusters`` clusters writes: each split pair's partial sums go
+    to its owner's slots (owner · 2 + block), the owner being the lowest cluster touching the pair; a block whose 128
+    rows lie wholly past M only ever adds zeros (the TMA fills them in), so its slot stays zero."""
+    from helpers import scheduler
+
+    tiles, steps = sk.iteration_space(m, n, k)
+    slots = set()
+    for t in _split_pairs(tiles, steps, clusters):
+        pm, _ = scheduler.grouped_coords(t, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
+        owner = sk.owner(t, clusters, tiles, steps, "hybrid")
+        slots |= {owner * 2 + r for r in range(2) if 256 * pm + 128 * r < m}
+    return sorted(slots)
+
+
+def _slots_hint(written: list[int], want: list[int]) -> str:
+    if not written:
+        return ("nothing reached the workspace: no pair was split, so the kernel ran as Lab 6 (whole pairs) — the "
+                "Stream-K pieces come from plan and Work::item, and a split that is not final stores its sum")
+    owners, got = sorted({s // 2 for s in want}), sorted({s // 2 for s in written})
+    return (f"the partial sums went to the slots of clusters {got[:8]}, the split pairs' owners are {owners[:8]}: a "
+            "split pair's slot and flag are its owner's (the cluster whose range holds the pair's first Stream-K "
+            "iteration), block rank's slot of it")
+
+
+def _run_hint(got: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
+    """Which pairs came out wrong, and what that points at."""
+    m, n = ref.shape
+    tiles, steps = sk.iteration_space(m, n, k)
+    bad_el = np.isnan(got) | (np.abs(got - ref) > _bf16_tolerance(ref, k))
+    from helpers import scheduler
+
+    bad = set()
+    for p in range(tiles):
+        pm, pn = scheduler.grouped_coords(p, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
+        if bad_el[256 * pm:256 * pm + 256, 256 * pn:256 * pn + 256].any():
+            bad.add(p)
+    split = _split_pairs(tiles, steps, clusters)
+    nan = " (NaN: C never written there)" if np.isnan(got[bad_el]).any() else ""
+    if bad and bad <= split:
+        return (f"the pairs computed whole are right; pairs {sorted(bad)[:8]}, computed in splits, are wrong{nan}: "
+                "the fix-up (the slot and order from the owner, the workspace offsets, the wait and the add) or the "
+                "pieces' K ranges")
+    if bad:
+        return (f"pairs {sorted(bad)[:8]} are wrong{nan}, and not only split ones: the work list (Work::item, plan) "
+                "hands out pairs or K ranges the kernel then computes wrongly or never")
+    return "NaN: a tile no split ran the epilogue for; wrong values: a split added twice, missed or read stale partials"
+
+
 def _bf16_tolerance(ref: np.ndarray, k: int) -> np.ndarray:
     return 2e-2 * np.abs(ref) + 2e-3 * math.sqrt(k)
 
 
 def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
     """Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
-    workspace accesses, the reset). Where it can run: random shapes (C poisoned) against fp64, three more launches
-    bit-identical, the flags back to 0; then Lab 7 beside Lab 6 and cuBLAS on the two quantized shapes."""
+    workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
+    and the flags back to 0: on the H100 on every co-resident cluster (random shapes, three more launches), on the
+    course's PTX executor on :data:`EMULATED_CLUSTERS` clusters (:func:`emulator_cases`, one more launch). On the
+    H100 Lab 7 is then timed beside Lab 6 and cuBLAS on the two quantized shapes."""
     from . import _common
 
     rng = _rng(seed)
@@ -693,24 +743,37 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
         if not _common.runnable(kernel, checked="the fix-up's PTX (above), the partition, the striped moves and the "
                                 "ordered protocol (on the emulator)"):
             return
-        shapes = _gpu_cases(rng)
+        hardware = _common.on_h100()
+        shapes = _gpu_cases(rng) if hardware else emulator_cases(rng)
+        repeats = 3 if hardware else 1
         from ml_dtypes import bfloat16
 
         cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
                  for m, n, k in shapes]
-        out = _run(c, "your kernel", gpu_trial, source, cases, 3, timeout=240)
-        for (m, n, k), (a, b), (got, same, left) in zip(shapes, cases, out["results"], strict=True):
+        out = _run(c, "your kernel", gpu_trial, source, cases, repeats, None if hardware else EMULATED_CLUSTERS,
+                   timeout=240)
+        where = "on the GPU" if hardware else "on the emulator"
+        clusters = out["clusters"]
+        for (m, n, k), (a, b), (got, same, left, written) in zip(shapes, cases, out["results"], strict=True):
             ref = a.astype(np.float64) @ b.astype(np.float64).T
             tiles, steps = sk.iteration_space(m, n, k)
-            c.array(f"{m}×{n}×{k} ({tiles} pairs × {steps} K steps on {out['clusters']} clusters): every element "
-                    "against fp64", got.astype(np.float64), ref, atol=_bf16_tolerance(ref, k),
-                    hint="NaN: a tile no split ran the epilogue for; wrong values: a split added twice, missed or "
-                    "read stale partials")
-            c.true(f"{m}×{n}×{k}: three more launches gave the same bits", same,
+            got64 = got.astype(np.float64)
+            c.array(f"{m}×{n}×{k} {where}, {tiles} pair{'s' * (tiles != 1)} × {steps} K steps on {clusters} clusters "
+                    f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
+                    atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
+            again = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
+            c.true(f"{m}×{n}×{k} {where}: {again} gave the same bits", same,
                    hint="the splits must add in K order (wait until the flag reaches your order)")
-            c.true(f"{m}×{n}×{k}: every flag is 0 again after the launch", left == 0,
+            c.true(f"{m}×{n}×{k} {where}: every flag is 0 again after the launches", left == 0,
                    hint="the final split resets its flag (*flag = 0)")
+            want = owner_slots(m, n, k, clusters)
+            c.true(f"{m}×{n}×{k} {where}: the partial sums went through the workspace slots of the split pairs' owners "
+                   f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
         if not benchmark:
+            return
+        if not hardware:
+            print("timing skipped: Lab 7 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
+                  "above)")
             return
         speeds = _run(c, "the timing run", gpu_speed, source, lab6_source(), QUANTIZED, timeout=300)
         for s in speeds:

@@ -1,17 +1,23 @@
 """Lab 5 (the TMA-store epilogue) graders, both ways: the solution passes; the stubs and the named plausible wrong
 answers fail, each on every one of 200 seeds, with a hint that names the mistake. The solution is read from
-solutions/lab5_epilogue.ipynb itself; the kernel's wrong versions are the solution kernel with one change each.
+solutions/lab5_epilogue.ipynb itself; the kernel's wrong versions are the solution kernel with one change each: those
+the PTX shows are rejected statically, those only a run shows are run on the course's PTX executor. Also here: the
+tiered hints (the stubs show tier 0 only; the kernel's comments do not describe the solution).
 
 Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab5.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab5_run_only
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import epilogue, grading, labgen
 from helpers.checks import lab5
@@ -52,17 +58,54 @@ def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 20) -> None:
 
 # ------------------------------------------------------------------------------------------- the notebook
 def test_kernel_is_the_bench_kernel(sol):
-    """The notebook's kernel is bench/kernels/lab5_epilogue.cu with solution markers and hints added, nothing else."""
+    """The notebook's kernel is the code of bench/kernels/lab5_epilogue.cu (the kernel measured on the H100); only
+    its comments differ (the notebook's do not describe the parts the student writes)."""
     bench = (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
-    lines = [ln for ln in sol["LAB5_SRC"].split("\n")
-             if "### BEGIN SOLUTION" not in ln and "### END SOLUTION" not in ln and not re.match(r"\s*// HINT:", ln)]
-    assert "\n".join(lines).strip("\n") == bench.strip("\n")
+    assert code_of(sol["LAB5_SRC"]) == code_of(bench)
 
 
 def test_stub_kernel_names_its_regions(stub):
     assert stub["LAB5_SRC"].count('#error "not written yet:') == 2
     assert "__floats2bfloat162_rn(d[j]" not in stub["LAB5_SRC"]
     assert "tma_store_wait_read<1>" not in stub["LAB5_SRC"]
+
+
+# ------------------------------------------------------------------------------------------- tiered hints
+def test_every_exercise_has_tiered_hints():
+    assert_tiered("lab5", ["lab5-image", "lab5-kernel", "lab5-layout", "lab5-order", "lab5-round"])
+    assert len(lab_exercises("lab5")["lab5-kernel"].regions) == 2
+
+
+def test_the_stubs_show_tier_0_only():
+    assert assert_stubs_show_tier_0_only("lab5_epilogue.ipynb", "lab5") == 6
+
+
+def test_kernel_comments_do_not_describe_the_regions(sol):
+    """What the regions do (the chunk formula, the fence / barrier / store / wait order and depth) is in the hints,
+    not in the comments a student reads."""
+    comments = comments_outside_regions(sol["LAB5_SRC"])
+    for phrase in ("(col / 8) ^ (r % 8)", "wait_group.read 1", "fence.proxy.async", "named barrier", "commits"):
+        assert phrase not in comments, phrase
+
+
+def test_kernel_stub_says_what_to_do_and_how_to_ask_for_more(stub):
+    msg = grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), stub["LAB5_SRC"],
+                                 "not written yet")
+    ex = lab_exercises("lab5")["lab5-kernel"]
+    assert ex.regions[0].hints[0] in msg and "(stuck? lab5.hint('lab5-kernel', 1))" in msg
+
+
+def test_hint_and_answer_entry_points(capsys):
+    lab5.hint("lab5-kernel")
+    lab5.hint("lab5-kernel", 1)
+    lab5.hint("lab5-round", 2)
+    lab5.answer("lab5-kernel")
+    lab5.answer("lab5-kernel", sure=True)
+    out = capsys.readouterr().out
+    kernel = lab_exercises("lab5")["lab5-kernel"]
+    assert "What to do · lab5-kernel" in out and "part 2 of 2" in out and kernel.regions[1].hints[1] in out
+    assert "That was the last hint" in out and "sure=True" in out
+    assert "hopper::tma_store_wait_read<1>();" in out.split("The answer · lab5-kernel")[1]
 
 
 @pytest.mark.parametrize("grader, name", [(lab5.check_to_bf16, "to_bf16"), (lab5.check_smem_offset, "smem_offset"),
@@ -331,24 +374,31 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-def test_a_kernel_with_the_wrong_swizzle_fails_on_the_h100(sol):
-    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU")
+@pytest.mark.parametrize("name", list(lab5_run_only((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
+    src, needles, _ = lab5_run_only(sol["LAB5_SRC"])[name]
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
 def _executor(monkeypatch) -> None:
-    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
-    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    """Run kernels on the course's PTX executor (the default without a GPU; forced here even beside one)."""
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
 
 
-def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     _executor(monkeypatch)
     lab5.check_epilogue_kernel(sol["LAB5_SRC"])
+    out = capsys.readouterr().out
+    assert len(re.findall(r"✓ M=\d+, N=\d+, K=\d+ on the emulator \(\d+ blocks of 128×256\)", out)) == 2, out
+    assert "timing skipped" in out
 
 
-def test_a_kernel_with_the_wrong_swizzle_fails_on_the_executor(sol, monkeypatch):
+@pytest.mark.parametrize("name", list(lab5_run_only((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
+    src, needles, _ = lab5_run_only(sol["LAB5_SRC"])[name]
+    _static_only(monkeypatch)
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab5.check_epilogue_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
-    src = _swap(sol["LAB5_SRC"], "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);")
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the emulator")
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the emulator", *needles)

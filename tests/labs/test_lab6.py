@@ -1,18 +1,24 @@
 """Lab 6 (persistent, clusters, multicast) graders, both ways: the solution passes; the stubs and the named
 plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The cluster model
 itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
-one change each, rejected from its PTX.
+one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
+executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
+comments do not give the barrier counts away).
 
 Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab6.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab6_run_only
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import cluster, grading, labgen, scheduler
 from helpers.checks import lab6
@@ -54,10 +60,38 @@ def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 10) -> None:
 
 # ------------------------------------------------------------------------------------------- the notebook
 def test_kernel_is_the_bench_kernel(sol):
+    """The notebook's kernel is the code of bench/kernels/lab6_persistent.cu (measured on the H100); only comments
+    differ."""
     bench = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
-    lines = [ln for ln in sol["LAB6_SRC"].split("\n")
-             if "### BEGIN SOLUTION" not in ln and "### END SOLUTION" not in ln and not re.match(r"\s*// HINT:", ln)]
-    assert "\n".join(lines).strip("\n") == bench.strip("\n")
+    assert code_of(sol["LAB6_SRC"]) == code_of(bench)
+
+
+# ------------------------------------------------------------------------------------------- tiered hints
+def test_every_exercise_has_tiered_hints():
+    assert_tiered("lab6", ["lab6-footprint", "lab6-kernel", "lab6-loop", "lab6-multicast", "lab6-order",
+                           "lab6-release"])
+    assert len(lab_exercises("lab6")["lab6-kernel"].regions) == 8
+    assert len(lab_exercises("lab6")["lab6-multicast"].regions) == 2
+
+
+def test_the_stubs_show_tier_0_only():
+    assert assert_stubs_show_tier_0_only("lab6_persistent.ipynb", "lab6") == 14
+
+
+def test_kernel_comments_do_not_give_the_counts_away(sol):
+    comments = comments_outside_regions(sol["LAB6_SRC"])
+    for phrase in ("CONSUMERS × CLUSTER", "1 arrival", "WHOLE stage", "mask"):
+        assert phrase not in comments, phrase
+
+
+def test_hint_and_answer_entry_points(capsys):
+    lab6.hint("lab6-kernel", 1)
+    lab6.hint("lab6-multicast", 2)
+    lab6.answer("lab6-release", sure=True)
+    out = capsys.readouterr().out
+    assert "Hint 1 · lab6-kernel" in out and "part 8 of 8" in out
+    assert "Hint 2 · lab6-multicast" in out and "ctx.consumers · ctx.size" in out
+    assert "ctx.arrive(ctx.mapa(ctx.empty[s], cta))" in out.split("The answer · lab6-release")[1]
 
 
 def test_stub_kernel_hides_every_region(stub):
@@ -377,34 +411,44 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-def test_shares_landing_on_each_other_fail_on_the_h100(sol, monkeypatch):
-    """A mistake the PTX cannot show (both halves of B multicast to the same offset) passes the static checks and
-    must fail the run."""
-    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                "tma_load_2d_multicast(a + A_BYTES,")
-    _static_only(monkeypatch)
-    lab6.check_persistent_kernel(src, benchmark=False)  # statically fine
-    monkeypatch.delenv("HELPERS_NO_GPU")
-    monkeypatch.delenv("HELPERS_EXECUTOR")
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU")
+@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
+    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
 def _executor(monkeypatch) -> None:
-    """Run kernels on the course's PTX executor (helpers.ptx, where this checkout has it), even beside a GPU."""
-    pytest.importorskip("helpers.ptx", reason="this checkout has no PTX executor (helpers/ptx)")
+    """Run kernels on the course's PTX executor (the default without a GPU; forced here even beside one)."""
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
 
 
-def test_kernel_solution_passes_on_the_executor(sol, monkeypatch):
-    """Two clusters of two CTAs, several tiles each: the persistent loop, the multicast and the stores across
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
+    """Two clusters of two CTAs, several pairs each: the persistent loop, the multicast and the stores across
     tiles all run."""
     _executor(monkeypatch)
     lab6.check_persistent_kernel(sol["LAB6_SRC"])
+    out = capsys.readouterr().out
+    each = re.findall(r"on the emulator \((\d+) pairs on 2 clusters of 2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)",
+                      out)
+    assert len(each) == 2 and all(int(least) >= 2 for _, least in each), out
 
 
-def test_shares_landing_on_each_other_fail_on_the_executor(sol, monkeypatch):
+@pytest.mark.parametrize("seed", range(40))
+def test_emulator_shapes_give_every_cluster_several_pairs(seed):
+    from helpers.checks.lab5 import _emulator_shapes
+
+    for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab6.LAUNCH):
+        pairs = -(-m // 256) * -(-n // 256)
+        assert pairs >= 4 and m % 8 == n % 8 == k % 8 == 0 and k > 128 and len({m, n, k}) == 3
+
+
+@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
+    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
+    _static_only(monkeypatch)
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
-    src = _swap(sol["LAB6_SRC"], "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                "tma_load_2d_multicast(a + A_BYTES,")
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator")
+    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator",
+                           *needles)

@@ -1,15 +1,22 @@
 """Lab 7 (Stream-K) graders, both ways: the solution passes; the stub and plausible wrong answers fail, each named
-wrong answer on every one of 200 seeds, with a message that names the mistake. The kernel's static checks are
-tested on wrong kernels made from the solution's; the run on an H100 is a ``gpu`` test."""
+wrong answer on every one of 200 seeds, with a message that names the mistake. The kernel's wrong versions are the
+solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
+course's PTX executor (three clusters; first, middle and final splits and whole pairs); the run on an H100 is a
+``gpu`` test. Also here: the tiered hints (the stubs show tier 0 only; the kernel's comments do not describe the
+fix-up) and the diff the lab opens with."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_lab567 import lab7_run_only
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers import grading, labgen
 from helpers import streamk as sk
@@ -312,49 +319,85 @@ def test_fixup_both_warpgroups_releasing_is_rejected():
 
 
 # ------------------------------------------------------------------------------------------- 6 · the kernel
-def _strip_markers(src: str) -> str:
-    keep = [x for x in src.split("\n") if "### BEGIN SOLUTION" not in x and "### END SOLUTION" not in x
-            and not x.strip().startswith("// HINT:")]
-    return "\n".join(keep)
-
-
 def test_notebook_kernel_is_the_measured_reference():
-    assert _strip_markers(SOL["LAB7_SRC"]).lstrip("\n") == lab7.lab7_reference_source()
+    """The notebook's kernel is the code of bench/kernels/lab7_streamk.cu (measured on the H100); only comments
+    differ."""
+    assert code_of(SOL["LAB7_SRC"]) == code_of(lab7.lab7_reference_source())
 
 
-def test_regions_match_the_notebook():
-    """lab7.REGIONS (the opening diff's placeholders) are exactly the notebook's solution regions."""
-    lines = SOL["LAB7_SRC"].split("\n")
-    regions, inside = [], None
-    for line in lines:
-        if "### BEGIN SOLUTION" in line:
-            inside = []
-        elif "### END SOLUTION" in line:
-            regions.append((inside[0], inside[-1]))
-            inside = None
-        elif inside is not None and not line.strip().startswith("// HINT:"):
-            inside.append(line)
-    assert regions == [(first, last) for first, last, _ in lab7.REGIONS]
-
-
-def test_skeleton_shows_no_solution_line():
-    skel = lab7.skeleton()
-    assert skel.count("// ✎ you write:") == len(lab7.REGIONS)
+def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
+    """The opening diff: Lab 6's kernel as solved (labs.json) against Lab 7's as students get it, each part one
+    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 6's speed on the H100."""
+    diff = lab7.kernel_changes()
+    text = repr(diff)
+    assert text.startswith("Lab 6's kernel -> Lab 7's kernel")
+    assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
+    parts = lab_exercises("lab7")["lab7-kernel"].regions
+    assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
+    for region in parts:
+        assert f"// ✎ {region.hints[0]}" in text
     for needle in ("flag_store_release(flag", "flag_wait_geq(flag", "*flag = 0", "W.per = ", "p = p_last -"):
-        assert needle not in skel
-    text = repr(lab7.opening_diff())
-    assert text.startswith("Lab 6 -> Lab 7") and "223 TFLOP/s at 1024×1024×16384" in text
+        assert needle not in text
+    assert "+lab7_gemm(" in text and "-lab6_gemm(" in text
 
 
 def test_student_kernel_stub_fails():
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), STUB["LAB7_SRC"],
-                           "not written yet", "hint")
+    msg = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), STUB["LAB7_SRC"],
+                                 "not written yet", "hint")
+    assert "(stuck? lab7.hint('lab7-kernel', 1))" in msg
 
 
-def test_solution_kernel_passes_static_checks(capsys):
-    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=False)
+# ------------------------------------------------------------------------------------------- tiered hints
+def test_every_exercise_has_tiered_hints():
+    assert_tiered("lab7", ["lab7-fixup", "lab7-hybrid", "lab7-kernel", "lab7-ranges", "lab7-space", "lab7-striped"])
+    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 5
+
+
+def test_the_stubs_show_tier_0_only():
+    assert assert_stubs_show_tier_0_only("lab7_streamk.ipynb", "lab7") == 11
+
+
+def test_kernel_comments_do_not_describe_the_fixup():
+    comments = comments_outside_regions(SOL["LAB7_SRC"])
+    for phrase in ("releases the pair's flag", "flag + 1", "resets the flag", "c·16384 + j·128 + t",
+                   "keyed by the lowest cluster"):
+        assert phrase not in comments, phrase
+
+
+def test_hint_and_answer_entry_points(capsys):
+    lab7.hint("lab7-kernel")
+    lab7.hint("lab7-fixup", 2)
+    lab7.answer("lab7-fixup")
+    lab7.answer("lab7-kernel", sure=True)
+    out = capsys.readouterr().out
+    assert "What to do · lab7-kernel" in out and "part 5 of 5" in out and "More: lab7.hint('lab7-kernel', 1)" in out
+    assert "Hint 2 · lab7-fixup" in out and "That was the last hint" in out and "sure=True" in out
+    assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab7-kernel")[1]
+
+
+# ------------------------------------------------------------------------------------------- 6 · the kernel, run
+def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
     assert "bar.sync lies between the workspace stores and the release" in out
+    assert out.count(" on the emulator, ") == 3 and out.count("on 3 clusters") == 3, out
+    assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
+    assert "timing skipped" in out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_emulator_cases_exercise_every_role(seed):
+    """Whatever the seed, the emulated run has whole pairs round-robin and first, middle and final splits, partial
+    tiles in M and N and a partial last K step, and stays small (at most 24 pair × K step iterations a shape)."""
+    shapes = lab7.emulator_cases(grading.SeededRng(seed))
+    roles = " ".join(lab7.roles_of(*sk.iteration_space(m, n, k), lab7.EMULATED_CLUSTERS) for m, n, k in shapes)
+    for role in ("whole pairs round-robin", "first split", "middle split", "final split"):
+        assert role in roles
+    assert any(m % 256 and n % 256 and k % 64 for m, n, k in shapes)
+    for m, n, k in shapes:
+        tiles, steps = sk.iteration_space(m, n, k)
+        assert tiles * steps <= 24 and m % 8 == n % 8 == k % 8 == 0
 
 
 def _swap(src: str, old: str, new: str) -> str:
@@ -394,6 +437,25 @@ def test_reference_ptx_protocol_all_pass():
     k = gpu.compile(lab7.lab7_reference_source(), lab7.KERNEL_NAME)
     assert all(ok for _, ok, _ in lab7.ptx_protocol(k.ptx))
     assert len(lab7.ptx_protocol(k.ptx)) == 7
+
+
+@pytest.mark.parametrize("name", list(lab7_run_only(SOL["LAB7_SRC"])))
+def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, monkeypatch):
+    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab7.check_streamk_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")  # the fixed shapes show each mistake, whatever the seed
+    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=0), src,
+                           "on the emulator" if "deadlock" not in needles else "when it ran", *needles)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab7_run_only(SOL["LAB7_SRC"]).items() if on_gpu])
+def test_run_only_wrong_kernels_fail_on_the_h100(name):
+    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
+    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, *needles)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,159 @@
+"""Labs 5-7 on an H100, through their graders: each solution kernel checked on random non-square shapes and timed
+(Lab 5 and Lab 6 at 4096³ beside cuBLAS, Lab 7 beside Lab 6 and cuBLAS on its two wave-quantized shapes), then the
+wrong kernels only a run can catch (their PTX passes every static check), which the graders must reject on the GPU
+as they do on the course's PTX executor.
+
+Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab567.py [OUT_DIR]``. Writes ``gpu_lab567.json`` (every
+expectation, its outcome and the grader's output) into OUT_DIR; exit status 0 when every expectation held. The lab
+tests (``test_lab5.py`` … ``test_lab7.py``) run the same wrong kernels on the executor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _swap(src: str, old: str, new: str) -> str:
+    if old not in src:
+        raise ValueError(f"the solution kernel no longer contains {old!r}")
+    return src.replace(old, new)
+
+
+#: a run-only wrong kernel: (its source, words the grader's failure must hold, whether the H100 shows it every time
+#: too: a mistake that is a race there may slip through a run, where the executor's fixed schedule catches it)
+WrongKernel = tuple[str, tuple[str, ...], bool]
+
+
+def lab5_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 5 kernels whose PTX passes every static check, each with one mistake in a region."""
+    return {
+        "no swizzle in the sub-tile": (_swap(src, "const int chunk = (j / 4) ^ (r % 8);", "const int chunk = (j / 4);"),
+                                       ("r % 8 == 0 are right", "not swizzled"), True),
+        "both warpgroups store at row m0": (_swap(src, "n0 + sub * SUB, m0 + 64 * c);", "n0 + sub * SUB, m0);"),
+                                            ("never written",), True),
+        "the fragment's row without its 8-row half": (_swap(src, "const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);",
+                                                            "const int r = 16 * w + l / 4;"), ("8-row half",), True),
+    }
+
+
+def lab6_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 6 kernels whose PTX passes every static check, each with one mistake in a region."""
+    producer_m0 = "        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"  # (the consumers' is indented less)
+    return {
+        "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
+                                                      "tma_load_2d_multicast(a + A_BYTES,"), ("sub-tiles of C",), True),
+        "both CTAs load the same half of B": (_swap(src, "n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);",
+                                                    "n0, (1u << CLUSTER) - 1);"), ("sub-tiles of C",), True),
+        "the producer loads CTA 0's rows of A in both CTAs": (_swap(src, producer_m0, producer_m0.replace(
+            " + rank * BM", "")), ("sub-tiles of C are wrong",), True),
+        "the last raster group not clipped": (_swap(src, "const int rows = min(pairs_m - first, LAB6_GROUP);",
+                                                    "const int rows = LAB6_GROUP;"),
+                                              ("never written", "a pair no cluster took"), True),
+    }
+
+
+def lab7_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 7 kernels whose PTX passes every static check, each with one mistake in a region."""
+    wait = 'hopper::flag_wait_geq(flag, order, "flags"'
+    return {
+        "both warpgroups share one part of the slot": (_swap(src, "+ c * (64 * BN) + tid;", "+ tid;"),
+                                                       ("computed whole are right", "computed in splits, are wrong"),
+                                                       True),
+        "the owner from the pair's last iteration": (_swap(
+            src, "const int owner = (int)(first_g / W.per);",
+            "const int owner = (int)((first_g + steps - 1) / W.per);"), ("deadlock", "flags["), True),
+        "the Stream-K pairs numbered from 0": (_swap(src, "const long long t0 = (long long)(p - dp_pairs) * steps;",
+                                                     "const long long t0 = (long long)p * steps;"),
+                                               ("not only split ones", "the work list"), True),
+        "both blocks of a cluster share one flag": (_swap(src, "unsigned* flag = flags + owner * CLUSTER + rank;",
+                                                          "unsigned* flag = flags + owner * CLUSTER;"),
+                                                    ("deadlock", "flags["), False),
+        "a split waits for one split too few": (_swap(src, wait, 'hopper::flag_wait_geq(flag, order - 1, "flags"'),
+                                                ("computed in splits, are wrong",), False),
+        "per not divided by the clusters (no pair is ever split)": (_swap(
+            src, "W.per = (total + clusters - 1) / clusters;", "W.per = total + clusters - 1;"),
+            ("nothing reached the workspace",), True),
+    }
+
+
+def _solutions() -> dict[str, str]:
+    from helpers import labgen
+
+    out = {}
+    for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_streamk", "LAB7_SRC")):
+        out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
+    return out
+
+
+def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[str, ...] | None) -> None:
+    """Run one grader; ``needles`` None: it must pass; else it must fail with every needle in its message."""
+    from helpers import grading
+
+    t0 = time.time()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            grade(source)
+            msg = None
+        except grading.CheckFailed as exc:
+            msg = str(exc)
+    if needles is None:
+        ok = msg is None
+    else:
+        ok = msg is not None and all(n in msg for n in needles) and ("on the GPU" in msg or "when it ran" in msg)
+    verdict = "passed" if msg is None else "rejected"
+    print(f"{'OK  ' if ok else 'BAD '} {name}: {verdict} ({time.time() - t0:.1f} s)")
+    if not ok or needles is None:
+        print(buf.getvalue() + (msg or ""))
+    results.append({"name": name, "expected": "pass" if needles is None else f"reject, naming {list(needles)}",
+                    "outcome": verdict, "ok": ok, "output": buf.getvalue(), "message": msg,
+                    "seconds": round(time.time() - t0, 1)})
+
+
+def main(out: Path) -> int:
+    from helpers import gpu
+    from helpers.checks import lab5, lab6, lab7
+
+    out.mkdir(parents=True, exist_ok=True)
+    if not gpu.hopper_available():
+        print(f"no Hopper GPU ({gpu.no_hopper_reason()}): nothing to run; the lab tests run these on the executor")
+        return 0
+    info = gpu.device_info()
+    print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; device: {info}")
+    src = _solutions()
+    results: list[dict] = []
+    _expect(results, "Lab 5 solution (timed at 4096³)", lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,)),
+            src["LAB5_SRC"], None)
+    _expect(results, "Lab 6 solution (timed at 4096³)", lambda s: lab6.check_persistent_kernel(s, sizes=(4096,)),
+            src["LAB6_SRC"], None)
+    _expect(results, "Lab 7 solution (timed beside Lab 6 on the quantized shapes)",
+            lambda s: lab7.check_streamk_kernel(s, benchmark=True), src["LAB7_SRC"], None)
+    graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False),
+               "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False),
+               "lab7": lambda s: lab7.check_streamk_kernel(s, benchmark=False)}
+    tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),
+              "lab7": lab7_run_only(src["LAB7_SRC"])}
+    for lab, table in tables.items():
+        for name, (source, needles, on_gpu) in table.items():
+            if on_gpu:
+                _expect(results, f"{lab} wrong · {name}", graders[lab], source, needles)
+    meta = {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
+            "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}", "script": "tests/labs/gpu_lab567.py"}
+    (out / "gpu_lab567.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    bad = [r["name"] for r in results if not r["ok"]]
+    print("\n".join(["PROBLEMS:"] + bad) if bad else "all expectations held")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/out")))
