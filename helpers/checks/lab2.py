@@ -616,8 +616,8 @@ def _run_gemm(c: grading.Check, k: Any, full_source: str, kernel: str | None, rn
 # Exercise 6: the bug hunt, a silent race
 # ---------------------------------------------------------------------------------------------------------
 BUGGY_KERNEL = r"""
-// A colleague's Lab 2 kernel, written with the course header. It compiles, it never hangs, and its C is right
-// on most runs. Not on all of them.
+// A colleague's Lab 2 kernel, written with the course header. It compiles, it never hangs, and it passed every
+// test the colleague ran.
 constexpr int BM = 64, BN = 64, BK = 64, STAGES = 2, THREADS = 128;
 constexpr unsigned STAGE_BYTES = (BM + BN) * BK * 2;
 
@@ -680,10 +680,10 @@ BUG_CHOICES = {
 }
 
 
-def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> None:
-    """Run a lab2_gemm and say which runs gave a wrong C: on the H100 ``runs`` times on the same random size³
-    problem (isolated); on the emulator once at 128×64×256, since its schedule is the same on every run; with
-    neither, one line says it was skipped."""
+def run_many(source: str = BUGGY_KERNEL, runs: int = 4, sizes: tuple[int, ...] = (512, 2048)) -> None:
+    """Run a lab2_gemm and say which runs gave a wrong C. On the H100: ``runs`` times at each size³ on the same random
+    inputs (isolated). On the emulator: once at 128×64×256 as is (its schedule is the same on every run), then once in
+    hazard mode, which names a race whatever the timing. With neither, one line says it was skipped."""
     from helpers import gpu
 
     k = gpu.compile(HEADER + source, KERNEL_NAME)
@@ -691,11 +691,26 @@ def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> Non
         print(f"{k.report.summary()}; run skipped: no sm_90 GPU here ({gpu.no_hopper_reason()}) and the emulator is "
               "off (HELPERS_EXECUTOR=off); the replay below finds the race without either")
         return
-    m, n, kk = (size, size, size) if C.on_h100() else (128, 64, 256)  # emulated: 2 tiles, 4 K steps, about a second
-    if not C.on_h100():
-        runs = 1
-    rng = np.random.default_rng(2)
-    a, b = C.make_operands(rng, m, n, kk)
+    if C.on_h100():
+        for size in sizes:
+            _report_runs(source, size, size, size, runs)
+        return
+    _report_runs(source, 128, 64, 256, 1)
+    from helpers import ptx
+
+    with ptx.executor_options(hazards=True):
+        try:
+            C.run(C.gemm_run, HEADER + source, KERNEL_NAME, [C.make_operands(np.random.default_rng(2), 128, 64, 256)],
+                  1, what="the kernel in hazard mode", timeout=300)
+        except grading.CheckFailed as exc:
+            print(str(exc).split("\n  also:")[0])
+            return
+    print("hazard mode: no race found")
+
+
+def _report_runs(source: str, m: int, n: int, kk: int, runs: int) -> None:
+    """Run the kernel ``runs`` times on one random M×N×K problem and print which runs gave a wrong C, and where."""
+    a, b = C.make_operands(np.random.default_rng(2), m, n, kk)
     try:
         outs = C.run(C.gemm_run, HEADER + source, KERNEL_NAME, [(a, b)], runs, what="the kernel", timeout=300)
     except grading.CheckFailed as exc:
@@ -711,11 +726,11 @@ def run_many(source: str = BUGGY_KERNEL, runs: int = 8, size: int = 2048) -> Non
         if wrong.any():
             bad_runs += 1
             rows = np.unique(np.argwhere(wrong)[:, 0] // 64)
-            print(f"run {r + 1}: {int(wrong.sum())} of {wrong.size} elements wrong, in {len(rows)} row(s) of "
+            print(f"  run {r + 1}: {int(wrong.sum())} of {wrong.size} elements wrong, in {len(rows)} row(s) of "
                   f"tiles (first: tile row {int(rows[0])})")
         else:
-            print(f"run {r + 1}: C is right")
-    print(f"{bad_runs} of {runs} run{'s' if runs > 1 else ''} gave a wrong C")
+            print(f"  run {r + 1}: C is right")
+    print(f"  {bad_runs} of {runs} run{'s' if runs > 1 else ''} gave a wrong C")
 
 
 def replay(program_for_warp: Callable[[int, Callable[[int, int], float]], Callable], *, k_steps: int = 6,
@@ -762,7 +777,7 @@ def _story(p: Any, stage: int, last: int = 14) -> None:
 
 
 def check_bug_diagnosis(diagnosis: Callable[[], str]) -> None:
-    """The multiple choice: ``diagnosis()`` -> the letter of the reason BUGGY_KERNEL is wrong on some runs."""
+    """The multiple choice: ``diagnosis()`` -> the letter of the reason BUGGY_KERNEL is wrong at some sizes."""
     with grading.check("Lab 2 · bug hunt: the diagnosis") as c:
         got = str(C.call(c, "diagnosis()", diagnosis)).strip().lower()
         if got not in BUG_CHOICES:

@@ -434,6 +434,15 @@ def _grid_words(spec: GemmLaunch, m: int, n: int, hardware: bool) -> str:
     return f"{pairs} pairs on {clusters} clusters of {spec.cluster} CTAs, {each} pairs each in turn"
 
 
+def _rows_hold_next_half(got: np.ndarray, ref: np.ndarray, tol: np.ndarray) -> bool:
+    """Whether rows r with r % 16 < 8 hold what rows r + 8 should (almost everywhere): the 8-row half dropped."""
+    first = np.arange(ref.shape[0] - 8)
+    first = first[first % 16 < 8]
+    if not first.size:
+        return False
+    return float(np.mean(np.abs(got[first] - ref[first + 8]) <= tol[first + 8])) > 0.9
+
+
 def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLaunch) -> str:
     """What the wrong elements of a run's C point at, by 64×64 sub-tile: never written (NaN), all wrong, or some."""
     bad = np.isnan(got) | (np.abs(got - ref) > tol)
@@ -454,6 +463,10 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLa
     if nan_rows[row % 16 >= 8].all() and not nan_rows[row % 16 < 8].any():
         return ("rows 8–15 of every 16 were never written (NaN): a register's row also depends on its 8-row half, "
                 "8 · ((j / 2) % 2), as in the fragment map")
+    if _rows_hold_next_half(got, ref, tol) and bad_rows[row % 16 >= 8].all():
+        return ("rows 0–7 of every 16 hold the values of rows 8–15, and rows 8–15 were never written by this tile "
+                "(stale shared memory went out): a register's row also depends on its 8-row half, 8 · ((j / 2) % 2), "
+                "as in the fragment map")
     never = per_subtile(np.isnan(got), True).all(axis=2)
     wrong = per_subtile(bad, False).any(axis=2)
     r, col = (int(v) for v in np.argwhere(never if never.any() else wrong)[0])

@@ -51,7 +51,7 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
     producer_m0 = "        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"  # (the consumers' is indented less)
     return {
         "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                                                      "tma_load_2d_multicast(a + A_BYTES,"), ("sub-tiles of C",), True),
+                                                      "tma_load_2d_multicast(a + A_BYTES,"), ("sub-tile",), True),
         "both CTAs load the same half of B": (_swap(src, "n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);",
                                                     "n0, (1u << CLUSTER) - 1);"), ("sub-tiles of C",), True),
         "the producer loads CTA 0's rows of A in both CTAs": (_swap(src, producer_m0, producer_m0.replace(

@@ -385,6 +385,7 @@ def test_run_many_runs_once_on_the_emulator(capsys, executor):
     lab2.run_many()
     out = capsys.readouterr().out
     assert "ran on the emulator" in out and "1 run at M=128, N=64, K=256" in out and "1 of 1 run gave a wrong C" in out
+    assert "in hazard mode" in out and "a stage overwritten" in out and "release a stage only after reading it" in out
 
 
 def test_run_many_says_it_skipped_without_a_gpu_or_the_emulator(capsys, no_gpu):
@@ -405,3 +406,20 @@ def test_gpu_solutions_run(sol2, wrappers):
 def test_gpu_wrong_parity_deadlocks(sol2, wrappers):
     kernel = swap(sol2["LAB2_KERNEL"], "my_mbar_wait(&full[s], (k / STAGES) & 1,", "my_mbar_wait(&full[s], 1,")
     rejects(lab2.check_gemm, wrappers + kernel, "deadlock|differ", seeds=None)
+
+
+def test_bug_hunt_text_matches_the_h100_race_rates():
+    """Exercise 6 says what the H100 did with the colleague's kernel (tests/data/lab2_race_rates_h100.json, 20 runs
+    per size): right on every run at 256³ and 512³, wrong on every run at 1024³ and 2048³."""
+    import json
+
+    rates = json.loads((ROOT / "tests" / "data" / "lab2_race_rates_h100.json").read_text())
+    race = rates["variants"]["release_before_read"]
+    assert rates["meta"]["gpu"].startswith("NVIDIA H100") and rates["meta"]["runs"] == 20
+    assert race["256"]["wrong_runs"] == race["512"]["wrong_runs"] == 0
+    assert race["1024"]["wrong_runs"] == race["2048"]["wrong_runs"] == 20
+    lo, hi = min(race["1024"]["wrong_elements"]), max(race["1024"]["wrong_elements"])
+    cells = json.loads((ROOT / "solutions" / "lab2_mbarrier.ipynb").read_text())["cells"]
+    text = " ".join("".join(c["source"]).replace("\n", " ") for c in cells)
+    assert "at 256³ and 512³ all 20 runs" in text and "at 1024³ all 20 were wrong" in text
+    assert f"{round(lo, -3):,} to {round(hi, -3):,} wrong elements" in text

@@ -402,3 +402,22 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
         lab5.check_epilogue_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
     grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the emulator", *needles)
+
+
+def test_result_hint_names_the_8_row_half_from_stale_shared_memory():
+    """On the H100 the rows a dropped 8-row half never writes hold stale shared memory, not NaN: rows r % 16 < 8
+    then hold rows r + 8's values, and the hint still names the 8-row half."""
+    from helpers.checks import lab5 as checks
+
+    rng = np.random.default_rng(0)
+    m, n = 776, 200
+    ref = rng.standard_normal((m, n))
+    tol = np.full_like(ref, 1e-3)
+    got = rng.standard_normal((m, n)) * 7  # stale bytes
+    rows = np.arange(m - 8)
+    rows = rows[rows % 16 < 8]
+    got[rows] = ref[rows + 8]
+    spec = None  # only a never-written sub-tile's hint reads the launch
+    assert "8-row half" in checks._result_hint(got, ref, tol, spec)
+    got[rows] = ref[rows]  # only rows 8-15 wrong: not this mistake
+    assert "8-row half" not in checks._result_hint(got, ref, tol, spec)
