@@ -35,7 +35,7 @@ __all__ = [
     "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol", "check_overlapped_consumer",
     "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec", "check_pc_kernel",
     "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "step_changes", "lab3_speed_note",
-    "ladder_rows", "ladder_table", "show_ladder",
+    "ladder_rows", "ladder_table", "show_ladder", "show_timeline",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -900,6 +900,33 @@ def _run_kernel(c: grading.Check, spec: KernelSpec, kern: Any, stages: int, rng:
                 got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
                 hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
                 "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
+
+
+def show_timeline(source: str, kernel_name: str = PC.name, m: int = 256, n: int = 256, k: int = 512) -> Any:
+    """Your kernel's own pipeline: run it once on the course's PTX executor (on any machine, with the pipeline
+    model's latencies: a copy lands 500 cycles after it is issued, a wgmma takes 100) with every warp's waits,
+    copies, wgmmas and arrivals recorded, and draw one block at a time as the Lesson 04 timeline. ``source``: your
+    wrappers and the kernel, as the check takes them."""
+    import numpy as np
+
+    from helpers import gpu, ptx
+    from helpers.gpu import TensorMapArg
+    from helpers.widgets import trace as trace_view
+
+    spec = {PC.name: PC, WS.name: WS}[kernel_name]
+    stages = source_stages(source)
+    if stages is None:
+        raise ValueError("constexpr int STAGES = <a number> is missing from the source")
+    kern = C.compile_student(HEADER + source, spec.name, what="your kernel")
+    a, b = gpu.random_host((m, k), gpu.bfloat16, seed=1), gpu.random_host((n, k), gpu.bfloat16, seed=2)
+    res = ptx.run(kern, (-(-n // spec.bn), -(-m // spec.bm)), spec.threads, dynamic_smem_bytes(stages, spec.bm, spec.bn),
+                  TensorMapArg(a, (spec.bm, 64)), TensorMapArg(b, (spec.bn, 64)), np.full((m, n), np.nan, np.float32),
+                  np.int32(m), np.int32(n), np.int32(k), hazards=False, trace=True)
+    wrong = ~np.isclose(res.arrays[2], a.astype(np.float64) @ b.astype(np.float64).T, rtol=2e-2, atol=5e-2)
+    print(f"{kernel_name} at M={m}, N={n}, K={k} on the emulator: {res.trace.meta.get('tma_latency')} cycles per "
+          f"copy, {res.trace.meta.get('wgmma_latency')} per wgmma; C " + (
+              "right" if not wrong.any() else f"wrong in {int(wrong.sum())} elements (the check says why)"))
+    return trace_view.trace_widget(res.trace)
 
 
 def check_pc_kernel(source: str, kernel: str | None = None, *, benchmark: bool = True, size: int = 4096,

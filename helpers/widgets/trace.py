@@ -16,6 +16,7 @@ then :func:`trace_widget` shows one block at a time (a block picker) in a 900-px
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from helpers.ptx.machine import Event
@@ -23,7 +24,16 @@ from helpers.ptx.trace import Trace
 from helpers.widgets import figure
 from helpers.widgets.pipeline import Bar, Mark, draw_timeline, timeline_figure
 
-__all__ = ["trace_bars", "lane_names", "trace_figure", "trace_widget"]
+__all__ = ["trace_bars", "lane_names", "trace_figure", "trace_widget", "load_measured", "MEASURED"]
+
+#: one launch of Lab 4's 128×128 ring kernel stamped on an H100 (tools/gpu_jobs/hazard/trace_h100.py)
+MEASURED = Path(__file__).resolve().parents[2] / "tests" / "data" / "lab4_trace_h100.json"
+
+
+def load_measured() -> Trace | None:
+    """The H100 trace of the Lab 4 ring kernel (two blocks, the producer warp and each consumer warpgroup's first
+    warp), or None where it was not captured."""
+    return Trace.from_json(MEASURED) if MEASURED.exists() else None
 
 _COPY = re.compile(r"copy (\d+)")
 

@@ -30,5 +30,8 @@ def test_executor_matches_the_h100_bit_for_bit() -> None:
             os.environ["HELPERS_EXECUTOR"] = old
     bad = [k["name"] for k in res["kernels"] if not k["bit_identical"]]
     bad += [a["op"] for a in res["alu"] if not a["bit_identical"]]
-    bad += [s["demo"] for s in res["sentences"] if not s["identical"]]
+    # a deadlock is reported by whichever waiter gives up first (a race among the waiters on the GPU): the same
+    # barrier, parity and block is the same report
+    bad += [s["demo"] for s in res["sentences"] if not (s["same_but_waiter"] if "deadlock" in s["demo"] else
+                                                         s["identical"])]
     assert not bad, bad
