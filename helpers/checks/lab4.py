@@ -919,7 +919,8 @@ def show_timeline(source: str, kernel_name: str = PC.name, m: int = 256, n: int 
         raise ValueError("constexpr int STAGES = <a number> is missing from the source")
     kern = C.compile_student(HEADER + source, spec.name, what="your kernel")
     a, b = gpu.random_host((m, k), gpu.bfloat16, seed=1), gpu.random_host((n, k), gpu.bfloat16, seed=2)
-    res = ptx.run(kern, (-(-n // spec.bn), -(-m // spec.bm)), spec.threads, dynamic_smem_bytes(stages, spec.bm, spec.bn),
+    grid, smem = (-(-n // spec.bn), -(-m // spec.bm)), dynamic_smem_bytes(stages, spec.bm, spec.bn)
+    res = ptx.run(kern, grid, spec.threads, smem,
                   TensorMapArg(a, (spec.bm, 64)), TensorMapArg(b, (spec.bn, 64)), np.full((m, n), np.nan, np.float32),
                   np.int32(m), np.int32(n), np.int32(k), hazards=False, trace=True)
     wrong = ~np.isclose(res.arrays[2], a.astype(np.float64) @ b.astype(np.float64).T, rtol=2e-2, atol=5e-2)

@@ -59,11 +59,19 @@ def multicast_figure(cm: int = 2, cn: int = 1, share: str = "B", BM: int = 128, 
     def cta_xy(i, j):
         return 1.2 + j * (cw + gap), -(i * (ch + gap))
 
+    centers: list[tuple[float, float, str]] = []
     for p in s.plans:
         i, j = p.cta
         x, y = cta_xy(i, j)
         box(x, y - ch, x + cw, y, _COLORS[p.rank % len(_COLORS)],
             f"CTA {p.rank} ({i},{j})<br>expects {p.expect_tx // 1024} KiB", 0.15)
+        loads = ", ".join(f"{ld.operand} rows {ld.rows[0]}–{ld.rows[1] - 1}" for ld in p.issues)
+        centers.append((x + cw / 2, y - ch / 2, f"CTA {p.rank} ({i},{j}): loads {loads or 'nothing'}; full[s] "
+                                                 f"expects {p.expect_tx} bytes; reads {p.l2_bytes} bytes from L2"))
+    # the CTAs as hover targets (the boxes are shapes, which plotly does not hover)
+    fig.add_trace(go.Scatter(x=[c[0] for c in centers], y=[c[1] for c in centers], mode="markers",
+                             marker={"size": 40, "opacity": 0}, hovertext=[c[2] for c in centers],
+                             hoverinfo="text", name="CTAs"))
     seen = set()
     for p in s.plans:
         for ld in p.issues:
@@ -135,9 +143,12 @@ def cluster_widget(cm: int = 2, cn: int = 1, share: str = "B"):
             return
         s = cluster_summary(cm_w.value, cn_w.value, share_w.value)
         table.value = _summary_html(s)
-        new = multicast_figure(cm_w.value, cn_w.value, share_w.value).layout
+        new_fig = multicast_figure(cm_w.value, cn_w.value, share_w.value)
+        new = new_fig.layout
         with fig.batch_update():
             fig.layout.shapes, fig.layout.annotations = new.shapes, new.annotations
+            fig.data[0].x, fig.data[0].y, fig.data[0].hovertext = new_fig.data[0].x, new_fig.data[0].y, \
+                new_fig.data[0].hovertext
             fig.layout.xaxis.range, fig.layout.yaxis.range = new.xaxis.range, new.yaxis.range
             fig.layout.height = new.height
 

@@ -15,6 +15,7 @@ over time, with and without the barrier).
 from __future__ import annotations
 
 from helpers.seqbar import SeqBarStepper, SeqStep, pingpong_programs, run_programs
+from helpers.widgets import figure
 
 __all__ = ["PRESETS", "play", "slot_grid", "step_timeline", "seqbar_stepper_widget", "pingpong_figure"]
 
@@ -103,7 +104,7 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
     fig.update_yaxes(title="section", dtick=1, autorange="reversed", row=1, col=1)
     fig.update_xaxes(title="step", row=1, col=2)
     fig.update_yaxes(title="group", dtick=1, row=1, col=2)
-    fig.update_layout(height=320, width=880, margin={"l": 50, "r": 10, "t": 40, "b": 40}, showlegend=False)
+    fig.update_layout(height=320, width=880, margin={"l": 50, "r": 10, "t": figure.TOP, "b": 40}, showlegend=False)
 
     def redraw():
         s = state["s"]
@@ -167,6 +168,6 @@ def pingpong_figure(tiles_per_group: int = 3, mma: float = 4.0, epi: float = 2.0
                                  orientation="h", marker_color=colors[sec.name], showlegend=False,
                                  hovertemplate=f"{sec.name} of group {sec.group}: {sec.start:g}–{sec.end:g}"
                                  "<extra></extra>"), row=row, col=1)
-    fig.update_layout(height=300, width=880, barmode="overlay", margin={"l": 60, "r": 10, "t": 40, "b": 30})
+    fig.update_layout(height=300, width=880, barmode="overlay", margin={"l": 60, "r": 10, "t": figure.TOP, "b": 30})
     fig.update_xaxes(title="time (MMA = 4 units, epilogue = 2)", row=2, col=1)
     return go.FigureWidget(fig)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import streamk as sk
+from helpers.widgets import figure
 
 __all__ = ["space_grid", "gantt", "compare", "streamk_widget", "SHAPES", "KIND_COLORS"]
 
@@ -92,7 +93,7 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
                                  showlegend=col == 2, customdata=[],
                                  hovertemplate=kind + " · tile %{customdata}<extra></extra>"), row=2, col=col)
     fig.update_layout(height=560, width=880, barmode="overlay", bargap=0.05,
-                      margin={"l": 50, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.08})
+                      margin={"l": 50, "r": 10, "t": figure.TOP, "b": 40}, legend={"orientation": "h", "y": -0.08})
     for col in (1, 2):
         fig.update_yaxes(title="tile" if col == 1 else None, autorange="reversed", row=1, col=col)
         fig.update_xaxes(title="K step", row=1, col=col)

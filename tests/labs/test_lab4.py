@@ -617,3 +617,12 @@ def test_hint_and_answer_entry_points(capsys):
     assert "part 5 of 5" in out and "sure=True" in out
     assert "return k % S, (k // S) & 1" in out.split("The answer · lab4-ring")[1]
     assert "there is no exercise" in hints.hint_text("lab4-kernel", 1)
+
+
+def test_show_timeline_draws_the_students_own_kernel(capsys):
+    """The cell after the 128×128 check: the kernel recorded on the executor, drawn by the trace widget."""
+    box = lab4.show_timeline(WRAPPERS + PC_KERNEL)
+    out = capsys.readouterr().out
+    assert "lab4_pc_gemm at M=256, N=256, K=512 on the emulator" in out and "C right" in out and box is not None
+    with pytest.raises(ValueError, match="STAGES"):
+        lab4.show_timeline(WRAPPERS + PC_KERNEL.replace("STAGES = 4,", "STAGES = N,"))

@@ -12,7 +12,7 @@ from helpers import grading
 from helpers.quizzes import lesson00
 from helpers.widgets import barrier, fragments, swizzle, tensormap_builder, tiles
 from helpers.widgets import pipeline as timeline
-from helpers.widgets import registers"""
+from helpers.widgets import cluster, epilogue, registers, roofline, scheduler, seqbar, streamk, striped, trace"""
 
 #: name -> the cell that shows it (the screenshot is saved as test-artifacts/browser/<name>.png)
 GALLERY: dict[str, str] = {
@@ -28,6 +28,14 @@ GALLERY: dict[str, str] = {
     "pipeline_timeline": "timeline.pipeline_widget()",
     "pipeline_bug": 'timeline.pipeline_widget(scenario="bug: EMPTY count 1 with 2 consumers", stages=3)',
     "register_budget": "registers.register_budget_widget()",
+    "trace_h100": "trace.trace_widget(trace.load_measured())",
+    "roofline": "roofline.roofline_widget()",
+    "scheduler": "scheduler.scheduler_widget()",
+    "cluster": "cluster.cluster_widget()",
+    "epilogue_race": "epilogue.epilogue_race_widget()",
+    "seqbar_stepper": "seqbar.seqbar_stepper_widget()",
+    "striped": "striped.striped_widget(threads=64, elements=1024, columns=64)",
+    "streamk": "streamk.streamk_widget()",
     "quiz": "lesson00.blocks",
     "check_report": "with grading.check('Lab 0 · a failing check', seed=7) as c:\n    c.ok('a first comparison')\n"
                     "    c.equal('bytes of a 64×64 bf16 box', 4096, 8192, hint='rows × columns × 2 bytes')",
