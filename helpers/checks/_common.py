@@ -16,6 +16,7 @@ import contextlib
 import difflib
 import html
 import json
+import os
 import re
 import time
 import traceback
@@ -233,7 +234,7 @@ can_run = runnable
 
 
 def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any = None, hint: str = "",
-        hazards: bool = False) -> Any:
+        hazards: bool | None = None) -> Any:
     """THE run path of every CUDA check. ``target`` is a Kernel (then ``args`` are grid, block, shared memory and the
     kernel's arguments: numpy arrays are copied in and come back, ``gpu.TensorMapArg`` becomes a tensor map) or a
     module-level function that launches kernels itself (then its return value comes back).
@@ -241,14 +242,24 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any 
     On the H100 the run happens in a child process (``gpu.run_isolated``), so a fault or a deadlock is a sentence and
     the notebook survives. On the PTX executor it happens in this process (an emulated kernel cannot break it: its
     memory is numpy arrays, a fault is an exception, and each launch has its own time limit). A fault or a deadlock
-    becomes a CheckFailed with the runtime's sentence and ``hint``. ``hazards=True`` asks the executor's hazard mode
-    (when it has one) to report races the run's timing would hide: passed on to ``gpu.run_isolated`` with a Kernel,
-    to the function as a keyword otherwise."""
+    becomes a CheckFailed with the runtime's sentence and ``hint``. On the executor the run is in hazard mode unless
+    ``hazards=False`` (or ``HELPERS_EXECUTOR_HAZARDS=0``): every copy lands at the latest moment the rules allow and
+    a race the GPU's timing would hide fails the run, naming both accesses."""
     from helpers import gpu
 
     extra = {"cluster": cluster} if cluster is not None else {}
-    if hazards:
-        extra["hazards"] = True
+    mode = contextlib.nullcontext()
+    if gpu.executor_active() and hazards is not False and os.environ.get("HELPERS_EXECUTOR_HAZARDS", "").strip() != "0":
+        from helpers import ptx
+
+        mode = ptx.executor_options(hazards=True)
+    with mode:
+        return _run(target, args, extra, what, timeout, hint)
+
+
+def _run(target: Any, args: tuple, extra: dict, what: str, timeout: float, hint: str) -> Any:
+    from helpers import gpu
+
     try:
         if gpu.executor_active() and not isinstance(target, gpu.Kernel):
             result = _call_here(target, args, extra)

@@ -431,6 +431,8 @@ extern "C" __global__ void probe_wgmma(unsigned long long probe_da, unsigned lon
   float d1[32], d2[32];
 #pragma unroll
   for (int j = 0; j < 32; ++j) { d1[j] = out[j]; d2[j] = out[32 + j]; }
+  hopper::wgmma_fence_operands(d1);  // the loads above stay before the fence (the compiler may not sink them)
+  hopper::wgmma_fence_operands(d2);
   hopper::wgmma_fence();
   my_wgmma_m64n64k16(d1, probe_da, probe_db, probe_scale);
   hopper::wgmma_m64n64k16_bf16(d2, probe_da, probe_db, probe_scale != 0);
@@ -456,6 +458,8 @@ extern "C" __global__ void __launch_bounds__(128) selftest_wgmma(const unsigned 
   float d1[32], d2[32];
 #pragma unroll
   for (int j = 0; j < 32; ++j) d1[j] = d2[j] = acc_in[t * 32 + j];
+  hopper::wgmma_fence_operands(d1);  // the accumulators are written here, before the fence
+  hopper::wgmma_fence_operands(d2);
   hopper::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < 4; ++k)

@@ -21,7 +21,8 @@ block polls stored without release or loaded without acquire. Each report names 
 the CUDA source, block, warp, thread, barrier and phase) in plain words.
 
 Granularity: conflicts between threads of the same warp are not reported (a warp's lanes count as one thread of
-the vector clocks), and shared memory is tracked in 16-byte chunks (the width of the 128B swizzle's unit).
+the vector clocks), and shared memory is tracked in 16-byte chunks for asynchronous accesses (the width of the
+128B swizzle's unit) and in 4-byte words for ordinary loads and stores.
 """
 
 from __future__ import annotations
@@ -185,21 +186,23 @@ def _join(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _CtaState:
-    """Per 16-byte chunk of one block's shared memory: who wrote and read it last."""
+    """One block's shared memory: per 16-byte chunk, the asynchronous accesses (copies, wgmmas, TMA stores); per
+    4-byte word, the ordinary ones (so two warps writing neighbouring words of one chunk do not conflict)."""
 
     def __init__(self, hz: HazardChecker, c: Any) -> None:
         m = hz.mach
         n = -(-m.smem_bytes // 16) + 1
+        nw = 4 * n  # words: 4 per chunk
         G = max(m.W // 4, 1)
         self.aw = np.zeros(n, np.int32)  # last async write (copy id)
         self.ar_wg = np.zeros((n, G), np.int32)  # last wgmma (id) per warpgroup reading the chunk
         self.ar_st = np.zeros(n, np.int32)  # last TMA store (id) reading the chunk
-        self.gr = np.zeros((n, m.W), np.int32)  # epoch of each warp's last generic read (0: none)
-        self.gr_pc = np.zeros((n, m.W), np.int32)
-        self.gw = np.full(n, -1, np.int32)  # warp (cluster index) of the last generic write
-        self.gw_epoch = np.zeros(n, np.int32)
-        self.gw_pf = np.zeros(n, np.int32)  # the writer's proxy-fence count at the write
-        self.gw_pc = np.zeros(n, np.int32)
+        self.gr = np.zeros((nw, m.W), np.int32)  # per word: epoch of each warp's last generic read (0: none)
+        self.gr_pc = np.zeros((nw, m.W), np.int32)
+        self.gw = np.full(nw, -1, np.int32)  # per word: warp (cluster index) of the last generic write
+        self.gw_epoch = np.zeros(nw, np.int32)
+        self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
+        self.gw_pc = np.zeros(nw, np.int32)
         self.any_async = False
 
 
@@ -547,6 +550,21 @@ class HazardChecker:
         return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(),
                                                                            strict=True)]))
 
+    @staticmethod
+    def _smem_words(off: np.ndarray, width: int) -> np.ndarray:
+        """The 4-byte words an ordinary access of ``width`` bytes at each offset touches."""
+        first = off >> 2
+        if width <= 4:
+            return first
+        last = (off + width - 1) >> 2
+        return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(),
+                                                                           strict=True)]))
+
+    @staticmethod
+    def _chunk_words(ch: np.ndarray) -> np.ndarray:
+        """The words of 16-byte chunks ``ch``."""
+        return (np.asarray(ch)[:, None] * 4 + np.arange(4)).ravel()
+
     def _copy_known(self, c: Any, w: int, ids: np.ndarray, target: Any) -> np.ndarray:
         """For each copy id: does warp ``w`` (cluster index) know it landed in ``target``'s shared memory?"""
         first = int(ids[0])
@@ -589,23 +607,24 @@ class HazardChecker:
         late = self._unknown_copy(c, w, target, ch)
         if late is not None:
             self._read_before_delivered(c, w, g, target, *late)
-        gw = ts.gw[ch]
+        wd = self._smem_words(np.atleast_1d(off), width)
+        gw = ts.gw[wd]
         other = (gw >= 0) & (gw != w)
         if other.any():
             k = np.flatnonzero(other)
             writers = gw[k]
-            known = c.cluster.hz.vc[w, writers] >= ts.gw_epoch[ch[k]]
+            known = c.cluster.hz.vc[w, writers] >= ts.gw_epoch[wd[k]]
             if not known.all():
-                j = int(ch[k[~known][0]])
+                j = int(wd[k[~known][0]])
                 self.add("unsynchronised", f"the load {self.where(self.pc, c, g - c.w0, self._thread())} reads "
-                         f"{self._region(target, j)}, which the store {self._wrote(target, j)} wrote, and nothing "
-                         "orders that write before the read (a barrier both warps take part in, or an mbarrier the "
-                         "writer arrives on and the reader waits for).", (self.pc, int(ts.gw_pc[j])))
+                         f"{self._region(target, 0, lo=4 * j)}, which the store {self._wrote(target, j)} wrote, "
+                         "and nothing orders that write before the read (a barrier both warps take part in, or an "
+                         "mbarrier the writer arrives on and the reader waits for).", (self.pc, int(ts.gw_pc[j])))
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
         if target is c:
-            ts.gr[ch, col] = c.cluster.hz.vc[w, w]
-            ts.gr_pc[ch, col] = self.pc
+            ts.gr[wd, col] = c.cluster.hz.vc[w, w]
+            ts.gr_pc[wd, col] = self.pc
 
     def smem_write(self, c: Any, target: Any, off: np.ndarray, width: int) -> None:
         """Generic write by the current instruction of ``c`` into shared memory of block ``target``."""
@@ -622,11 +641,12 @@ class HazardChecker:
                      "waited for the barrier phase it completes): the two writes race.", (self.pc, x.pc))
         if ts.any_async:
             self._check_async_readers(c, w, target, ch, here)
-        self._check_generic_readers(c, w, target, ch, here)
-        ts.gw[ch] = w
-        ts.gw_epoch[ch] = cs.vc[w, w]
-        ts.gw_pf[ch] = self.proxy_fences[g]
-        ts.gw_pc[ch] = self.pc
+        wd = self._smem_words(np.atleast_1d(off), width)
+        self._check_generic_readers(c, w, target, wd, here)
+        ts.gw[wd] = w
+        ts.gw_epoch[wd] = cs.vc[w, w]
+        ts.gw_pf[wd] = self.proxy_fences[g]
+        ts.gw_pc[wd] = self.pc
         ts.aw[ch] = 0
 
     def _check_async_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str,
@@ -669,6 +689,8 @@ class HazardChecker:
 
     def _check_generic_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str,
                                region: str | None = None) -> None:
+        """Ordinary reads and writes by other warps of words ``ch`` of ``target`` not ordered before warp ``w``'s
+        write of them."""
         ts = target.hz
         cs = c.cluster.hz
         W = self.mach.W
@@ -686,9 +708,10 @@ class HazardChecker:
                 j = int(ch[i])
                 rpc = int(ts.gr_pc[j, r])
                 why = self._released_before(target, r, int(gr[i, r]), self._waited_before(c, w))
-                self.add("overwrite-while-read", f"{here} overwrites {region or self._region(target, j)}, which the "
-                         f"load {self.where(rpc, target, r)} read, and nothing orders that read before this "
-                         f"write{why}.", (self.pc, rpc))
+                where = region or self._region(target, 0, lo=4 * j)
+                self.add("overwrite-while-read", f"{here} overwrites {where}, which the load "
+                         f"{self.where(rpc, target, r)} read, and nothing orders that read before this write{why}.",
+                         (self.pc, rpc))
         gw = ts.gw[ch]
         other = (gw >= 0) & (gw != w)
         if other.any():
@@ -696,8 +719,8 @@ class HazardChecker:
             known = cs.vc[w, gw[k]] >= ts.gw_epoch[ch[k]]
             if not known.all():
                 j = int(ch[k[~known][0]])
-                self.add("unsynchronised", f"{here} overwrites {region or self._region(target, j)}, which the "
-                         f"store {self._wrote(target, j)} wrote, and nothing orders the two writes.",
+                self.add("unsynchronised", f"{here} overwrites {region or self._region(target, 0, lo=4 * j)}, which "
+                         f"the store {self._wrote(target, j)} wrote, and nothing orders the two writes.",
                          (self.pc, int(ts.gw_pc[j])))
 
     def _machine_warps(self, c: Any, warps: np.ndarray) -> np.ndarray:
@@ -705,11 +728,11 @@ class HazardChecker:
         W = self.mach.W
         return np.array([c.cluster.ctas[x // W].w0 + x % W for x in np.asarray(warps).tolist()], np.int64)
 
-    def _wrote(self, target: Any, chunk: int) -> str:
-        """Where the last generic write of a chunk happened (instruction, block, warp)."""
+    def _wrote(self, target: Any, word: int) -> str:
+        """Where the last generic write of a word happened (instruction, block, warp)."""
         ts = target.hz
-        w = int(ts.gw[chunk])
-        return self.where(int(ts.gw_pc[chunk]), target.cluster.ctas[w // self.mach.W], w % self.mach.W)
+        w = int(ts.gw[word])
+        return self.where(int(ts.gw_pc[word]), target.cluster.ctas[w // self.mach.W], w % self.mach.W)
 
     def _waited_before(self, c: Any, w: int) -> str | None:
         """The barrier warp ``w`` (cluster index) of ``c``'s cluster last waited on (the producer's empty[s])."""
@@ -743,9 +766,10 @@ class HazardChecker:
                  f"{self.where(x.pc, x.cta, x.warp % self.mach.W, x.thread)} delivers on {bname} phase {phase}, "
                  f"before that phase completed{seen}{early}.", (self.pc, x.pc))
 
-    def _region(self, target: Any, chunk: int, end: int | None = None) -> str:
-        """'sA byte 2048 (shared offset 0xc00)', or with ``end`` (a byte offset) the range of a copy."""
-        lo = chunk * 16
+    def _region(self, target: Any, chunk: int, end: int | None = None, lo: int | None = None) -> str:
+        """'sA byte 2048 (shared offset 0xc00)' for a chunk (or the byte offset ``lo``), or with ``end`` (a byte
+        offset) the range of a copy."""
+        lo = chunk * 16 if lo is None else lo
         hi = end if end is not None else None
         hit = self.mach.prog.shared_name(lo)
         if hit is not None:
@@ -829,7 +853,7 @@ class HazardChecker:
             hint = self._remote_hint(c, w, cta)
             if ts.any_async:  # readers first: a reader still busy is the cause, a fill not consumed the symptom
                 self._check_async_readers(c, w, cta, ch, here, region, hint)
-            self._check_generic_readers(c, w, cta, ch, here, region)
+            self._check_generic_readers(c, w, cta, self._chunk_words(ch), here, region)
             late = self._unknown_copy(c, w, cta, ch)
             if late is not None:
                 y = late[1]
@@ -838,8 +862,8 @@ class HazardChecker:
                          "has waited for the phase it completes): a stage refilled before its previous fill was "
                          f"consumed.{hint}", (self.pc, y.pc))
             ts.aw[ch] = x.id
-            ts.gr[ch] = 0
-            ts.gw[ch] = -1
+            ts.gr[self._chunk_words(ch)] = 0
+            ts.gw[self._chunk_words(ch)] = -1
             ts.any_async = True
             cta.smem[doff:doff + nbytes] = 0xFF  # poison: what the copy has not written yet
             bar = cta.barriers.get(boff) or get_barrier(self.mach, cta, boff)
@@ -945,22 +969,25 @@ class HazardChecker:
         late = self._unknown_copy(c, w, c, ch)
         if late is not None:
             self._read_before_delivered(c, w, g, c, *late, what=reader)
-        gw = ts.gw[ch]
+        words = self._chunk_words(ch)
+        gw = ts.gw[words]
         wrote = np.flatnonzero(gw >= 0)
         if not wrote.size:
             return
-        j = ch[wrote]
+        j = words[wrote]
         writers = gw[wrote]
         known = (writers == w) | (c.cluster.hz.vc[w, writers] >= ts.gw_epoch[j])
         if not known.all():
             k = int(j[~known][0])
-            self.add("unsynchronised", f"{reader} reads {self._region(c, k)}, which the store {self._wrote(c, k)} "
+            self.add("unsynchronised", f"{reader} reads {self._region(c, 0, lo=4 * k)}, which the store "
+                     f"{self._wrote(c, k)} "
                      f"wrote, with nothing ordering that write before {short} (every writer meets the issuing "
                      "thread at a barrier after its stores).", (self.pc, int(ts.gw_pc[k])))
         fenced = self.proxy_fences[self._machine_warps(c, writers)] > ts.gw_pf[j]
         if not fenced.all():
             k = int(j[~fenced][0])
-            self.add("missing-proxy-fence", f"{reader} reads {self._region(c, k)}, written by the ordinary store "
+            self.add("missing-proxy-fence", f"{reader} reads {self._region(c, 0, lo=4 * k)}, written by the ordinary "
+                     "store "
                      f"{self._wrote(c, k)}, and that warp did not execute fence.proxy.async between its stores and "
                      f"{short}: {fence_why}", (self.pc, int(ts.gw_pc[k])))
 

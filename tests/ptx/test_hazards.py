@@ -355,3 +355,24 @@ def test_report_lists_the_first_hazard_then_the_rest() -> None:
                                  "  also: hazard (shared memory written and read by different warps with nothing "
                                  "ordering them): second (seen 3 times)", "  then: deadlock: …"]
     assert hz.short("wgmma.mma_async {%f1, %f2, %f3, %f4, %f5}, %rd1;") == "wgmma.mma_async {%f1, %f2, …, %f5}, %rd1;"
+
+
+NEIGHBOURS = r"""
+extern "C" __global__ void neighbours(int* out) {
+  __shared__ int slot[128 + 2];  // shifted by 8 bytes: one 16-byte chunk holds words of warps 0 and 1, 1 and 2, ...
+  const int t = threadIdx.x;
+  slot[t + 2] = t;
+  __syncthreads();
+  out[t] = slot[(t * 37 + 5) % 128 + 2];
+}
+"""
+
+
+def test_neighbouring_words_of_two_warps_are_no_conflict_but_an_unordered_read_is() -> None:
+    """Ordinary accesses are tracked per 4-byte word: two warps writing their own words of one 16-byte chunk do not
+    race (Lab 2's init/arrive self-test does this), a read of another warp's word with no barrier between does."""
+    res = ptx.run(gpu.compile(NEIGHBOURS, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
+    assert res.hazards == [] and (res.arrays[0] == (np.arange(128) * 37 + 5) % 128).all()
+    racy = NEIGHBOURS.replace("  __syncthreads();\n", "")
+    res = ptx.run(gpu.compile(racy, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
+    assert res.hazards and {h.kind for h in res.hazards} <= {"unsynchronised", "overwrite-while-read"}
