@@ -206,10 +206,10 @@ def on_hardware() -> bool:
     return on_h100()
 
 
-def where(*, timing: bool = False) -> str:
+def where(*, timing: bool = False, hazards: bool = True) -> str:
     """Where the student's kernel runs here, as the ✓ lines say it: ``ran on the H100`` (the GPU's own name when it
-    is another Hopper) or ``ran on the emulator (no sm_90 GPU)``. ``timing``: the check times the kernel on the
-    H100, so an emulated run also says that it was not timed."""
+    is another Hopper) or ``ran on the emulator (no sm_90 GPU; hazard mode)``. ``timing``: the check times the kernel
+    on the H100, so an emulated run also says that it was not timed; ``hazards=False``: a plain emulated run."""
     from helpers import gpu
 
     if on_h100():
@@ -217,7 +217,13 @@ def where(*, timing: bool = False) -> str:
         m = re.search(r"\b(H\d{3})\b", getattr(info, "name", "") or "")
         return f"ran on the {m.group(1)}" if m else "ran on the GPU"
     why = "HELPERS_EXECUTOR=force" if gpu.hopper_available() else "no sm_90 GPU"
-    return f"ran on the emulator ({why}{'; not timed: the emulator does not time kernels' if timing else ''})"
+    mode = "; hazard mode" if hazards and hazard_mode() else ""
+    return f"ran on the emulator ({why}{mode}{'; not timed: the emulator does not time kernels' if timing else ''})"
+
+
+def hazard_mode() -> bool:
+    """Whether graded runs on the executor use its hazard mode (unless ``HELPERS_EXECUTOR_HAZARDS=0``)."""
+    return os.environ.get("HELPERS_EXECUTOR_HAZARDS", "").strip() != "0"
 
 
 def runnable(kernel: Any, checked: str) -> bool:
@@ -249,7 +255,7 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any 
 
     extra = {"cluster": cluster} if cluster is not None else {}
     mode = contextlib.nullcontext()
-    if gpu.executor_active() and hazards is not False and os.environ.get("HELPERS_EXECUTOR_HAZARDS", "").strip() != "0":
+    if gpu.executor_active() and hazards is not False and hazard_mode():
         from helpers import ptx
 
         mode = ptx.executor_options(hazards=True)

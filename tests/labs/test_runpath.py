@@ -15,7 +15,9 @@ def _finding(c: grading.Check) -> None:
 
 
 def test_where_says_emulator_or_gpu(monkeypatch, executor):
-    assert C.where() in ("ran on the emulator (no sm_90 GPU)", "ran on the emulator (HELPERS_EXECUTOR=force)")
+    assert C.where() in ("ran on the emulator (no sm_90 GPU; hazard mode)",
+                         "ran on the emulator (HELPERS_EXECUTOR=force; hazard mode)")
+    assert C.where(hazards=False) in ("ran on the emulator (no sm_90 GPU)", "ran on the emulator (HELPERS_EXECUTOR=force)")
     assert "not timed: the emulator does not time kernels" in C.where(timing=True)
     from helpers import gpu
 
