@@ -173,16 +173,28 @@ def check_init_arrive(source: str) -> None:
         ex.settle()
 
 
+def _barrier_and_value(c: grading.Check, ptx: str, entry: str, opcode: str, wrapper: str, missing_hint: str,
+                       slots: list[Slot], form_what: str, value_name: str, expected: int, value_what: str,
+                       value_hint: str) -> C.Instr:
+    """One ``opcode [addr], value`` instruction from ``wrapper`` in the probe's PTX: its full form, two operands, the
+    address the probe's barrier, the value the one the probe passed."""
+    ins = _instrs(c, ptx, entry, opcode, wrapper, missing_hint)[0]
+    _form(c, ins, opcode, slots, form_what)
+    ops = C.split_operands(ins.operands)
+    c.true(f"{opcode}: two operands, [addr] and {value_name}", len(ops) == 2, detail=f"    got: {ins.line}")
+    _address(c, ptx, ops[0], "probe_bar", opcode, ins)
+    _value(c, ptx, ops[1], expected, value_what, ins, value_hint)
+    return ins
+
+
 def _init_arrive_form(c: grading.Check, ptx: str, entry: str) -> None:
     """my_mbar_init and both my_mbar_arrive in the probe's PTX: the full form, the operands traced to the probe's."""
-    init = _instrs(c, ptx, entry, "mbarrier.init", "my_mbar_init",
-                   "my_mbar_init holds one asm volatile with the mbarrier.init instruction (Lesson 02)")[0]
-    _form(c, init, "mbarrier.init", INIT_SLOTS, "mbarrier.init")
-    ops = C.split_operands(init.operands)
-    c.true("mbarrier.init: two operands, [addr] and count", len(ops) == 2, detail=f"    got: {init.line}")
-    _address(c, ptx, ops[0], "probe_bar", "mbarrier.init", init)
-    _value(c, ptx, ops[1], BAR_COUNT, "mbarrier.init: the count operand is the arrival count", init,
-           "the second operand is the number of arrivals per phase (the probe called my_mbar_init(bar, 37))")
+    _barrier_and_value(c, ptx, entry, "mbarrier.init", "my_mbar_init",
+                       "my_mbar_init holds one asm volatile with the mbarrier.init instruction (Lesson 02)",
+                       INIT_SLOTS, "mbarrier.init", "count", BAR_COUNT,
+                       "mbarrier.init: the count operand is the arrival count",
+                       "the second operand is the number of arrivals per phase (the probe called "
+                       "my_mbar_init(bar, 37))")
     arrives = _instrs(c, ptx, entry, "mbarrier.arrive", "my_mbar_arrive",
                       "my_mbar_arrive holds one asm volatile with mbarrier.arrive (Lesson 02)", exclude=("expect_tx",))
     c.true("two arrive instructions: my_mbar_arrive(bar) and my_mbar_arrive(bar, count)", len(arrives) == 2,
@@ -280,14 +292,11 @@ def _tx_wait_form(c: grading.Check, ptx: str, entry: str) -> None:
         c.fail("my_mbar_expect_tx arrives",
                hint="arrive.expect_tx also counts an arrival, so a barrier initialised for one arrival could "
                     "complete before the data lands: mbarrier.expect_tx only adds bytes")
-    tx = _instrs(c, ptx, entry, "mbarrier.expect_tx", "my_mbar_expect_tx",
-                 "my_mbar_expect_tx holds one asm volatile with mbarrier.expect_tx (Lesson 02, transaction bytes)")[0]
-    _form(c, tx, "mbarrier.expect_tx", EXPECT_SLOTS, "my_mbar_expect_tx")
-    ops = C.split_operands(tx.operands)
-    c.true("mbarrier.expect_tx: two operands, [addr] and bytes", len(ops) == 2, detail=f"    got: {tx.line}")
-    _address(c, ptx, ops[0], "probe_bar", "mbarrier.expect_tx", tx)
-    _value(c, ptx, ops[1], TX_BYTES, "mbarrier.expect_tx: the byte count", tx,
-           "the second operand is the number of bytes (the probe called my_mbar_expect_tx(bar, 768))")
+    _barrier_and_value(c, ptx, entry, "mbarrier.expect_tx", "my_mbar_expect_tx",
+                       "my_mbar_expect_tx holds one asm volatile with mbarrier.expect_tx (Lesson 02, transaction "
+                       "bytes)",
+                       EXPECT_SLOTS, "my_mbar_expect_tx", "bytes", TX_BYTES, "mbarrier.expect_tx: the byte count",
+                       "the second operand is the number of bytes (the probe called my_mbar_expect_tx(bar, 768))")
     if not C.find_instrs(ptx, "mbarrier.try_wait", entry) and C.find_instrs(ptx, "mbarrier.test_wait", entry):
         c.fail("my_mbar_try_wait uses mbarrier.test_wait",
                hint="test_wait answers at once; try_wait lets the hardware park the thread until the phase "

@@ -542,23 +542,24 @@ class HazardChecker:
         self.dirty_pc[g] = self.pc
 
     # ------------------------------------------------------------------ shared memory: generic accesses
-    def _chunks(self, off: np.ndarray, width: int) -> np.ndarray:
-        first = off >> 4
-        if width <= 16:
+    @staticmethod
+    def _units(off: np.ndarray, width: int, shift: int) -> np.ndarray:
+        """The units of ``1 << shift`` bytes an access of ``width`` bytes at each offset touches (a unit-aligned
+        access no wider than a unit touches one)."""
+        first = off >> shift
+        if width <= 1 << shift:
             return first
-        last = (off + width - 1) >> 4
+        last = (off + width - 1) >> shift
         return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(),
                                                                            strict=True)]))
 
-    @staticmethod
-    def _smem_words(off: np.ndarray, width: int) -> np.ndarray:
-        """The 4-byte words an ordinary access of ``width`` bytes at each offset touches."""
-        first = off >> 2
-        if width <= 4:
-            return first
-        last = (off + width - 1) >> 2
-        return np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(),
-                                                                           strict=True)]))
+    def _chunks(self, off: np.ndarray, width: int) -> np.ndarray:
+        """The 16-byte chunks (the asynchronous accesses' unit) an access touches."""
+        return self._units(off, width, 4)
+
+    def _smem_words(self, off: np.ndarray, width: int) -> np.ndarray:
+        """The 4-byte words (the ordinary accesses' unit) an access touches."""
+        return self._units(off, width, 2)
 
     @staticmethod
     def _chunk_words(ch: np.ndarray) -> np.ndarray:

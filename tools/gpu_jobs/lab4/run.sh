@@ -4,19 +4,7 @@
 #   bash tools/gpu_jobs/lab4/run.sh [WHEELS_DIR]     (about 3 minutes)
 # With WHEELS_DIR, the course's wheels are installed first, as tools/run_on_h100.sh does.
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ $# -ge 1 ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$1"/*.whl \
-    || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-  export PATH=/tmp/site/bin:$PATH
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+. tools/gpu_jobs/env.sh "${1:-}"
 echo "== Lab 4 kernels through the graders (solutions timed at 4096^3, wrong kernels rejected; lab4_speeds.json)"
 timeout 300 python3 tests/labs/gpu_lab4.py "$OUT" > "$OUT/gpu_lab4.log" 2>&1; echo "rc=$?"
 grep -E "^(OK|BAD)|timed|target|PROBLEMS|all expectations|Lab 3 kernel" "$OUT/gpu_lab4.log"

@@ -2,11 +2,8 @@
 # One H100 call: Lab 2's race rates, the Lab 4 trace, Labs 1-4's and Labs 5-7's CUDA checks through the run path.
 #   OUT=... bash tools/gpu_jobs/lead/runs_a.sh .whl-nb      -> $OUT/a.tgz
 set -u
-OUT=${OUT:-/tmp/out}; W=$OUT/a; mkdir -p "$W"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${1:-.whl-nb}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } > "$W/env.txt" 2>&1
-cat "$W/env.txt"
+OUT=${OUT:-/tmp/out}; W=$OUT/a
+. tools/gpu_jobs/env.sh "${1:-.whl-nb}" "$W"
 t() { echo "== $1 ($(date +%T))"; }
 t race;   timeout 100 python3 tools/gpu_jobs/lead/race_rates.py "$W" > "$W/race.log" 2>&1; echo "rc=$?"; tail -15 "$W/race.log"
 t trace;  OUT=$W timeout 70 python3 tools/gpu_jobs/hazard/trace_h100.py > "$W/trace.log" 2>&1; echo "rc=$?"; tail -8 "$W/trace.log"

@@ -2,11 +2,8 @@
 # One H100 call: every GPU test (pytest -m gpu), then how long the graded checks hold the GPU (docs/hub.md).
 #   OUT=... bash tools/gpu_jobs/lead/runs_c.sh .whl-nb      -> $OUT/c.tgz
 set -u
-OUT=${OUT:-/tmp/out}; W=$OUT/c; mkdir -p "$W"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${1:-.whl-nb}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } > "$W/env.txt" 2>&1
-cat "$W/env.txt"
+OUT=${OUT:-/tmp/out}; W=$OUT/c
+. tools/gpu_jobs/env.sh "${1:-.whl-nb}" "$W"
 echo "== gpu tests ($(date +%T))"
 
 timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider tests > "$W/gpu-tests.log" 2>&1; echo "rc=$?"

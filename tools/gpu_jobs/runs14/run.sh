@@ -4,17 +4,5 @@
 #   bash tools/gpu_jobs/runs14/run.sh [WHEELS_DIR]     (about 2-3 minutes; results in $OUT/runs14.json and .log)
 # With WHEELS_DIR, the course's wheels are installed first, as tools/gpu_jobs/lab4/run.sh does.
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ $# -ge 1 ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$1"/*.whl \
-    || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-  export PATH=/tmp/site/bin:$PATH
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+. tools/gpu_jobs/env.sh "${1:-}"
 timeout 420 python3 tools/gpu_jobs/runs14/runs.py "$OUT" 2>&1 | tee "$OUT/runs14.log"; echo "rc=${PIPESTATUS[0]}"
