@@ -30,7 +30,7 @@ $(VENV)/.course-installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null 2>&1 || true
-	$(PY) -m helpers.workspace --settings-only
+	$(PY) -m helpers.course.workspace --settings-only
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
@@ -44,20 +44,20 @@ $(VENV)/.gpu-installed: pyproject.toml $(VENV)/.dev-installed
 
 # Students work in $(WORK)/ (git-ignored): a copy of lessons/ and labs/ that `make test` and `git pull` never touch.
 lab: $(VENV)/.course-installed
-	$(PY) -m helpers.workspace
+	$(PY) -m helpers.course.workspace
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/$(WORK)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(WORK)/$(FIRST_LESSON)"
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check helpers tests bench tools
 
 labs: $(VENV)/.dev-installed
-	$(PY) -m helpers.labgen generate
+	$(PY) -m helpers.course.labgen generate
 
 check-labs: $(VENV)/.dev-installed
-	$(PY) -m helpers.labgen check
+	$(PY) -m helpers.course.labgen check
 
 validate: $(VENV)/.dev-installed
-	$(PY) -m helpers.labgen validate
+	$(PY) -m helpers.course.labgen validate
 
 test: lint check-labs validate
 	$(PY) -m pytest tests
@@ -69,10 +69,10 @@ bench: $(VENV)/.gpu-installed
 	$(PY) bench/ladder.py
 
 strip: $(VENV)/.dev-installed
-	$(PY) -m helpers.labgen strip
+	$(PY) -m helpers.course.labgen strip
 
 nbgrader: $(VENV)/.dev-installed
-	$(PY) -m helpers.labgen nbgrader
+	$(PY) -m helpers.course.labgen nbgrader
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts nbgrader

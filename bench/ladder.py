@@ -110,7 +110,7 @@ WAVE_QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]
 
 # ------------------------------------------------------------------------------------------- the labs' own kernels
 def _solution(nb: str) -> dict:
-    from helpers import labgen
+    from helpers.course import labgen
 
     return labgen.solution_namespace(ROOT / "solutions" / f"{nb}.ipynb")
 

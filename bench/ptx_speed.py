@@ -1,4 +1,5 @@
-"""How fast the PTX executor (helpers.ptx) runs the course's kernels on one CPU core, beside the issue's targets:
+"""How fast the PTX executor (helpers.gpu.executor) runs the course's kernels on one CPU core, beside the issue's
+targets:
 a plain run, the same with the hazard checker (``executor_options(hazards=True)``) and with a timeline recorded
 (``trace=True``). CPU seconds of the launch alone (compiled and warmed up first), on this machine's single core:
 
@@ -93,7 +94,7 @@ def cases() -> list[tuple[str, str, float, object]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers import ptx
+    from helpers.gpu import executor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per kernel (the best is reported)")
@@ -109,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         run()  # warm-up: module load, caches
         best = min(_timed(run) for _ in range(args.repeat))
-        with ptx.executor_options(hazards=True):
+        with executor.executor_options(hazards=True):
             checked = min(_timed(run) for _ in range(args.repeat))
-        with ptx.executor_options(trace=True):
+        with executor.executor_options(trace=True):
             traced = min(_timed(run) for _ in range(args.repeat))
         good = best < target
         ok &= good

@@ -79,7 +79,7 @@ CONFIG
 # 5. a smoke test of what was installed
 "$PY" - <<'CHECK'
 import importlib, pathlib, sys
-for name in ("helpers.checks.lab1", "helpers.autograde", "helpers.gpulock", "nbgrader", "jupyterhub", "jupyterlab"):
+for name in ("helpers.course.checks.lab1", "helpers.course.autograde", "helpers.gpu.gpulock", "nbgrader", "jupyterhub", "jupyterlab"):
     importlib.import_module(name)
 import helpers
 pkg = pathlib.Path(helpers.__file__).parent

@@ -72,14 +72,14 @@ say "nbgrader exchange in $ROOT/exchange"
 # world-writable like /tmp, and sticky: nobody can rename or delete the course's folder but its owner
 install -d -m 1777 "$ROOT/exchange"
 install -d -m 0755 -o "$INSTRUCTOR" -g "$INSTRUCTOR" "$ROOT/exchange/$COURSE_ID"
-# one lock file per GPU for the whole class (helpers.gpulock): every account queues on the same files
+# one lock file per GPU for the whole class (helpers.gpu.gpulock): every account queues on the same files
 install -d -m 1777 "$ROOT/gpu-locks"
 
 HOME_I=$(getent passwd "$INSTRUCTOR" | cut -d: -f6)
 COURSE="$HOME_I/$COURSE_ID-grading"
 say "the instructor's nbgrader course in $COURSE"
 if [ ! -f "$COURSE/gradebook.db" ]; then
-  (cd / && "$PY" -c 'import sys; from pathlib import Path; from helpers import labgen
+  (cd / && "$PY" -c 'import sys; from pathlib import Path; from helpers.course import labgen
 sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])))' "$CLONE" "$COURSE")
   for user in $STUDENTS; do
     (cd "$COURSE" && "$PY" -m nbgrader db student add "$user" >/dev/null 2>&1)
@@ -87,14 +87,14 @@ sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])
 fi
 cat > "$COURSE/nbgrader_config_hub.py" <<CONFIG
 # Written by hub/setup.sh: autograding runs each submission in a sandboxed kernel as $GRADER (docs/hub.md).
-from helpers.autograde import autograde_preprocessors
+from helpers.course.autograde import autograde_preprocessors
 
 c = get_config()  # noqa: F821
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.IsolatedExecute.run_as = "$GRADER"
 c.IsolatedExecute.timeout = 300
 c.IsolatedExecute.notebook_seconds = 1200
-c.ExchangeFactory.collect = "helpers.autograde.exchange.OwnerCheckedCollect"
+c.ExchangeFactory.collect = "helpers.course.autograde.exchange.OwnerCheckedCollect"
 CONFIG
 grep -q nbgrader_config_hub "$COURSE/nbgrader_config.py" || cat >> "$COURSE/nbgrader_config.py" <<'CONFIG'
 load_subconfig("nbgrader_config_hub.py")  # noqa: F821
@@ -119,7 +119,7 @@ chmod 0700 "$COURSE"
 say "sudo rule: $INSTRUCTOR may start grading kernels as $GRADER"
 SUDOERS=/etc/sudoers.d/hopper-hub-$GRADER
 cat > "$SUDOERS" <<RULE
-# Written by hub/setup.sh: autograding starts each submission's kernel as $GRADER (helpers.autograde).
+# Written by hub/setup.sh: autograding starts each submission's kernel as $GRADER (helpers.course.autograde).
 $INSTRUCTOR ALL=($GRADER) NOPASSWD: $ROOT/env/bin/python
 RULE
 chmod 0440 "$SUDOERS"

@@ -1,5 +1,5 @@
 """Compile every kernel of the course and list the PTX opcodes NVRTC emits, with whether the executor
-(helpers.ptx) emulates each one. Exit status 1 when an instruction is not emulated.
+(helpers.gpu.executor) emulates each one. Exit status 1 when an instruction is not emulated.
 
     python tools/ptx_coverage.py            # the table
     python tools/ptx_coverage.py --missing  # only what is not emulated
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main(argv: list[str] | None = None) -> int:
     from helpers import gpu
-    from helpers.ptx import coverage
+    from helpers.gpu.executor import coverage
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--missing", action="store_true", help="print only what the executor does not emulate")

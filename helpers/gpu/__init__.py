@@ -1,5 +1,14 @@
-"""GPU runtime of the course: NVRTC compile with a report, launches, tensor maps, device arrays, timing against
-cuBLAS, roofline, and crash-proof child-process runs. See docs/gpu.md.
+"""The runtime: compile a kernel (NVRTC, with a report), device arrays, tensor maps, launches, timing against
+cuBLAS, the roofline, crash-proof child-process runs and the GPU queue. See docs/gpu.md.
+
+A launch runs on one of two backends behind the same calls (``launch``, ``prepare``, ``run_isolated``): the H100
+through cuda-python, or, with no sm_90 GPU (or ``HELPERS_EXECUTOR=force``), the PTX executor in
+``helpers.gpu.executor``, which runs the same PTX on the CPU. ``run_on_executor`` asks for the executor by name
+(hazard checker, timelines). The executor's own failures (``KernelOutcome``) become this package's errors
+(``KernelFault``, ``KernelDeadlock``, ``HazardError``) in one place, ``launch.EmuLauncher``.
+
+May import: ``helpers.hopper`` and its own modules (the executor among them). Never ``helpers.course``. The executor
+imports only ``helpers.hopper`` and itself.
 
 Importing this package is cheap and works on any machine: the CUDA libraries load on first use, and every call
 that needs a Hopper GPU says so in one line when there is none.
@@ -36,7 +45,7 @@ _EXPORTS = {
     "timing": ("time_kernel", "Timing", "gemm_benchmark", "GemmBenchmark", "check_gemm"),
     "cublas": ("cublas_gemm", "cublas_version", "gemm_launcher", "CublasUnavailable"),
     "roofline": ("roofline_figure", "RooflinePoint", "gemm_point", "ridge_point", "attainable_tflops"),
-    "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult"),
+    "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult", "run_on_executor"),
     "diagnostics": ("StuckRecord", "describe_error"),
     "occupancy": ("max_active_clusters", "persistent_grid"),
     "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz"),

@@ -30,7 +30,7 @@ def _free(ptr: int) -> None:
 
 class DeviceArray:
     """A C-contiguous array in GPU memory. ``.ptr`` is its device address; ``.to_host()`` copies it back.
-    Without a GPU it lives in the emulator's memory (helpers.ptx), at an emulated device address."""
+    Without a GPU it lives in the emulator's memory (helpers.gpu.executor), at an emulated device address."""
 
     def __init__(self, shape: int | Sequence[int], dtype: Any = np.float32) -> None:
         self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
@@ -38,7 +38,7 @@ class DeviceArray:
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self._alloc: Any = None
         if executor_active():
-            from helpers.ptx.memory import device_memory
+            from helpers.gpu.executor.memory import device_memory
 
             mem = device_memory()
             self._alloc = mem.alloc(max(self.nbytes, 1), label=f"a device array {self.shape} {self.dtype}")

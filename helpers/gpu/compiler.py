@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from helpers import notebook
+from helpers.gpu import notebook
 
 from .errors import CompileError
 

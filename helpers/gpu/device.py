@@ -102,7 +102,7 @@ def device_info() -> DeviceInfo | None:
 
 
 def executor_active() -> bool:
-    """True when kernels run on the PTX executor (helpers.ptx) instead of a GPU: there is no usable Hopper GPU
+    """True when kernels run on the PTX executor (helpers.gpu.executor) instead of a GPU: there is no usable Hopper GPU
     and ``HELPERS_EXECUTOR`` is not ``off``, or ``HELPERS_EXECUTOR=force`` (tests, comparisons)."""
     mode = os.environ.get("HELPERS_EXECUTOR", "auto").strip().lower()
     if mode == "force":
@@ -128,7 +128,8 @@ def require_hopper(what: str) -> None:
 
 def skip_without_hopper(report_or_kernel: Any = None, checked: str = "", *, timing: bool = False) -> bool:
     """Notebook use: ``if not gpu.skip_without_hopper(k): ...run...``. With a Hopper GPU: False. Without one the
-    kernel runs on the emulator (helpers.ptx): print one line (compile summary; "ran on the emulator") and return
+    kernel runs on the emulator (helpers.gpu.executor): print one line (compile summary; "ran on the emulator") and
+    return
     False. Cells that time kernels pass ``timing=True``: timings need the H100, so without one print the compile
     summary, why the run is skipped and what was checked, and return True."""
     reason = no_hopper_reason()
@@ -190,7 +191,7 @@ def check(result: Any, what: str) -> Any:
 
     err, *rest = result if isinstance(result, tuple) else (result,)
     if err != driver.CUresult.CUDA_SUCCESS:
-        from .diagnostics import describe_error
+        from helpers.hopper.faults import describe_error
 
         raise RuntimeError(f"{what} failed: {describe_error(err)}")
     if not rest:

@@ -39,8 +39,9 @@ class GpuContextLost(GpuError):
 
 
 class HazardError(KernelFault):
-    """The PTX executor's hazard checker (``helpers.ptx``, hazard mode) found an ordering bug that the GPU often
-    hides: the message names the hazard and both accesses. ``kind`` is its id (``helpers.ptx.hazards.KINDS``),
+    """The PTX executor's hazard checker (``helpers.gpu.executor``, hazard mode) found an ordering bug that the GPU
+    often
+    hides: the message names the hazard and both accesses. ``kind`` is its id (``helpers.gpu.executor.hazards.KINDS``),
     ``hazards`` the checker's reports when raised in this process."""
 
     def __init__(self, message: str, hazards: list | None = None) -> None:
@@ -50,7 +51,7 @@ class HazardError(KernelFault):
     @property
     def kind(self) -> str:
         """The first hazard's kind id (read from the message, so it survives a child process)."""
-        from helpers.ptx.hazards import KINDS
+        from helpers.gpu.executor.hazards import KINDS
 
         text = str(self)
         hits = [(text.find(f"({words})"), k) for k, words in KINDS.items() if f"({words})" in text]

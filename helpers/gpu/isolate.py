@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import gpulock
-from . import errors
+from . import errors, gpulock
 from .compiler import Kernel
 
 
@@ -54,7 +53,7 @@ def _python_path() -> str:
 
 def _run_child(job: dict[str, Any], timeout: float) -> Any:
     env = dict(os.environ, PYTHONPATH=_python_path(), HELPERS_ISOLATED_CHILD="1", PYTHONUNBUFFERED="1")
-    # one graded run per GPU at a time, machine-wide (helpers.gpulock): correct timings, no out-of-memory races
+    # one graded run per GPU at a time, machine-wide (helpers.gpu.gpulock): correct timings, no out-of-memory races
     with tempfile.TemporaryDirectory(prefix="gpu-isolated-") as tmp, gpulock.hold():
         answer = os.path.join(tmp, "answer.pkl")
         t0 = time.monotonic()
@@ -149,7 +148,7 @@ def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[
     """run_isolated on the emulator, in this process: a kernel there cannot break anything (its memory is numpy
     arrays, a fault is an exception), and the time limit is enforced by the emulator's own clock, so a child
     process would only add its start-up time. Same arguments, results and sentences as the child path.
-    ``with_maps``: the arrays behind TensorMapArg arguments come back too (helpers.ptx.run)."""
+    ``with_maps``: the arrays behind TensorMapArg arguments come back too (run_on_executor)."""
     from . import arrays, tensormaps
     from .launch import EmuLauncher
 
@@ -174,6 +173,38 @@ def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[
         err.__dict__.update(e.__dict__)  # a HazardError keeps its hazards
         raise err from None
     return IsolatedResult([dev[i].to_host() for i in sorted(dev)], time.monotonic() - t0, "")
+
+
+def run_on_executor(kernel: Kernel, grid: Any, block: Any, shared_mem: int, *args: Any, cluster: Any = None,
+                    hazards: bool = True, trace: bool = False, check: bool = True,
+                    timeout: float = 120.0) -> Any:
+    """Run a compiled kernel (``helpers.gpu.compile``) once on the PTX executor, even where there is a GPU.
+    Arguments as for ``gpu.run_isolated``: numpy arrays and ``TensorMapArg`` (copied in, and back in ``.arrays``
+    in argument order), numpy scalars, or arrays made on the emulator. With ``hazards`` the hazard checker runs
+    (a hazard raises ``gpu.HazardError``, or with ``check=False`` is returned in ``.hazards``); with ``trace``
+    the per-warp timeline is recorded (``.trace``). Returns a :class:`helpers.gpu.executor.RunResult`."""
+    from .executor import RunResult, executor_options, runtime
+
+    saved = os.environ.get("HELPERS_EXECUTOR")
+    os.environ["HELPERS_EXECUTOR"] = "force"
+    res = RunResult()
+    try:
+        with executor_options(hazards=hazards, trace=trace):
+            try:
+                out = _run_emulated(kernel, grid, block, shared_mem, list(args), cluster, timeout, with_maps=True)
+                res.arrays, res.seconds = list(out.arrays), out.seconds
+            except errors.HazardError as e:
+                if check:
+                    raise
+                res.error = e
+    finally:
+        if saved is None:
+            os.environ.pop("HELPERS_EXECUTOR", None)
+        else:
+            os.environ["HELPERS_EXECUTOR"] = saved
+    res.machine = runtime.LAST
+    res.hazards = list(res.machine.hz.found) if res.machine is not None and res.machine.hz is not None else []
+    return res
 
 
 def launch_isolated(kernel: Kernel, grid: Any, block: Any, shared_mem: int, *args: Any, cluster: Any = None,

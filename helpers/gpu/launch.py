@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from helpers.hopper.faults import bad_argument
+
 from . import diagnostics
 from .arrays import DeviceArray
 from .compiler import Kernel
@@ -130,22 +132,10 @@ def _pack_driver(args: Sequence[Any]) -> tuple[list[Any], Any, list[int]]:
             addrs.append(ctypes.addressof(a))
             sizes.append(ctypes.sizeof(a))
         else:
-            raise LaunchError(_bad_arg(i, a))
+            raise LaunchError(bad_argument(i, a))
     arr = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
     keep.append(arr)
     return keep, arr, sizes
-
-
-def _bad_arg(i: int, a: Any) -> str:
-    if isinstance(a, bool | int):
-        return (f"argument {i} is a plain Python int ({a}): say which C type the kernel expects, e.g. np.int32({a}) "
-                "for an int parameter, np.uint32 for unsigned, np.uint64 for a size_t")
-    if isinstance(a, float):
-        return f"argument {i} is a plain Python float ({a}): pass np.float32({a}) for a float parameter"
-    if isinstance(a, np.ndarray):
-        return (f"argument {i} is a numpy array in host memory: copy it to the GPU with gpu.to_device(...) and pass "
-                "the device array")
-    return f"argument {i} has a type the launcher cannot pass to a kernel: {type(a).__name__}"
 
 
 def _core_arg(i: int, a: Any) -> Any:
@@ -156,7 +146,7 @@ def _core_arg(i: int, a: Any) -> Any:
                           "build both tensor maps the same way (via='driver' or via='core')")
     if _is_core_tensor_map(a) or isinstance(a, (np.generic, *_CTYPES_SCALARS)):
         return a
-    raise LaunchError(_bad_arg(i, a))
+    raise LaunchError(bad_argument(i, a))
 
 
 # ------------------------------------------------------------------------------------------- launches
@@ -339,7 +329,7 @@ def launch(kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int = 0, *args: 
 
 # ------------------------------------------------------------------------------------------- the emulator
 class EmuLauncher:
-    """A launch on the PTX executor (helpers.ptx) when there is no Hopper GPU: the same checks and failure
+    """A launch on the PTX executor (helpers.gpu.executor) when there is no Hopper GPU: the same checks and failure
     sentences as :class:`Launcher`; calling it runs the kernel to completion."""
 
     def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
@@ -354,8 +344,8 @@ class EmuLauncher:
     describe = Launcher.describe
 
     def run(self, timeout: float | None = None) -> Any:
-        from helpers.ptx import current_options
-        from helpers.ptx.runtime import ArgumentError, KernelOutcome, run_kernel
+        from helpers.gpu.executor import current_options
+        from helpers.gpu.executor.runtime import ArgumentError, KernelOutcome, run_kernel
 
         limit = float(os.environ.get("HELPERS_LAUNCH_TIMEOUT", "60")) if timeout is None else timeout
         k = self.kernel

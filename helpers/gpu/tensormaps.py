@@ -129,8 +129,8 @@ def tensor_map(array: DeviceArray, box: Sequence[int], *, swizzle: int = 128, vi
 def _emulated(dtype: Any, address: int, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
               element_strides: Sequence[int] | None, swizzle: int, l2_promotion: int, oob_nan: bool,
               keep: Any = None) -> Any:
-    from helpers.ptx.runtime import make_tensor_map
-    from helpers.tensormap import TensorMapError
+    from helpers.gpu.executor.runtime import make_tensor_map
+    from helpers.hopper.tensormap import TensorMapError
 
     validate(dtype, address, dims, strides_bytes, box, swizzle)
     try:

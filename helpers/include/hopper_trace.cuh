@@ -3,11 +3,11 @@
 // its own ring in global memory; with a null buffer a stamp is one predicated-off branch.
 //
 //   #include "hopper_trace.cuh"
-//   __global__ void k(..., unsigned long long* trace) {   // trace: helpers.ptx.trace.stamp_buffer(...) or nullptr
+//   __global__ void k(..., unsigned long long* trace) {   // trace: helpers.gpu.executor.trace.stamp_buffer(...) or nullptr
 //     HOPPER_TRACE(trace);                                 // once, after which every warp stamps into its ring
 //     HOPPER_STAMP(WAIT_FULL, s);  HOPPER_WAIT(full, s, parity);  HOPPER_STAMP(FULL_DONE, s);
 //
-// Record layout (helpers.ptx.trace.STAMP_RECORD): u64 clock64; u32 globaltimer (low bits); u8 kind; u8 argument
+// Record layout (helpers.gpu.executor.trace.STAMP_RECORD): u64 clock64; u32 globaltimer (low bits); u8 kind; u8 argument
 // (a stage, or the SM for START); u16 sequence number. Ring: HOPPER_STAMP_CAP records per warp, warps of block b
 // at records [(b * warps + w) * CAP, ...). Only lane 0 of a warp writes: stamp code that lane 0 executes.
 #ifndef HOPPER_TRACE_CUH

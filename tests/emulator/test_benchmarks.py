@@ -6,11 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from helpers import pipeline as pl
-from helpers import tensormap as tm
-from helpers import tma
-from helpers import wgmma as wg
-from helpers.tensormap import DataType, Swizzle
+from helpers.hopper import pipeline as pl
+from helpers.hopper import tensormap as tm
+from helpers.hopper import tma
+from helpers.hopper import wgmma as wg
+from helpers.hopper.tensormap import DataType, Swizzle
 
 
 def test_bench_tma_load_64x64_bf16_128b(benchmark):

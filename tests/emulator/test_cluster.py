@@ -1,4 +1,5 @@
-"""helpers.cluster: the multicast plan (who loads what, who receives it, what each CTA expects), the two-CTA mainloop
+"""helpers.hopper.cluster: the multicast plan (who loads what, who receives it, what each CTA expects), the two-CTA
+mainloop
 model (the reference protocol survives every timing, the early-bytes timing really lands bytes early, every rule
 is reported in words), the co-resident counts and the SASS of the two remote-arrive forms against their captures."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import cluster
-from helpers.checks import lab6
-from helpers.mbarrier import Deadlock
+from helpers.course.checks import lab6
+from helpers.hopper import cluster
+from helpers.hopper.mbarrier import Deadlock
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "tests" / "data" / "lab56_h100.json"

@@ -1,6 +1,6 @@
-"""helpers.epilogue: bf16 rounding, the swizzled sub-tile (checked against the silicon-validated TMA model), the
+"""helpers.hopper.epilogue: bf16 rounding, the swizzled sub-tile (checked against the silicon-validated TMA model), the
 store through an emulated TMA, bank offsets, and the ordering model's rules one by one. The H100 capture
-(tests/data/lab56_h100.json, from tools/gpu_jobs/lab56/capture.py) is replayed when present."""
+(tests/data/lab56_h100.json, from tools/h100/epilogue.py) is replayed when present."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
-from helpers import epilogue, tensormap, tma, wgmma
-from helpers.widgets import swizzle
+from helpers.course.widgets import swizzle
+from helpers.hopper import epilogue, tensormap, tma, wgmma
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "lab56_h100.json"
@@ -138,7 +138,7 @@ def test_not_strict_lists_every_broken_rule_and_shows_the_race_in_c():
 # ------------------------------------------------------------------------------------------- the H100 capture
 def _fixture() -> dict:
     if not FIXTURE.exists():
-        pytest.skip("tests/data/lab56_h100.json not captured yet (tools/gpu_jobs/lab56/run.sh on an H100)")
+        pytest.skip("tests/data/lab56_h100.json not captured yet (tools/h100/run.sh epilogue on an H100)")
     return json.loads(FIXTURE.read_text())
 
 

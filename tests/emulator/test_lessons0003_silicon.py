@@ -1,4 +1,4 @@
-"""The H100 probes behind Lessons 01-03 (tools/gpu_jobs/lessons0003/probe.py): the emulator and the lessons agree.
+"""The H100 probes behind Lessons 01-03 (tools/h100/lesson_probes.py): the emulator and the lessons agree.
 
 Each fixture is skipped, with the command that makes it, until it has been captured on an H100 and committed.
 """
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.mbarrier import MBarrier, MBarrierError
+from helpers.hopper.mbarrier import MBarrier, MBarrierError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-MAKE = "run tools/gpu_jobs/lessons0003/probe.py on an H100 and copy its output into tests/data/"
+MAKE = "run tools/h100/lesson_probes.py on an H100 and copy its output into tests/data/"
 
 
 def _fixture(name: str) -> dict:
@@ -43,7 +43,7 @@ def _emulated_overdelivery(announce: int, then: str) -> tuple[list[int], list[in
 
 
 def test_tma_overdelivery_matches_the_emulator():
-    """A real 16384-byte TMA load onto a phase armed for fewer bytes (tools/gpu_jobs/lessons0003/probe.py).
+    """A real 16384-byte TMA load onto a phase armed for fewer bytes (tools/h100/lesson_probes.py).
 
     The copy reports its bytes in pieces, not in one complete_tx: with 8192 announced, phase 0 completed and the
     other 8192 bytes counted against phase 1 (so expect_tx(8192) left phase 1 waiting for its arrival, and

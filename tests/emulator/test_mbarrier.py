@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.mbarrier import Deadlock, MBarrier, MBarrierError
+from helpers.hopper.mbarrier import Deadlock, MBarrier, MBarrierError
 
 
 def test_phase_flip_arrivals_and_tx_reset():

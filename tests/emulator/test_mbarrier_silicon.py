@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.mbarrier import MBarrierError
-from helpers.widgets import barrier
+from helpers.course.widgets import barrier
+from helpers.hopper.mbarrier import MBarrierError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mbarrier_h100.json"
 DATA = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"meta": {}, "cases": []}
 
 
 def test_fixture_is_there_and_says_where_it_came_from():
-    assert DATA["cases"], f"{FIXTURE} missing: run tools/silicon/capture_mbarrier.py on an H100"
+    assert DATA["cases"], f"{FIXTURE} missing: run tools/h100/mbarrier.py on an H100"
     assert "H100" in DATA["meta"]["gpu"] and DATA["meta"]["date"]
     assert len(DATA["cases"]) >= 40
 

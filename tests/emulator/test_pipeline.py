@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import pipeline as pl
-from helpers.mbarrier import Deadlock
+from helpers.hopper import pipeline as pl
+from helpers.hopper.mbarrier import Deadlock
 
 
 @pytest.mark.parametrize("stages, consumers", [(1, 1), (2, 1), (4, 1), (4, 2), (6, 3)])

@@ -1,4 +1,4 @@
-"""helpers.scheduler: raster orders are permutations with the stated shapes, the grouped order is the Lab 6
+"""helpers.hopper.scheduler: raster orders are permutations with the stated shapes, the grouped order is the Lab 6
 kernel's arithmetic, persistent schedules cover every tile once, waves and footprints add up."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import scheduler
+from helpers.hopper import scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 rng = np.random.default_rng(5)

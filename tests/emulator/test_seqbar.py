@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import seqbar as sb
-from helpers.mbarrier import Deadlock
-from helpers.widgets import seqbar as view
+from helpers.course.widgets import seqbar as view
+from helpers.hopper import seqbar as sb
+from helpers.hopper.mbarrier import Deadlock
 
 
 def test_cursor_wraps_and_flips_the_phase():

@@ -1,4 +1,4 @@
-"""The emulator against ground truth captured on an H100 (tools/silicon/capture.py -> tests/data/)."""
+"""The emulator against ground truth captured on an H100 (tools/h100/tma_wgmma.py -> tests/data/)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import tensormap as tm
-from helpers import tma
-from helpers import wgmma as wg
+from helpers.hopper import tensormap as tm
+from helpers.hopper import tma
+from helpers.hopper import wgmma as wg
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

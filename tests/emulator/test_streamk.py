@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers import streamk as sk
+from helpers.hopper import streamk as sk
 
 rng = np.random.default_rng(2026)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import striped
-from helpers.widgets import striped as view
+from helpers.course.widgets import striped as view
+from helpers.hopper import striped
 
 
 @pytest.mark.parametrize("T, R", [(128, 128), (32, 1), (1, 7), (96, 5)])

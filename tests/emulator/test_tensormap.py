@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import tensormap as tm
-from helpers.tensormap import DataType, Interleave, Swizzle
+from helpers.hopper import tensormap as tm
+from helpers.hopper.tensormap import DataType, Interleave, Swizzle
 
 
 def course_map(**kw):

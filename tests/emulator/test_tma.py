@@ -6,9 +6,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import tensormap as tm
-from helpers import tma
-from helpers.tensormap import DataType, Swizzle
+from helpers.hopper import tensormap as tm
+from helpers.hopper import tma
+from helpers.hopper.tensormap import DataType, Swizzle
 
 rng = np.random.default_rng(1234)
 

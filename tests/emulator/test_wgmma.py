@@ -6,8 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import wgmma as wg
-from helpers.tensormap import Swizzle
+from helpers.hopper import wgmma as wg
+from helpers.hopper.tensormap import Swizzle
 
 rng = np.random.default_rng(99)
 

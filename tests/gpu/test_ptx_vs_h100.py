@@ -1,5 +1,5 @@
 """On an H100: every course kernel gives bit-identical outputs on the GPU and on the PTX executor, and the demo
-kernels fail with the same sentences (tools/gpu_jobs/ptx/compare.py does the work; tests/ptx/test_silicon.py checks
+kernels fail with the same sentences (tools/h100/executor_vs_h100.py does the work; tests/ptx/test_silicon.py checks
 the committed result on machines without a GPU)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu_jobs" / "ptx" / "compare.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "h100" / "executor_vs_h100.py"
 
 
 def test_executor_matches_the_h100_bit_for_bit() -> None:

@@ -1,4 +1,4 @@
-"""Autograding untrusted code (helpers.autograde): limits, the grader's own checks, tampering caught.
+"""Autograding untrusted code (helpers.course.autograde): limits, the grader's own checks, tampering caught.
 
 Every tampering case runs twice: with the guard off it must fool the checks (so the case is a real attack, not a
 strawman), and with the guard on it must be graded as failed, naming what was tampered with.
@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.autograde import grade_notebook
-from helpers.labgen import ROOT
+from helpers.course.autograde import grade_notebook
+from helpers.course.labgen import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def test_the_solution_of_lab1_gets_every_point_and_the_stubs_none():
 
 
 # ------------------------------------------------------------------------------------------ tampering
-TILE_SETUP = "from helpers.checks import lab1"
+TILE_SETUP = "from helpers.course.checks import lab1"
 TILE_WRONG = "def tile_coords(tile_row, tile_col, box_rows, box_cols):\n    return (0, 0)\n"
 TILE_CHECK = "lab1.check_tile_coords(tile_coords)"
 
@@ -66,25 +66,26 @@ TAMPERING = {
     "rebind the module's name": "import types\nlab1 = types.SimpleNamespace(check_tile_coords=lambda student: None)",
     "swap the check's code": "lab1.check_tile_coords.__code__ = (lambda student: None).__code__",
     "replace the module in sys.modules": (
-        "import sys, types, helpers.checks\nfake = types.ModuleType('helpers.checks.lab1')\n"
-        "fake.check_tile_coords = lambda student: None\nsys.modules['helpers.checks.lab1'] = fake\n"
-        "helpers.checks.lab1 = fake\nfrom helpers.checks import lab1"),
+        "import sys, types, helpers.course.checks\nfake = types.ModuleType('helpers.course.checks.lab1')\n"
+        "fake.check_tile_coords = lambda student: None\nsys.modules['helpers.course.checks.lab1'] = fake\n"
+        "helpers.course.checks.lab1 = fake\nfrom helpers.course.checks import lab1"),
     "patch the grading library": (
-        "from helpers import grading\ngrading.Check.fail = lambda self, *args, **kwargs: None"),
+        "from helpers.course import grading\ngrading.Check.fail = lambda self, *args, **kwargs: None"),
     "edit helpers on disk and reload": (
-        "import importlib, os, pathlib\nimport helpers.checks.lab1 as mod\np = pathlib.Path(mod.__file__)\n"
+        "import importlib, os, pathlib\nimport helpers.course.checks.lab1 as mod\np = pathlib.Path(mod.__file__)\n"
         "os.chmod(p.parent, 0o755); os.chmod(p, 0o644)\n"
         "p.write_text(p.read_text().replace('def check_tile_coords(student', "
         "'def check_tile_coords(student, *_):\\n    return\\n\\n\\ndef _was_check_tile_coords(student'))\n"
         "importlib.reload(mod)"),
     "load a fake helpers from the working directory": (
-        "import pathlib, sys\nfor d in ('helpers', 'helpers/checks'):\n    pathlib.Path(d).mkdir(exist_ok=True)\n"
+        "import pathlib, sys\nfor d in ('helpers', 'helpers/course/checks'):\n"
+        "    pathlib.Path(d).mkdir(exist_ok=True)\n"
         "    pathlib.Path(d, '__init__.py').write_text('')\n"
-        "pathlib.Path('helpers/checks/lab1.py').write_text('def check_tile_coords(student):\\n    pass\\n')\n"
+        "pathlib.Path('helpers/course/checks/lab1.py').write_text('def check_tile_coords(student):\\n    pass\\n')\n"
         "for name in [m for m in sys.modules if m.startswith('helpers')]:\n    del sys.modules[name]\n"
-        "sys.path.insert(0, '.')\nfrom helpers.checks import lab1"),
+        "sys.path.insert(0, '.')\nfrom helpers.course.checks import lab1"),
     "patch the grading library from inside the answer": (
-        "def tile_coords(tile_row, tile_col, box_rows, box_cols):\n    from helpers import grading\n"
+        "def tile_coords(tile_row, tile_col, box_rows, box_cols):\n    from helpers.course import grading\n"
         "    grading.Check.fail = lambda self, *args, **kwargs: None\n    return (0, 0)"),
 }
 
@@ -104,7 +105,7 @@ def test_monkeypatched_numpy_is_graded_as_failed(tmp_path):
     wrong = "def one_product(smem, a_addr, b_addr, k):\n    return np.zeros((64, 64), np.float32)\n"
     patch = ("np.allclose = lambda *a, **k: True\nnp.array_equal = lambda *a, **k: True\n"
              "np.abs = lambda x, *a, **k: np.asarray(x) * 0")
-    path = make_notebook(tmp_path, [("import numpy as np\nfrom helpers.checks import lab3", None),
+    path = make_notebook(tmp_path, [("import numpy as np\nfrom helpers.course.checks import lab3", None),
                                     (wrong + patch, ANSWER), ("lab3.check_one_product(one_product)", CHECK)])
     assert grade(path, tamper_guard=False).points == 1, "without the guard, the patched numpy fools the check"
     (cell,) = grade(path).cells
@@ -112,9 +113,10 @@ def test_monkeypatched_numpy_is_graded_as_failed(tmp_path):
 
 
 def test_files_submitted_beside_the_notebook_cannot_stand_in_for_the_graders(tmp_path):
-    fake = tmp_path / "helpers" / "checks"
+    fake = tmp_path / "helpers" / "course" / "checks"
     fake.mkdir(parents=True)
     (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "course" / "__init__.py").write_text("")
     (fake / "__init__.py").write_text("")
     (fake / "lab1.py").write_text("def check_tile_coords(student):\n    pass\n")
     (tmp_path / "numpy.py").write_text("raise SystemExit('a submitted numpy was imported')\n")
@@ -124,11 +126,11 @@ def test_files_submitted_beside_the_notebook_cannot_stand_in_for_the_graders(tmp
 
 
 def test_an_honest_submission_that_uses_numpy_and_helpers_freely_is_not_flagged(tmp_path):
-    right = ("import numpy as np\nfrom helpers import tma, tensormap, grading\nnp.set_printoptions(precision=3)\n"
+    right = ("import numpy as np\nfrom helpers.hopper import tma, tensormap\nfrom helpers.course import grading\nnp.set_printoptions(precision=3)\n"
              "def tile_coords(tile_row, tile_col, box_rows, box_cols):\n    return (tile_col * box_cols, "
              "tile_row * box_rows)\n")
     path = make_notebook(tmp_path, [(TILE_SETUP, None), (right, ANSWER), (TILE_CHECK, CHECK),
-                                    ("from helpers.widgets import tiles\nx = np.random.default_rng(0).random(3)",
+                                    ("from helpers.course.widgets import tiles\nx = np.random.default_rng(0).random(3)",
                                      None), (TILE_CHECK, CHECK)])
     report = grade(path)
     assert report.points == 2, report.summary()
@@ -198,7 +200,7 @@ def test_nbgrader_autograde_uses_the_sandbox_in_place_of_execute():
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
 
-    from helpers.autograde import IsolatedExecute, autograde_preprocessors
+    from helpers.course.autograde import IsolatedExecute, autograde_preprocessors
 
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     ours = autograde_preprocessors()
@@ -228,7 +230,7 @@ def test_nbgrader_autograde_goes_on_past_a_stuck_submission(tmp_path):
     import subprocess
     import sys
 
-    from helpers import labgen
+    from helpers.course import labgen
 
     solution = TILE_SETUP + "\n"
     nb = nbformat.v4.new_notebook()
@@ -245,7 +247,7 @@ def test_nbgrader_autograde_goes_on_past_a_stuck_submission(tmp_path):
     assert labgen.nbgrader_layout(root=tmp_path) == 0
     course = tmp_path / "nbgrader"
     (course / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text() + (
-        "from helpers.autograde import autograde_preprocessors\n"
+        "from helpers.course.autograde import autograde_preprocessors\n"
         "c.Autograde.autograde_preprocessors = autograde_preprocessors()\nc.IsolatedExecute.timeout = 5\n"))
     hang = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"
     answers = {"right": TILE_RIGHT, "stuck": hang, "tampers": TILE_WRONG + TAMPERING["redefine the check function"]}

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from helpers.autograde.exchange import class_uid
+from helpers.course.autograde.exchange import class_uid
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -62,7 +62,7 @@ def test_idle_servers_are_culled_and_each_student_has_storage():
 
 
 def test_the_hubs_per_user_uid_is_the_one_collect_checks():
-    """The snippet in hub.extraConfig must compute helpers.autograde.exchange.class_uid."""
+    """The snippet in hub.extraConfig must compute helpers.course.autograde.exchange.class_uid."""
     snippet = values()["hub"]["extraConfig"]["10-class-accounts.py"]
     spawner_config = types.SimpleNamespace(environment={})
     c = types.SimpleNamespace(KubeSpawner=spawner_config)
@@ -90,7 +90,7 @@ def test_the_dockerfile_installs_with_the_tested_script_and_never_copies_solutio
 def test_the_install_script_in_a_fresh_venv(course_env, tmp_path):
     py = course_env / "bin" / "python"
     probe = subprocess.run([str(py), "-c", (
-        "import helpers, json, sys; from helpers.checks import lab1\n"
+        "import helpers, json, sys; from helpers.course.checks import lab1\n"
         "lab1.check_tile_coords(lambda r, c, br, bc: (c * bc, r * br))\n"
         "print(json.dumps({'helpers': helpers.__file__, 'prefix': sys.prefix}))")],
         capture_output=True, text=True, cwd="/")

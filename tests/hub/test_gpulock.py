@@ -1,4 +1,5 @@
-"""One graded GPU run per GPU at a time (helpers.gpulock), across processes and users, and gpu.run_isolated uses it."""
+"""One graded GPU run per GPU at a time (helpers.gpu.gpulock), across processes and users, and gpu.run_isolated
+uses it."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import gpu, gpulock
+from helpers import gpu
+from helpers.gpu import gpulock
 
 HOLD = """
 import sys, time
-from helpers import gpulock
+from helpers.gpu import gpulock
 with gpulock.hold(say=lambda line: print(line, flush=True)) as waited:
     print(f"holding after {waited:.2f}", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -127,9 +129,9 @@ def test_run_isolated_queues_on_the_lock(lock_env, monkeypatch):
     try:
         monkeypatch.setenv("HELPERS_GPU_LOCK_WAIT", "1")
         with pytest.raises(gpulock.GpuBusy):
-            gpu.run_isolated("helpers.gpulock:gpu_key")
+            gpu.run_isolated("helpers.gpu.gpulock:gpu_key")
     finally:
         first.kill()
         first.wait(10)
-    assert gpu.run_isolated("helpers.gpulock:gpu_key") == "0"
+    assert gpu.run_isolated("helpers.gpu.gpulock:gpu_key") == "0"
     assert Path(lock_env["HELPERS_GPU_LOCK_DIR"], "gpu-0.lock").exists()

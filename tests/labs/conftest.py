@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from labtools import ROOT
 
-from helpers import labgen
+from helpers.course import labgen
 
 
 @pytest.fixture(scope="session")

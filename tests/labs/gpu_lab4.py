@@ -31,7 +31,7 @@ def course_sources() -> dict[str, str]:
     """The course's own code the Lab 4 kernels build on, from the solution notebooks: WRAPPERS (Lab 1's
     my_tma_load_2d, Lab 2's mbarrier wrappers and wait loop, as lab4.carry_wrappers reads them from a student's
     notebooks), Lab 3's WGMMA and LAB3_KERNEL, and LAB3 (Lab 3's whole kernel source, ready to compile)."""
-    from helpers import labgen
+    from helpers.course import labgen
 
     sol1 = labgen.solution_namespace(SOLUTIONS / "lab1_tma.ipynb")
     sol2 = labgen.solution_namespace(SOLUTIONS / "lab2_mbarrier.ipynb")
@@ -134,13 +134,13 @@ def runtime_wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
 
 def lab3_benchmark(source: str, size: int = 4096):
     """(Runs in the isolated child.) Lab 3's kernel (whole source) at size³ beside cuBLAS."""
-    from helpers.checks import _common
+    from helpers.course.checks import _common
 
     return _common.gemm_benchmark(source, "lab3_gemm", size)
 
 
 def _expect(results: list[dict], name: str, grader, wrappers: str, kernel: str, pattern: str | None, **kw) -> None:
-    from helpers import grading
+    from helpers.course import grading
 
     t0 = time.time()
     buf = io.StringIO()
@@ -161,7 +161,7 @@ def _expect(results: list[dict], name: str, grader, wrappers: str, kernel: str, 
 
 def main(out: Path) -> int:
     from helpers import gpu
-    from helpers.checks import lab4
+    from helpers.course.checks import lab4
 
     out.mkdir(parents=True, exist_ok=True)
     if not gpu.hopper_available():

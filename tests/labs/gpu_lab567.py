@@ -87,7 +87,7 @@ def lab7_run_only(src: str) -> dict[str, WrongKernel]:
 
 
 def _solutions() -> dict[str, str]:
-    from helpers import labgen
+    from helpers.course import labgen
 
     out = {}
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_streamk", "LAB7_SRC")):
@@ -103,7 +103,7 @@ def names_all(message: str, needles: tuple[str, ...]) -> bool:
 
 def rejects_naming(grader, answer, *needles: str) -> str:
     """``grader(answer)`` fails and its message names every needle (alternatives with "|"); returns the message."""
-    from helpers import grading
+    from helpers.course import grading
 
     with contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -118,7 +118,7 @@ def rejects_naming(grader, answer, *needles: str) -> str:
 
 def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[str, ...] | None) -> None:
     """Run one grader; ``needles`` None: it must pass; else it must fail with every needle in its message."""
-    from helpers import grading
+    from helpers.course import grading
 
     t0 = time.time()
     buf = io.StringIO()
@@ -143,7 +143,7 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
 
 def main(out: Path) -> int:
     from helpers import gpu
-    from helpers.checks import lab5, lab6, lab7
+    from helpers.course.checks import lab5, lab6, lab7
 
     out.mkdir(parents=True, exist_ok=True)
     if not gpu.hopper_available():

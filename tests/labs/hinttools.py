@@ -10,11 +10,11 @@ import re
 import nbformat
 from labtools import ROOT
 
-from helpers import hints
+from helpers.course import hints
 
 
 def lab_exercises(lab: str) -> dict[str, hints.Exercise]:
-    """The exercises of one lab, by id, as the students read them (helpers/data/labs.json)."""
+    """The exercises of one lab, by id, as the students read them (helpers/course/data/labs.json)."""
     return {k: v for k, v in hints.exercises().items() if v.lab == lab}
 
 

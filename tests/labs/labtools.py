@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers import grading
+from helpers.course import grading
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = 200

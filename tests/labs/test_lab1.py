@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
-from helpers import labgen, tensormap, tma
-from helpers.checks import lab1
+from helpers.course import labgen
+from helpers.hopper import tensormap, tma
+from helpers.course.checks import lab1
 
 
 # ------------------------------------------------------------------------------------------ solutions and stubs

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
-from helpers import labgen
-from helpers.checks import lab2
+from helpers.course import labgen
+from helpers.course.checks import lab2
 
 
 def _stub() -> dict:
@@ -45,7 +45,7 @@ def test_gemm_solution_passes_and_stub_fails(sol2, wrappers, no_gpu):
 # ------------------------------------------------------------------------------------------ the reference model
 def test_reference_model_matches_emulator():
     """lab2.simulate (the grader's reference) agrees with the course emulator on the fixed and random sequences."""
-    from helpers import mbarrier
+    from helpers.hopper import mbarrier
 
     rng = np.random.default_rng(7)
     cases = list(lab2.MODEL_CASES) + [(c, lab2.random_events(rng, c, 20)) for c in rng.choice([1, 2, 3, 128], 200)]

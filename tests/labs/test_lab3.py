@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
-from helpers import labgen, wgmma
-from helpers.checks import lab3
+from helpers.course import labgen
+from helpers.hopper import wgmma
+from helpers.course.checks import lab3
 
 
 def _stub() -> dict:
@@ -42,7 +43,7 @@ def test_cuda_solutions_pass_and_stubs_fail(sol3, wrappers, no_gpu):
 
 
 def test_the_references_match_the_emulator_and_the_header(sol3):
-    from helpers.tensormap import Swizzle
+    from helpers.hopper.tensormap import Swizzle
 
     for start, lbo, sbo in [(0x7400, 16, 1024), (0x10, 0x3FFF0, 0x20), (0x3FFF0, 0x100, 0x3FFF0)]:
         for sw, mode in ((0, Swizzle.NONE), (32, Swizzle.B32), (64, Swizzle.B64), (128, Swizzle.B128)):
@@ -267,7 +268,7 @@ def test_kernel_compile_error_is_reported(sol3, wrappers, no_gpu):
 def test_kernel_failure_diagnoses():
     rng = np.random.default_rng(3)
     expected = rng.standard_normal((128, 192))
-    from helpers.checks import _common
+    from helpers.course.checks import _common
 
     assert "transposed" in lab3._diagnose_kernel(_common.tiles_transposed(expected), expected)
     half = expected.copy()

@@ -4,7 +4,7 @@ every one of 200 seeds, with a hint that names the mistake. The solution is read
 The CUDA graders are tested on the kernels as the solution writes them after the course's own wrappers of Labs 1 and
 2, both ways: on the compile-only path (``no_gpu``: the compile report and the protocol read off the PTX are the
 grade) and on the PTX executor (``executor``: the run is the grade, and rejects the wrong kernels only a run can
-catch); the runs on an H100 are in tests/labs/gpu_lab4.py (tools/gpu_jobs/lab4/run.sh). Also here: the tiered hints
+catch); the runs on an H100 are in tests/labs/gpu_lab4.py (tools/h100/run.sh lab4). Also here: the tiered hints
 (the stubs show tier 0 only), and the diff the lab opens with (Lab 3's kernel, the student's own when it is there,
 against this lab's, with Lab 3's speed from the course's ladder).
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import grading, hints, labgen
-from helpers import pipeline as pl
-from helpers.checks import lab4
+from helpers.course import grading, hints, labgen
+from helpers.hopper import pipeline as pl
+from helpers.course.checks import lab4
 
 ROOT = Path(__file__).resolve().parents[2]
 SOL = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
@@ -312,7 +312,7 @@ def test_setmaxnreg_wrong_answers(name):
 
 def test_entry_registers_are_what_nvrtc_gave():
     """Measured with NVRTC 13 (sm_90a, __launch_bounds__(T, 1), a warpgroup raising to 256): see registers.py."""
-    from helpers.widgets import registers
+    from helpers.course.widgets import registers
 
     assert [lab4.entry_registers(t) for t in (384, 512, 640)] == [168, 128, 96]
     assert registers.entry_registers(384, 2) == 80 and registers.entry_registers(384, None) is None
@@ -401,7 +401,7 @@ def test_kernel_runs_take_the_one_run_path(monkeypatch):
     M and N, M ≠ N ≠ K, and a ring that wraps twice, into a NaN-poisoned C; a wrong C fails the check."""
     import numpy as np
 
-    from helpers.checks import _common as C
+    from helpers.course.checks import _common as C
 
     calls = []
 
@@ -529,7 +529,7 @@ def test_kernel_changes_with_a_lab3_stub_uses_the_course_kernel(tmp_path, monkey
 
 
 def test_lab3_speed_comes_from_the_ladder_or_says_not_measured(monkeypatch):
-    from helpers import ladder
+    from helpers.course import ladder
 
     rung = next(r for r in ladder.rungs() if r.key == "lab3")
     note = lab4.lab3_speed_note()
@@ -549,7 +549,7 @@ def test_step_changes_leave_out_markers_and_hints():
 
 
 def test_ladder_reads_the_committed_measurements():
-    from helpers import ladder
+    from helpers.course import ladder
 
     rows = lab4.ladder_rows()
     assert [r["step"].split(" ·")[0] for r in rows[:3]] == ["Lab 3", "Lab 4", "Lab 4"]

@@ -19,8 +19,9 @@ import pytest
 from gpu_lab567 import lab5_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
-from helpers import epilogue, grading, labgen
-from helpers.checks import lab5
+from helpers.hopper import epilogue
+from helpers.course import grading, labgen
+from helpers.course.checks import lab5
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab5_epilogue.ipynb"
@@ -123,7 +124,7 @@ def test_kernel_stub_fails(stub):
 def test_opening_shows_the_diff_and_lab4s_figures(sol):
     text = str(lab5.opening(sol["LAB5_SRC"]))
     assert "+++ Lab 5" in text and "--- Lab 4" in text
-    from helpers.widgets import roofline
+    from helpers.course.widgets import roofline
 
     lab4_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab4b")
     assert f"{lab4_4096.tflops:.0f} TFLOP/s" in text and lab4_4096.source in text
@@ -407,7 +408,7 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
 def test_result_hint_names_the_8_row_half_from_stale_shared_memory():
     """On the H100 the rows a dropped 8-row half never writes hold stale shared memory, not NaN: rows r % 16 < 8
     then hold rows r + 8's values, and the hint still names the 8-row half."""
-    from helpers.checks import lab5 as checks
+    from helpers.course.checks import lab5 as checks
 
     rng = np.random.default_rng(0)
     m, n = 776, 200

@@ -20,9 +20,10 @@ import pytest
 from gpu_lab567 import lab6_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
-from helpers import cluster, grading, labgen, scheduler
-from helpers.checks import lab6
-from helpers.mbarrier import MBarrierError
+from helpers.hopper import cluster, scheduler
+from helpers.course import grading, labgen
+from helpers.course.checks import lab6
+from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab6_persistent.ipynb"
@@ -117,7 +118,7 @@ def test_kernel_stub_fails(stub):
 
 def test_opening_shows_the_diff_and_lab5s_figures(sol):
     text = str(lab6.opening(sol["LAB6_SRC"]))
-    from helpers.widgets import roofline
+    from helpers.course.widgets import roofline
 
     lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
     assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 6" in text
@@ -436,7 +437,7 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_emulator_shapes_give_every_cluster_several_pairs(seed):
-    from helpers.checks.lab5 import _emulator_shapes
+    from helpers.course.checks.lab5 import _emulator_shapes
 
     for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab6.LAUNCH):
         pairs = -(-m // 256) * -(-n // 256)

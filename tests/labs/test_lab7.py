@@ -18,9 +18,9 @@ import pytest
 from gpu_lab567 import lab7_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
-from helpers import grading, labgen
-from helpers import streamk as sk
-from helpers.checks import lab7
+from helpers.course import grading, labgen
+from helpers.hopper import streamk as sk
+from helpers.course.checks import lab7
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab7_streamk.ipynb"

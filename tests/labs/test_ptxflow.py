@@ -3,8 +3,8 @@ rules; on hand-written PTX (every branch exact) and on NVRTC's PTX of the labs' 
 
 from __future__ import annotations
 
-from helpers.checks._protocol import Protocol
-from helpers.checks._ptxflow import Flow, Slot, form_problem, split_operands
+from helpers.course.checks._protocol import Protocol
+from helpers.course.checks._ptxflow import Flow, Slot, form_problem, split_operands
 
 PTX = r"""
 .version 8.5

@@ -1,4 +1,4 @@
-"""The one run path of the CUDA checks (helpers.checks._common): where it runs, what a run's failure says, and the PTX
+"""The one run path of the CUDA checks (helpers.course.checks._common): where it runs, what a run's failure says, and the PTX
 as the explanation of a run (Explanation)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import grading
-from helpers.checks import _common as C
+from helpers.course import grading
+from helpers.course.checks import _common as C
 
 
 def _finding(c: grading.Check) -> None:

@@ -12,9 +12,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import grading, tensormap
-from helpers.quizzes import lesson00, lesson01
-from helpers.widgets import swizzle, tensormap_builder, tiles
+from helpers.course import grading
+from helpers.course.quizzes import lesson00, lesson01
+from helpers.course.widgets import swizzle, tensormap_builder, tiles
+from helpers.hopper import tensormap
 
 rng = np.random.default_rng()
 
@@ -255,7 +256,7 @@ def test_swizzle_widget_reports_conflicts():
 
 
 def test_swizzle_placement_agrees_with_the_emulators_tma():
-    tma = pytest.importorskip("helpers.tma")
+    tma = pytest.importorskip("helpers.hopper.tma")
     for mode, sw in (("32B", tensormap.Swizzle.B32), ("64B", tensormap.Swizzle.B64),
                      ("128B", tensormap.Swizzle.B128)):
         span = swizzle.SPAN[mode]

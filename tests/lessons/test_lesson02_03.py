@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import mbarrier, wgmma
-from helpers.quizzes import lesson02, lesson03
-from helpers.tensormap import Swizzle
-from helpers.widgets import barrier, fragments
+from helpers.course.quizzes import lesson02, lesson03
+from helpers.course.widgets import barrier, fragments
+from helpers.hopper import mbarrier, wgmma
+from helpers.hopper.tensormap import Swizzle
 
 rng = np.random.default_rng()
 

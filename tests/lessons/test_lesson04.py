@@ -10,10 +10,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import pipeline as pl
-from helpers.quizzes import all_quizzes, lesson04
-from helpers.widgets import pipeline as tw
-from helpers.widgets import registers
+from helpers.course.quizzes import all_quizzes, lesson04
+from helpers.course.widgets import pipeline as tw
+from helpers.course.widgets import registers
+from helpers.hopper import pipeline as pl
 
 
 # ------------------------------------------------------------------------------------------- quizzes
@@ -101,13 +101,14 @@ def test_the_lab3_scenario_is_the_lab3_kernels_loop():
 
 
 def test_the_lab3_source_of_the_h100_timeline_is_the_course_kernel():
-    """tools/gpu_jobs/lab4/timeline.py stamps the course's own Lab 3 kernel (solutions/), and it compiles."""
+    """tools/h100/wgmma_timeline.py stamps the course's own Lab 3 kernel (solutions/), and it compiles."""
     import importlib.util
 
-    from helpers import gpu, labgen
+    from helpers import gpu
+    from helpers.course import labgen
 
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("timeline_job", root / "tools" / "gpu_jobs" / "lab4" / "timeline.py")
+    spec = importlib.util.spec_from_file_location("timeline_job", root / "tools" / "h100" / "wgmma_timeline.py")
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
     source = job.lab3_source()
@@ -156,7 +157,7 @@ def test_measured_bars_from_a_capture():
 def test_the_committed_capture_if_any_is_consistent():
     data = tw.load_measured()
     if data is None:
-        pytest.skip("tests/data/lab3_timeline_h100.json not captured yet (tools/gpu_jobs/lab4/timeline.py)")
+        pytest.skip("tests/data/lab3_timeline_h100.json not captured yet (tools/h100/wgmma_timeline.py)")
     assert {"gpu", "driver", "date"} <= set(data["meta"]) and "H100" in data["meta"]["gpu"]
     for b in data["blocks"]:
         for issue, full, done in b["steps"]:
@@ -279,7 +280,7 @@ def test_the_try_it_yourself_claims():
 def test_the_committed_setmaxnreg_capture_if_any_is_consistent():
     data = registers.load_measured()
     if data is None:
-        pytest.skip("tests/data/setmaxnreg_h100.json not captured yet (tools/gpu_jobs/lab4/setmaxnreg.py)")
+        pytest.skip("tests/data/setmaxnreg_h100.json not captured yet (tools/h100/setmaxnreg.py)")
     assert "H100" in data["meta"]["gpu"]
     for run in data["budgets"]:
         assert run["adds_up"] == (run["producer"] + 2 * run["consumers"] <= 3 * run["entry"])

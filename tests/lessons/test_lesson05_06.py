@@ -9,12 +9,14 @@ import nbformat
 import numpy as np
 import pytest
 
-from helpers import cluster, epilogue, gpu, scheduler
-from helpers.quizzes import lesson05, lesson06
-from helpers.widgets import cluster as cluster_view
-from helpers.widgets import epilogue as epilogue_view
-from helpers.widgets import roofline
-from helpers.widgets import scheduler as schedule_view
+from helpers import gpu
+from helpers.course.quizzes import lesson05, lesson06
+from helpers.course.widgets import cluster as cluster_view
+from helpers.course.widgets import epilogue as epilogue_view
+from helpers.course.widgets import roofline
+from helpers.course.widgets import scheduler as schedule_view
+from helpers.gpu import probes
+from helpers.hopper import cluster, epilogue, scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = [ROOT / "lessons" / "05_kernel_design.ipynb", ROOT / "lessons" / "06_epilogue.ipynb"]
@@ -191,7 +193,7 @@ def test_epilogue_probe_matches_the_emulator_on_the_h100():
     from ml_dtypes import bfloat16
 
     frags = (np.random.default_rng(3).standard_normal((128, 32)) * 3).astype(np.float32)
-    image, c_bits = epilogue.probe_on_gpu(frags, (100, 120), 64, 64)
+    image, c_bits = probes.epilogue_on_gpu(frags, (100, 120), 64, 64)
     assert np.array_equal(image, epilogue.stage_subtile(frags))
     want = np.full((100, 120), 0xFFFF, np.uint16).view(bfloat16)
     epilogue.store_subtile(image, want, 64, 64)
@@ -200,7 +202,7 @@ def test_epilogue_probe_matches_the_emulator_on_the_h100():
 
 @pytest.mark.gpu
 def test_co_resident_clusters_on_the_h100():
-    from helpers.checks import lab5
+    from helpers.course.checks import lab5
 
     k = gpu.compile((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text(), "lab5_gemm")
     for size, (clusters, _) in cluster.CO_RESIDENT.items():

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import gpu, seqbar, streamk, striped
-from helpers.quizzes import lesson07
+from helpers import gpu
+from helpers.course.quizzes import lesson07
+from helpers.hopper import seqbar, streamk, striped
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "07_sequence_barriers.ipynb"
@@ -102,7 +103,7 @@ def test_bit_identical_claim_is_measured():
 
 
 def test_h100_capture_when_present():
-    """tools/gpu_jobs/lab7 writes tests/data/streamk_h100.json; once committed, its facts are checked here."""
+    """tools/h100/streamk.py writes tests/data/streamk_h100.json; once committed, its facts are checked here."""
     path = ROOT / "tests" / "data" / "streamk_h100.json"
     if not path.exists():
         pytest.skip("no H100 capture of the Lab 7 experiments committed yet")

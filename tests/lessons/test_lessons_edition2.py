@@ -13,11 +13,13 @@ import nbformat
 import numpy as np
 import pytest
 
-from helpers import gpu, libcudacxx, mbarrier, wgmma
-from helpers.grading import Quiz
-from helpers.quizzes import all_quizzes, lesson00, lesson01, lesson02, lesson03
-from helpers.tensormap import Swizzle
-from helpers.widgets import barrier
+from helpers import gpu
+from helpers.course.grading import Quiz
+from helpers.course.quizzes import all_quizzes, lesson00, lesson01, lesson02, lesson03
+from helpers.course.widgets import barrier
+from helpers.gpu import libcudacxx
+from helpers.hopper import mbarrier, wgmma
+from helpers.hopper.tensormap import Swizzle
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "lessons").glob("0[0-3]_*.ipynb"))
@@ -159,7 +161,7 @@ def test_lesson01_corner_cases_live_in_the_appendix():
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("probe", ROOT / "tools" / "gpu_jobs" / "lessons0003" / "probe.py")
+    spec = importlib.util.spec_from_file_location("probe", ROOT / "tools" / "h100" / "lesson_probes.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""helpers.author: instructors mark cells for nbgrader with a command, and get nbgrader's exact metadata."""
+"""helpers.course.author: instructors mark cells for nbgrader with a command, and get nbgrader's exact metadata."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import nbformat
 import pytest
 
-from helpers import author, labgen
+from helpers.course import author, labgen
 
 ANSWER = 'def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    return 2 * x\n    ### END SOLUTION\n'
-CHECK = "from helpers import grading\nwith grading.check('double') as c:\n    c.equal('double(2)', double(2), 4)\n"
+CHECK = "from helpers.course import grading\nwith grading.check('double') as c:\n    c.equal('double(2)', double(2), 4)\n"
 WRITTEN = "Why?\n\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION\n"
 
 

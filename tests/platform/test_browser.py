@@ -27,8 +27,8 @@ import nbformat
 import pytest
 from widget_gallery import GALLERY, gallery_notebook
 
-from helpers import workspace
-from helpers.widgets import barrier
+from helpers.course import workspace
+from helpers.course.widgets import barrier
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST_LESSON = "lessons/00_big_picture.ipynb"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import grading
+from helpers.course import grading
 
 
 def test_passing_check_prints_a_tick(capsys):
@@ -160,7 +160,7 @@ def test_a_students_exception_is_reported_with_their_frames_only():
     msg = str(info.value)
     assert msg.startswith("✗ double: your code raised ZeroDivisionError: division by zero")
     assert ", in double" in msg and "half = x / 0" in msg
-    assert "helpers/grading.py" not in msg and "call_student" not in msg and "c.equal" not in msg
+    assert "helpers/course/grading.py" not in msg and "call_student" not in msg and "c.equal" not in msg
 
 
 def test_a_students_exception_through_numpy_names_their_line():

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import yaml
 
-from helpers import labgen
+from helpers.course import labgen
 
 ROOT = Path(__file__).resolve().parents[2]
 # the course's own notebooks (lessons/, solutions/, labs/): a student's saved copies in my-work/ are theirs
@@ -77,3 +77,30 @@ def test_nbgrader_accepts_the_solution_metadata(path: Path):
     from nbgrader.nbgraderformat import MetadataValidator
 
     MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
+
+
+#: Words about how the course was made, not about what it teaches: none may appear in code, comments, tests,
+#: notebooks or docs (measured results and H100 fixtures keep the names of the scripts that made them).
+MAKING_OF = re.compile(r"\bthe lead('s)?\b|\bissues? #?\d+|\bplaceholder\b(?!=)|\bsession \d+\b|\bclosing note", re.I)
+#: Technical uses of the word that are not about the course's making: ipywidgets' and the hub chart's own names.
+MAKING_OF_ALLOWED = re.compile(r"placeholder=|userPlaceholder|placeholder pods")
+
+
+def _own_text_files() -> list[Path]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.split()
+    skip = ("tests/data/", "bench/results/", "tests/hub/data/")
+    return [ROOT / f for f in listed if not f.startswith(skip) and Path(f).suffix in
+            (".py", ".ipynb", ".md", ".cu", ".cuh", ".sh", ".toml", ".yml", ".yaml", ".cfg", "")]
+
+
+def test_the_project_speaks_of_itself_only():
+    found = []
+    for path in _own_text_files():
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if MAKING_OF.search(MAKING_OF_ALLOWED.sub("", line)):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert found == [], "words about how the course was made:\n" + "\n".join(found)

@@ -36,18 +36,18 @@ def test_the_guide_names_the_cell_metadata_editor_as_jupyterlab_4_does():
     text = GUIDE.read_text()
     assert "Common Tools → Cell Metadata" not in text
     assert "Advanced Tools →\nCell Metadata" in text or "Advanced Tools → Cell Metadata" in text
-    assert "python -m helpers.author mark" in text
+    assert "python -m helpers.course.author mark" in text
 
 
 def test_the_guides_author_commands_run(tmp_path):
-    """The guide's `python -m helpers.author` lines, in order, on a notebook whose cells fit its examples."""
+    """The guide's `python -m helpers.course.author` lines, in order, on a notebook whose cells fit its examples."""
     import shlex
 
     import nbformat
 
-    from helpers import author
+    from helpers.course import author
 
-    lines = [ln.split("  #")[0] for ln in GUIDE.read_text().splitlines() if "-m helpers.author" in ln]
+    lines = [ln.split("  #")[0] for ln in GUIDE.read_text().splitlines() if "-m helpers.course.author" in ln]
     assert len(lines) >= 5
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(f"spec {i}") for i in range(7)] + [
@@ -59,7 +59,7 @@ def test_the_guides_author_commands_run(tmp_path):
     (tmp_path / "solutions").mkdir()
     nbformat.write(nb, tmp_path / "solutions" / "lab1_tma.ipynb")
     for line in lines:
-        args = shlex.split(line)[3:]  # after `.venv/bin/python -m helpers.author`
+        args = shlex.split(line)[3:]  # after `.venv/bin/python -m helpers.course.author`
         args = [str(tmp_path / a) if a.startswith("solutions/") else a for a in args]
         assert author.main(args) == 0, line
     roles = [author.role_of(c) for c in nbformat.read(tmp_path / "solutions" / "lab1_tma.ipynb", 4).cells[7:]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import labgen
+from helpers.course import labgen
 
 SOLUTION_CELL = '''def double(x):
     """Twice x."""
@@ -17,7 +17,7 @@ SOLUTION_CELL = '''def double(x):
     return 2 * x
     ### END SOLUTION
 '''
-CHECK_CELL = '''from helpers import grading
+CHECK_CELL = '''from helpers.course import grading
 with grading.check("double") as c:
     for x in grading.fresh_rng().integers(-100, 100, size=5):
         c.equal(f"double({x})", grading.call_student(double, int(x)), 2 * int(x))
@@ -169,7 +169,7 @@ def test_nbgrader_runs_on_the_course_layout(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# tiered hints (helpers.hints): the stub says what to do; more only when asked; never a line of the solution
+# tiered hints (helpers.course.hints): the stub says what to do; more only when asked; never a line of the solution
 # ---------------------------------------------------------------------------------------------------------
 TIERED = '''def area(w, h):
     """Area of a w × h box."""
@@ -228,7 +228,7 @@ def test_a_hint_holding_a_solution_line_is_refused(tmp_path, tier):
 
 
 def test_the_leak_rule_ignores_whitespace_and_backticks_and_short_lines():
-    from helpers import hints
+    from helpers.course import hints
 
     assert hints.leaked_lines("use `acc   = np.zeros((128,32))` here", "    acc = np.zeros((128, 32))\n")
     assert hints.leaked_lines("then return w * h", "    return w * h\n")
@@ -246,7 +246,7 @@ def test_hint_tiers_must_be_numbered_without_gaps(tmp_path, source, message):
 
 
 def test_generate_writes_hints_and_encoded_answers_and_check_notices_staleness(tmp_path, capsys):
-    from helpers import hints
+    from helpers.course import hints
 
     sol = _tiered_course(tmp_path, TIERED, TIERED_CUDA)
     assert labgen.generate(root=tmp_path) == 0
@@ -264,7 +264,7 @@ def test_generate_writes_hints_and_encoded_answers_and_check_notices_staleness(t
 
 
 def test_hint_and_answer_texts(tmp_path):
-    from helpers import hints
+    from helpers.course import hints
 
     _tiered_course(tmp_path, TIERED, TIERED_CUDA)
     labgen.generate(root=tmp_path)
@@ -284,7 +284,7 @@ def test_hint_and_answer_texts(tmp_path):
 def test_the_course_labs_hold_no_hint_beyond_tier_0_and_no_answer():
     """Every solution notebook obeys the hint rules (generation succeeds), labs/ shows only tier 0, and the
     generated data file is up to date."""
-    from helpers import hints
+    from helpers.course import hints
 
     table = hints.exercises()
     assert len(table) >= 20

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ladder
+from helpers.course import ladder
 
 ROOT = Path(__file__).resolve().parents[2]
 

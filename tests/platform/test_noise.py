@@ -37,7 +37,7 @@ def test_installing_the_course_prints_no_warnings():
 
 @pytest.mark.slow
 def test_validate_prints_one_line_per_notebook_and_nothing_else():
-    done = subprocess.run([sys.executable, "-m", "helpers.labgen", "validate", "--only", "00_"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "helpers.course.labgen", "validate", "--only", "00_"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 0, lines

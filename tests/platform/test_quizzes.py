@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.quizzes import all_quizzes
+from helpers.course.quizzes import all_quizzes
 
 QUIZZES = all_quizzes()
 
 
 def test_every_lesson_has_quizzes():
     lessons = {key.split(".")[0] for key in QUIZZES}
-    assert lessons, "no quiz found in helpers/quizzes"
+    assert lessons, "no quiz found in helpers/course/quizzes"
 
 
 @pytest.mark.parametrize("key", sorted(QUIZZES))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from helpers import labgen
+from helpers.course import labgen
 
 pytestmark = pytest.mark.slow
 
 CELLS = [
-    "from helpers import grading, gpu\nimport numpy as np",
+    "from helpers import gpu\nfrom helpers.course import grading\nimport numpy as np",
     # 1: the student's answer cell
     "def double(x):\n    y = x * 2\n    return y / 0\n",
     # 2: a check cell whose student code raises
@@ -25,7 +25,7 @@ CELLS = [
     '    x[i] += undefined_name;\n}\n"""',
     # 5: compiled from another cell, inside a larger source
     "gpu.compile('#include \"hopper.cuh\"\\n// the course adds a line\\n' + SRC)",
-    # 6: a grader (as in helpers/checks) that raises a CheckFailed outside any check context
+    # 6: a grader (as in helpers/course/checks) that raises a CheckFailed outside any check context
     "raise grading.CheckFailed('❌ the kernel no longer defines TILE_BYTES')",
     # 7: a passing check
     "with grading.check('Lab 0 · fine') as c:\n    c.equal('one', 1, 1)",

@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from helpers.widgets import barrier, figure, fragments, registers, swizzle, tensormap_builder, tiles
-from helpers.widgets import pipeline as timeline
+from helpers.course.widgets import barrier, figure, fragments, registers, swizzle, tensormap_builder, tiles
+from helpers.course.widgets import pipeline as timeline
 
 WIDGETS = {
     "tile_grid": lambda: tiles.tile_grid_widget(),

@@ -1,7 +1,7 @@
 """A student's workflow: their work lives in my-work/, and the course's commands never fail or nag because of it.
 
-`make lab` fills my-work/ (helpers.workspace.prepare); `make test`, `make labs`, `make validate` and `make strip`
-look only at lessons/, solutions/ and labs/ (helpers.labgen), so a saved lab with outputs changes nothing.
+`make lab` fills my-work/ (helpers.course.workspace.prepare); `make test`, `make labs`, `make validate` and `make strip`
+look only at lessons/, solutions/ and labs/ (helpers.course.labgen), so a saved lab with outputs changes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from test_labgen import make_course
 
-from helpers import labgen, workspace
+from helpers.course import labgen, workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,5 +121,6 @@ def test_my_work_is_ignored_by_git():
 def test_make_lab_opens_jupyterlab_on_my_work():
     makefile = (ROOT / "Makefile").read_text()
     lab = makefile[makefile.index("\nlab:"):].split("\n\n")[0]
-    assert "helpers.workspace" in lab and 'root_dir="$(CURDIR)/$(WORK)"' in lab and "WORK   := my-work" in makefile
+    assert "helpers.course.workspace" in lab and 'root_dir="$(CURDIR)/$(WORK)"' in lab
+    assert "WORK   := my-work" in makefile
     assert "my-work/" in (ROOT / "README.md").read_text()

@@ -8,11 +8,11 @@ import sys
 import nbformat
 
 SETUP = """\
-from helpers import grading
-from helpers.quizzes import lesson00
-from helpers.widgets import barrier, fragments, swizzle, tensormap_builder, tiles
-from helpers.widgets import pipeline as timeline
-from helpers.widgets import cluster, epilogue, registers, roofline, scheduler, seqbar, streamk, striped, trace"""
+from helpers.course import grading
+from helpers.course.quizzes import lesson00
+from helpers.course.widgets import barrier, fragments, swizzle, tensormap_builder, tiles
+from helpers.course.widgets import pipeline as timeline
+from helpers.course.widgets import cluster, epilogue, registers, roofline, scheduler, seqbar, streamk, striped, trace"""
 
 #: name -> the cell that shows it (the screenshot is saved as test-artifacts/browser/<name>.png)
 GALLERY: dict[str, str] = {

@@ -26,8 +26,8 @@ def gemm_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np
 
 def h100_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C = A·Bᵀ as an H100 accumulates it with wgmma m64nNk16: k16 slices in order, each through the tensor core's
-    fitted numerics (helpers.wgmma.dot_h100), starting from zero."""
-    from helpers import wgmma as wg
+    fitted numerics (helpers.hopper.wgmma.dot_h100), starting from zero."""
+    from helpers.hopper import wgmma as wg
 
     af = a.astype(np.float32).astype(np.float64)
     bf = b.astype(np.float32).astype(np.float64)

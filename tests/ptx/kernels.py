@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def lab_sources() -> dict[str, str]:
     """The solved kernels of Labs 1-3 as the graders compile them: the header, the student's wrappers so far, the
     kernel (keys LAB1, LAB2, LAB3; kernels lab1_copy, lab2_gemm, lab3_gemm)."""
-    from helpers import labgen
+    from helpers.course import labgen
 
     ns: dict = {}
     for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):

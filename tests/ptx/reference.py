@@ -1,4 +1,5 @@
-"""Brute-force references for the ALU probe (helpers.ptx.probes): each op on one element at a time, in plain Python
+"""Brute-force references for the ALU probe (helpers.gpu.executor.probes): each op on one element at a time, in plain
+Python
 with exact rationals, written from the PTX ISA's definitions and independent of the executor's numpy code."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ALU numerics: every instruction of the probe kernel (helpers.ptx.probes) run on the executor, element by
+"""ALU numerics: every instruction of the probe kernel (helpers.gpu.executor.probes) run on the executor, element by
 element against brute-force references written from the PTX ISA (tests/ptx/reference.py); and the numerics
 module's exact fma against exact rationals, ties and every rounding mode included."""
 
@@ -11,8 +11,8 @@ import pytest
 from reference import reference, to_f32
 
 from helpers import gpu
-from helpers.ptx import numerics as N
-from helpers.ptx.probes import ALU_OPS, ALU_PROBE, alu_inputs
+from helpers.gpu.executor import numerics as N
+from helpers.gpu.executor.probes import ALU_OPS, ALU_PROBE, alu_inputs
 
 
 @pytest.fixture(scope="module")

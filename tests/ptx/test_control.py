@@ -246,7 +246,7 @@ extern "C" __global__ void spin(volatile int* flag) {
 
 
 def test_spinning_on_memory_nobody_writes_is_a_deadlock() -> None:
-    from helpers.ptx import machine
+    from helpers.gpu.executor import machine
 
     k = gpu.compile(SPIN, "spin")
     old = machine.Options.livelock_blocks

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import gpu
-from helpers.ptx import coverage
+from helpers.gpu.executor import coverage
 
 KERNELS = coverage.course_kernels()
 

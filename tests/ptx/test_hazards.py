@@ -1,4 +1,4 @@
-"""The hazard checker (helpers.ptx.hazards, issue 11 part 4): every course kernel runs with zero hazards, and each
+"""The hazard checker (helpers.gpu.executor.hazards): every course kernel runs with zero hazards, and each
 ordering mistake the issue lists is reported, deterministically, with the right hazard named in words."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pytest
 from conftest import h100_gemm
 from kernels import LAB2_GEMM, LAB2_WRONG_PARITY, ROOT, STORES_WGMMA, WS_GEMM, lab_sources, ws_smem
 
-from helpers import gpu, labgen, ptx
-from helpers.gpu import TensorMapArg
-from helpers.ptx import hazards as hz
+from helpers import gpu
+from helpers.course import labgen
+from helpers.gpu import TensorMapArg, executor
+from helpers.gpu.executor import hazards as hz
 
 KD = ROOT / "bench" / "kernels"
 RING4, RING4_WS = 4 * 32 * 1024 + 1024, 4 * 48 * 1024 + 1024
@@ -23,43 +24,44 @@ def _operands(m: int, n: int, k: int, seed: int = 1) -> tuple[np.ndarray, np.nda
 
 
 def fp32_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, block: int = 128, smem: int = 0,
-              box_a: tuple[int, int] = (64, 64), box_b: tuple[int, int] = (64, 64)) -> ptx.RunResult:
+              box_a: tuple[int, int] = (64, 64), box_b: tuple[int, int] = (64, 64)) -> executor.RunResult:
     """A course GEMM with an fp32 C (Labs 2-4), hazard mode on; the result keeps C (poisoned first)."""
     a, b = _operands(m, n, k)
     c = np.full((m, n), np.nan, np.float32)
-    res = ptx.run(gpu.compile(src, name), grid, block, smem, TensorMapArg(a, box_a), TensorMapArg(b, box_b), c,
+    res = gpu.run_on_executor(gpu.compile(src, name), grid, block, smem, TensorMapArg(a, box_a), TensorMapArg(b, box_b),
+                              c,
                   np.int32(m), np.int32(n), np.int32(k), check=False)
     res.reference = a.astype(np.float64) @ b.astype(np.float64).T
     return res
 
 
 def bf16_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, cluster: tuple | None = None,
-              streamk: int = 0) -> ptx.RunResult:
+              streamk: int = 0) -> executor.RunResult:
     """A Lab 5-7 GEMM (bf16 C through a TMA store), hazard mode on."""
     a, b = _operands(m, n, k, seed=3)
     c = np.full((m, n), np.nan, gpu.bfloat16)
     extra = ()
     if streamk:
         extra = (np.zeros(streamk * 2 * 128 * 256, np.float32), np.zeros(streamk * 2, np.uint32))
-    res = ptx.run(gpu.compile(src, name), grid, 384, EPILOGUE, TensorMapArg(a, (128, 64)),
+    res = gpu.run_on_executor(gpu.compile(src, name), grid, 384, EPILOGUE, TensorMapArg(a, (128, 64)),
                   TensorMapArg(b, (256, 64) if cluster is None else (128, 64)), TensorMapArg(c, (64, 64)),
                   np.int32(m), np.int32(n), np.int32(k), *extra, cluster=cluster, check=False)
     res.reference = a.astype(np.float64) @ b.astype(np.float64).T
     return res
 
 
-def _c(res: ptx.RunResult) -> np.ndarray:
+def _c(res: executor.RunResult) -> np.ndarray:
     return res.arrays[2].astype(np.float64)
 
 
-def clean(res: ptx.RunResult) -> None:
+def clean(res: executor.RunResult) -> None:
     """No hazard, and the right product."""
     assert res.hazards == [], "\n".join(str(h) for h in res.hazards[:3])
     assert res.error is None
     assert np.allclose(_c(res), res.reference, rtol=2e-2, atol=5e-2)
 
 
-def named(res: ptx.RunResult, kind: str, *words: str) -> hz.Hazard:
+def named(res: executor.RunResult, kind: str, *words: str) -> hz.Hazard:
     """The first hazard is of ``kind`` and its sentence has ``words``; the run raised HazardError saying so."""
     assert res.hazards, "no hazard found"
     first = res.hazards[0]
@@ -90,7 +92,7 @@ def _kernel(file: str) -> str:
 def test_lab1_copy_has_no_hazard(labs: dict) -> None:
     a = gpu.random_host((128, 192), gpu.bfloat16, seed=4).view(np.uint16)
     out = np.full((128, 192), 0xFFFF, np.uint16)
-    res = ptx.run(gpu.compile(labs["LAB1"], "lab1_copy"), (3, 2), 128, 0, TensorMapArg(a, (64, 64)), a, out,
+    res = gpu.run_on_executor(gpu.compile(labs["LAB1"], "lab1_copy"), (3, 2), 128, 0, TensorMapArg(a, (64, 64)), a, out,
                   np.int32(192))
     assert res.hazards == [] and np.array_equal(res.arrays[2], a)
 
@@ -115,7 +117,7 @@ def test_lab4_ring_and_warp_specialized_kernels_have_no_hazard() -> None:
 
 
 def test_lab4_notebook_solutions_have_no_hazard() -> None:
-    from helpers.checks import lab4
+    from helpers.course.checks import lab4
 
     ns = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
     wrappers = '#include "hopper.cuh"\n' + "".join(
@@ -147,7 +149,8 @@ def test_lab7_streamk_flags_have_no_hazard(source: str) -> None:
 def test_stores_fenced_for_wgmma_have_no_hazard_and_are_exact() -> None:
     a, b = _operands(64, 64, 64)
     c = np.full((64, 64), np.nan, np.float32)
-    res = ptx.run(gpu.compile(STORES_WGMMA, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16), c)
+    kern = gpu.compile(STORES_WGMMA, "stores_wgmma")
+    res = gpu.run_on_executor(kern, 1, 128, 0, a.view(np.uint16), b.view(np.uint16), c)
     assert res.hazards == []
     assert np.array_equal(res.arrays[2].view(np.uint32), h100_gemm(a, b).view(np.uint32))
 
@@ -167,7 +170,7 @@ def test_accumulators_written_after_the_fence_need_another_fence() -> None:
     src = edit(STORES_WGMMA, "  hopper::wgmma_fence_operands(d);  // the zeros are written here, before the fence "
                              "(not moved after it)\n", "")
     a, b = _operands(64, 64, 64)
-    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+    res = gpu.run_on_executor(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
                   np.zeros((64, 64), np.float32), check=False)
     named(res, "missing-wgmma-fence", "`mov.f32", "after the warp's last wgmma.fence", "wgmma_fence_operands")
 
@@ -214,7 +217,7 @@ def test_stage_released_before_it_is_read(labs: dict) -> None:
 
 
 def test_the_lab2_bug_hunt_race_is_found() -> None:
-    from helpers.checks import lab2
+    from helpers.course.checks import lab2
 
     res = fp32_gemm('#include "hopper.cuh"\n' + lab2.BUGGY_KERNEL, "lab2_gemm", 64, 64, 256, (1, 1))
     named(res, "overwrite-while-read", "release a stage only after reading")
@@ -235,11 +238,11 @@ def test_expect_tx_smaller_and_larger_than_the_copies(labs: dict, factor: str, w
 def test_generic_stores_read_by_wgmma_without_proxy_fence() -> None:
     a, b = _operands(64, 64, 64)
     src = edit(STORES_WGMMA, "  hopper::fence_proxy_async();", "  // (no fence)")
-    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+    res = gpu.run_on_executor(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
                   np.zeros((64, 64), np.float32), check=False)
     named(res, "missing-proxy-fence", "the wgmma", "`st.shared.v4.u32", "fence.proxy.async")
     src = edit(STORES_WGMMA, "  __syncthreads();\n", "")
-    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+    res = gpu.run_on_executor(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
                   np.zeros((64, 64), np.float32), check=False)
     named(res, "overwrite-while-read", "the store", "the wgmma", "this warp has not reached that wgmma yet",
           "A barrier between the stores and the wgmma")
@@ -248,7 +251,7 @@ def test_generic_stores_read_by_wgmma_without_proxy_fence() -> None:
 def test_store_into_a_tile_a_wgmma_may_still_read() -> None:
     src = edit(STORES_WGMMA, "  hopper::wgmma_commit();\n", "  hopper::wgmma_commit();\n  sA[t] = 0;\n")
     a, b = _operands(64, 64, 64)
-    res = ptx.run(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
+    res = gpu.run_on_executor(gpu.compile(src, "stores_wgmma"), 1, 128, 0, a.view(np.uint16), b.view(np.uint16),
                   np.zeros((64, 64), np.float32), check=False)
     named(res, "overwrite-while-read", "the store", "overwrites sA byte", "the wgmma", "may still read it",
           "no wgmma.wait_group has retired its group yet")
@@ -325,12 +328,12 @@ def test_helpers_gpu_launch_raises_hazard_error_in_executor_options(labs: dict) 
     args = (gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, 64, 64), dc, np.int32(64), np.int32(64),
             np.int32(64))
     gpu.launch(kern, (1, 1), 128, 0, *args)  # hazard mode off: runs (the mistake is silent here, as on the GPU)
-    with ptx.executor_options(hazards=True), pytest.raises(gpu.HazardError) as e:
+    with executor.executor_options(hazards=True), pytest.raises(gpu.HazardError) as e:
         gpu.launch(kern, (1, 1), 128, 0, *args)
     assert isinstance(e.value, gpu.KernelFault) and e.value.kind == "missing-wgmma-fence"
     assert str(e.value).startswith("kernel lab3_gemm (grid (1, 1, 1), block (128, 1, 1), 0 B dynamic smem): hazard")
     assert e.value.hazards and e.value.hazards[0].kind == "missing-wgmma-fence"
-    assert ptx.last_run().hazards[0].kind == "missing-wgmma-fence"
+    assert executor.last_run().hazards[0].kind == "missing-wgmma-fence"
 
 
 def test_environment_switches_hazard_mode_on_for_run_isolated(labs: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -344,7 +347,7 @@ def test_environment_switches_hazard_mode_on_for_run_isolated(labs: dict, monkey
 
 
 def test_executor_options_refuses_unknown_fields() -> None:
-    with pytest.raises(TypeError, match="unknown executor option"), ptx.executor_options(hazzards=True):
+    with pytest.raises(TypeError, match="unknown executor option"), executor.executor_options(hazzards=True):
         pass
 
 
@@ -371,8 +374,8 @@ extern "C" __global__ void neighbours(int* out) {
 def test_neighbouring_words_of_two_warps_are_no_conflict_but_an_unordered_read_is() -> None:
     """Ordinary accesses are tracked per 4-byte word: two warps writing their own words of one 16-byte chunk do not
     race (Lab 2's init/arrive self-test does this), a read of another warp's word with no barrier between does."""
-    res = ptx.run(gpu.compile(NEIGHBOURS, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
+    res = gpu.run_on_executor(gpu.compile(NEIGHBOURS, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
     assert res.hazards == [] and (res.arrays[0] == (np.arange(128) * 37 + 5) % 128).all()
     racy = NEIGHBOURS.replace("  __syncthreads();\n", "")
-    res = ptx.run(gpu.compile(racy, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
+    res = gpu.run_on_executor(gpu.compile(racy, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
     assert res.hazards and {h.kind for h in res.hazards} <= {"unsynchronised", "overwrite-while-read"}

@@ -18,9 +18,10 @@ from kernels import (
     ws_smem,
 )
 
-from helpers import gpu, labgen
+from helpers import gpu
+from helpers.course import labgen
 from helpers.gpu import examples
-from helpers.ptx import numerics as N
+from helpers.gpu.executor import numerics as N
 
 ROOT = Path(__file__).resolve().parents[2]
 

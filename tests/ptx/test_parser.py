@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.ptx.errors import ParseError
-from helpers.ptx.parser import Addr, FImm, Imm, Neg, Pair, Paren, Reg, Sink, Sym, Vec, parse
-from helpers.ptx.program import load_program
+from helpers.gpu.executor.errors import ParseError
+from helpers.gpu.executor.parser import Addr, FImm, Imm, Neg, Pair, Paren, Reg, Sink, Sym, Vec, parse
+from helpers.gpu.executor.program import load_program
 
 PTX = r"""
 //

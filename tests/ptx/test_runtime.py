@@ -156,8 +156,8 @@ extern "C" __global__ void fast_exp(float* x) {
 def test_trace_records_per_warp_events() -> None:
     from kernels import LAB2_GEMM
 
-    from helpers.ptx.machine import Options
-    from helpers.ptx.runtime import run_kernel
+    from helpers.gpu.executor.machine import Options
+    from helpers.gpu.executor.runtime import run_kernel
 
     k = gpu.compile(LAB2_GEMM, "lab2_gemm")
     a = gpu.to_device(gpu.random_host((64, 128), gpu.bfloat16, seed=1))

@@ -1,5 +1,5 @@
 """Truth from silicon: the committed comparison of every course kernel on an H100 and on the executor
-(tests/data/ptx_vs_h100.json, made by tools/gpu_jobs/ptx/compare.py) says bit-identical everywhere."""
+(tests/data/ptx_vs_h100.json, made by tools/h100/executor_vs_h100.py) says bit-identical everywhere."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ptx_vs_h100.json"
 @pytest.fixture(scope="module")
 def fixture() -> dict:
     if not FIXTURE.exists():
-        pytest.skip("no H100 comparison committed yet: run tools/gpu_jobs/ptx/compare.py on an H100 and commit "
+        pytest.skip("no H100 comparison committed yet: run tools/h100/executor_vs_h100.py on an H100 and commit "
                     "$OUT/ptx_vs_h100.json as tests/data/ptx_vs_h100.json")
     return json.loads(FIXTURE.read_text())
 
@@ -22,7 +22,7 @@ def fixture() -> dict:
 def test_fixture_comes_from_an_h100(fixture: dict) -> None:
     meta = fixture["meta"]
     assert "H100" in meta["gpu"] and meta["driver_cuda_version"] and meta["date"]
-    assert meta["made_by"] == "tools/gpu_jobs/ptx/compare.py"
+    assert meta["made_by"] == "tools/h100/executor_vs_h100.py"
 
 
 def test_every_kernel_is_bit_identical(fixture: dict) -> None:
@@ -36,7 +36,7 @@ def test_every_kernel_is_bit_identical(fixture: dict) -> None:
 
 
 def test_every_alu_op_is_bit_identical(fixture: dict) -> None:
-    from helpers.ptx.probes import ALU_OPS
+    from helpers.gpu.executor.probes import ALU_OPS
 
     ops = {a["op"]: a for a in fixture["alu"]}
     assert set(ops) == {op[0] for op in ALU_OPS}

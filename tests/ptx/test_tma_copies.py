@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import gpu, tma
-from helpers.tensormap import DataType, Swizzle, encode_tiled
+from helpers import gpu
+from helpers.hopper import tma
+from helpers.hopper.tensormap import DataType, Swizzle, encode_tiled
 
 ROUND_TRIP = r"""
 #include "hopper.cuh"

@@ -1,4 +1,4 @@
-"""Timelines of a student's own kernel (issue 11 part 5): the executor's per-warp events with the pipeline model's
+"""Timelines of a student's own kernel: the executor's per-warp events with the pipeline model's
 latencies, the converter to the Lesson 04 widget's lanes, and the H100 stamps (HOPPER_STAMP) — written by a
 stamped Lab 4 kernel run on the executor, converted, and checked against the executor's own events."""
 
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from kernels import ROOT
 
-from helpers import gpu, ptx
-from helpers import pipeline as pl
-from helpers.gpu import TensorMapArg
-from helpers.ptx import trace as T
-from helpers.widgets import pipeline as pw
-from helpers.widgets import trace as TW
+from helpers import gpu
+from helpers.course.widgets import pipeline as pw
+from helpers.course.widgets import trace as TW
+from helpers.gpu import TensorMapArg, executor
+from helpers.gpu.executor import trace as T
+from helpers.hopper import pipeline as pl
 
 RING4 = 4 * 32 * 1024 + 1024
 M, N, K = 256, 256, 512  # 2 x 2 blocks of 128 x 128, 8 K steps: every stage of the 4-stage ring used twice
@@ -28,28 +28,28 @@ def _operands() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def ring_run() -> ptx.RunResult:
+def ring_run() -> executor.RunResult:
     """Lab 4's 128x128 ring kernel, traced on the executor."""
     a, b = _operands()
     kern = gpu.compile((ROOT / "bench" / "kernels" / "lab4_128x128.cu").read_text(), "lab4_gemm_128x128")
-    return ptx.run(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
+    return gpu.run_on_executor(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
                    np.full((M, N), np.nan, np.float32), np.int32(M), np.int32(N), np.int32(K), hazards=False,
                    trace=True)
 
 
 @pytest.fixture(scope="module")
-def stamped_run() -> tuple[ptx.RunResult, np.ndarray]:
+def stamped_run() -> tuple[executor.RunResult, np.ndarray]:
     """The stamped Lab 4 kernel on the executor, traced too (so stamps and events can be compared)."""
     a, b = _operands()
     kern = gpu.compile(T.stamped_lab4(), "lab4_gemm_128x128")
-    res = ptx.run(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
+    res = gpu.run_on_executor(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
                   np.full((M, N), np.nan, np.float32), np.int32(M), np.int32(N), np.int32(K), T.stamp_buffer(4, 12),
                   hazards=False, trace=True)
     return res, a.astype(np.float64) @ b.astype(np.float64).T
 
 
 # ------------------------------------------------------------------------------------------- the executor's events
-def test_traced_runs_use_the_pipeline_models_latencies(ring_run: ptx.RunResult) -> None:
+def test_traced_runs_use_the_pipeline_models_latencies(ring_run: executor.RunResult) -> None:
     defaults = inspect.signature(pl.Pipeline).parameters
     tr = ring_run.trace
     assert tr.meta["tma_latency"] == defaults["tma_latency"].default == 500
@@ -64,7 +64,7 @@ def test_traced_runs_use_the_pipeline_models_latencies(ring_run: ptx.RunResult) 
         assert all(s1 >= e0 for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False))
 
 
-def test_every_warp_records_what_it_issued_waited_for_and_arrived_on(ring_run: ptx.RunResult) -> None:
+def test_every_warp_records_what_it_issued_waited_for_and_arrived_on(ring_run: executor.RunResult) -> None:
     blk = ring_run.trace.block((0, 0, 0))
     assert blk.roles() == {0: "producer", 1: "consumer", 2: "consumer"}
     assert {e.warp for e in blk.of("tma_issue")} == {0}
@@ -80,7 +80,7 @@ def test_every_warp_records_what_it_issued_waited_for_and_arrived_on(ring_run: p
     assert len(blk.of("done")) == 12
 
 
-def test_trace_round_trips_through_json(ring_run: ptx.RunResult) -> None:
+def test_trace_round_trips_through_json(ring_run: executor.RunResult) -> None:
     tr = ring_run.trace
     back = T.Trace.from_json(json.loads(json.dumps(tr.to_json())))
     assert back.events == tr.events and back.meta == tr.meta and back.source == "emulator"
@@ -91,7 +91,7 @@ def test_a_run_without_trace_records_nothing() -> None:
 
 
 # ------------------------------------------------------------------------------------------- the widget's lanes
-def test_bars_and_marks_for_the_pipeline_widget(ring_run: ptx.RunResult) -> None:
+def test_bars_and_marks_for_the_pipeline_widget(ring_run: executor.RunResult) -> None:
     bars, marks = TW.trace_bars(ring_run.trace)
     lanes = {b.lane for b in bars}
     assert lanes == {"WG0 producer (warp 0)", "WG1 consumer (warp 4)", "WG2 consumer (warp 8)", "tensor cores",
@@ -107,8 +107,8 @@ def test_bars_and_marks_for_the_pipeline_widget(ring_run: ptx.RunResult) -> None
                                                                  if b.lane == "tensor cores")
 
 
-def test_trace_widget_fits_the_column(ring_run: ptx.RunResult) -> None:
-    from helpers.widgets import figure
+def test_trace_widget_fits_the_column(ring_run: executor.RunResult) -> None:
+    from helpers.course.widgets import figure
 
     box = TW.trace_widget(ring_run.trace)
     assert isinstance(box, figure.WidgetBox)
@@ -174,7 +174,7 @@ def test_stamps_agree_with_the_executors_own_events(stamped_run: tuple) -> None:
 def test_a_null_trace_buffer_turns_stamping_off() -> None:
     a, b = _operands()
     kern = gpu.compile(T.stamped_lab4(), "lab4_gemm_128x128")
-    res = ptx.run(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
+    res = gpu.run_on_executor(kern, (2, 2), 384, RING4, TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)),
                   np.full((M, N), np.nan, np.float32), np.int32(M), np.int32(N), np.int32(K), np.uint64(0),
                   hazards=False)
     assert np.allclose(res.arrays[2], a.astype(np.float64) @ b.astype(np.float64).T, rtol=2e-2, atol=5e-2)
@@ -190,8 +190,8 @@ def test_stamp_trace_draws_with_the_widget(stamped_run: tuple) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the H100 capture
-@pytest.mark.skipif(not FIXTURE.exists(), reason="no H100 trace committed yet: run tools/gpu_jobs/hazard/"
-                                                 "trace_h100.py on an H100 and commit $OUT/lab4_trace_h100.json")
+@pytest.mark.skipif(not FIXTURE.exists(), reason="no H100 trace committed yet: run tools/h100/"
+                                                 "pipeline_trace.py on an H100 and commit $OUT/lab4_trace_h100.json")
 def test_h100_trace_of_lab4() -> None:
     tr = T.Trace.from_json(FIXTURE)
     assert tr.source == "h100" and tr.meta["gpu"].startswith("NVIDIA H100") and tr.meta["driver"]
@@ -203,13 +203,13 @@ def test_h100_trace_of_lab4() -> None:
 
 
 def test_the_h100_job_runs_dry_on_the_emulator(tmp_path) -> None:  # noqa: ANN001
-    """tools/gpu_jobs/hazard/trace_h100.py --dry: the same steps on the emulator, so the lead's run has no surprise."""
+    """tools/h100/pipeline_trace.py --dry: the same steps on the emulator, so the H100 run has no surprise."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, OUT=str(tmp_path), HELPERS_EXECUTOR="force")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_jobs" / "hazard" / "trace_h100.py"), "--dry"],
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "h100" / "pipeline_trace.py"), "--dry"],
                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     tr = T.Trace.from_json(tmp_path / "lab4_trace_h100.json")

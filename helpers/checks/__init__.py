@@ -1,5 +1,0 @@
-"""Graders behind the labs' check cells: one module per lab (``lab1``, ``lab2``, …), one function per check.
-
-Each grader draws fresh random inputs where the exercise allows, prints a ✅ / ❌ report through
-:mod:`helpers.grading` and raises :class:`helpers.grading.CheckFailed` on failure.
-"""

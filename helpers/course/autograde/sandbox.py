@@ -1,0 +1,162 @@
+"""The place a submission is graded: a temporary directory with the grader's read-only copy of ``helpers``, a
+working directory for the notebook, and the kernel's spec.
+
+Layout (``root`` is private to the grader, or shared with the grading account's group when ``run_as`` is set)::
+
+    root/grader/helpers/…     the copy the kernel imports (files 0444, directories 0555)
+    root/work/                the notebook's working directory and HOME (copies of the submitted files)
+    root/kernels/hopper-grader/kernel.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import hashlib
+import json
+import os
+import pkgutil
+import pwd
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from . import kernel
+
+KERNEL_NAME = "hopper-grader"
+
+
+def _installed_helpers() -> Path:
+    import helpers
+
+    return Path(helpers.__file__).resolve().parent
+
+
+def file_hashes(top: Path) -> dict[str, str]:
+    """sha256 of every file under ``top``, by relative path."""
+    return {str(p.relative_to(top)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(top.rglob("*")) if p.is_file()}
+
+
+def _make_read_only(top: Path) -> None:
+    for p in top.rglob("*"):
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    top.chmod(0o555)
+
+
+#: the most a submission folder may hold (what nbgrader collects is a notebook and a few files)
+MAX_FILES, MAX_BYTES = 2000, 512 << 20
+
+
+def _copy_submission(src: Path, dest: Path, skip: Path) -> None:
+    """Copy the submitted files (regular files and folders only: a symbolic link could point anywhere)."""
+    files = [p for p in src.rglob("*") if not p.is_symlink() and p.is_file() and skip not in p.parents
+             and not any(q.is_symlink() for q in p.relative_to(src).parents if q != Path("."))]
+    size = sum(p.stat().st_size for p in files[:MAX_FILES + 1])
+    if len(files) > MAX_FILES or size > MAX_BYTES:
+        raise ValueError(f"the submission folder {src} holds {len(files)} files, {size >> 20} MB: more than a "
+                         f"submission ({MAX_FILES} files, {MAX_BYTES >> 20} MB); grade a notebook in its own folder")
+    for p in files:
+        target = dest / p.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+
+
+class Sandbox:
+    """A fresh grading place for one notebook; ``close()`` removes it."""
+
+    def __init__(self, submission_dir: Path | None, *, run_as: str = "", work_root: str = "") -> None:
+        self.run_as = run_as
+        self.root = Path(tempfile.mkdtemp(prefix="hopper-grade-", dir=work_root or None))
+        self.grader = self.root / "grader"
+        self.work = self.root / "work"
+        self.kernels = self.root / "kernels"
+        self.group = None
+        if run_as:
+            try:
+                self.group = pwd.getpwnam(run_as).pw_gid
+            except KeyError:
+                shutil.rmtree(self.root)
+                raise ValueError(f"IsolatedExecute.run_as names {run_as!r}, and there is no such account on this "
+                                 "machine (hub/setup.sh creates it; see docs/hub.md)") from None
+            self._share_with_group(self.root, 0o750)
+        self.grader.mkdir()
+        shutil.copytree(_installed_helpers(), self.grader / "helpers",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+        self.hashes = file_hashes(self.grader)
+        _make_read_only(self.grader)
+        self.work.mkdir()
+        if submission_dir is not None and submission_dir.is_dir():
+            _copy_submission(submission_dir, self.work, self.root)
+        if run_as:  # the kernel's account writes here; the grader (in its group) must be able to clean up
+            for p in [self.work, *self.work.rglob("*")]:
+                self._share_with_group(p, 0o2770 if p.is_dir() else 0o660)
+        self.modules = self._module_names()
+        self.log = (self.root / "kernel.log").open("wb")  # the kernel's own stdout/stderr (not the notebook's)
+
+    def _share_with_group(self, path: Path, mode: int) -> None:
+        try:
+            os.chown(path, -1, self.group)
+        except PermissionError:
+            name = grp.getgrgid(self.group).gr_name
+            raise PermissionError(
+                f"autograding as {self.run_as!r} needs this account ({pwd.getpwuid(os.getuid()).pw_name}) in the "
+                f"group {name!r} (usermod -aG {name} <instructor>; see docs/hub.md)") from None
+        path.chmod(mode)
+
+    def _module_names(self) -> set[str]:
+        top = self.grader / "helpers"
+        names = {"helpers"}
+        for info in pkgutil.walk_packages([str(top)], prefix="helpers.", onerror=lambda _: None):
+            names.add(info.name)
+        return names
+
+    def kernel_spec(self, limits: dict, env: dict[str, str]) -> Path:
+        """Write the kernel spec that starts :mod:`helpers.course.autograde.kernel` (through sudo with ``run_as``)."""
+        spec = {"limits": limits, "env": {"HOME": str(self.work), "IPYTHONDIR": str(self.work / ".ipython"),
+                                           "PYTHONPATH": str(self.grader), "HELPERS_CUBIN_CACHE":
+                                           str(self.work / ".cubins"), **env}}
+        argv = [sys.executable, "-P", "-s", "-c", kernel.BOOT, str(self.grader), json.dumps(spec),
+                "-f", "{connection_file}", "--HistoryManager.hist_file=:memory:"]
+        if self.run_as:
+            argv = ["sudo", "-n", "-u", self.run_as, "--", *argv]
+        path = self.kernels / KERNEL_NAME
+        path.mkdir(parents=True)
+        (path / "kernel.json").write_text(json.dumps(
+            {"argv": argv, "display_name": "Grading kernel", "language": "python", "interrupt_mode": "signal"}))
+        return self.kernels
+
+    def share_file(self, path: Path) -> None:
+        """Let the kernel's account read a file the grader wrote (the connection file)."""
+        if self.run_as:
+            self._share_with_group(path, 0o640)
+
+    def tampered_files(self) -> list[str]:
+        """Files of the grader's copy that differ from when it was made (or were added or removed)."""
+        try:
+            now = file_hashes(self.grader)
+        except OSError as exc:  # a file made unreadable is a change too
+            return [f"(unreadable: {exc.filename})"]
+        return sorted(k for k in set(now) | set(self.hashes) if now.get(k) != self.hashes.get(k))
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines the kernel process printed outside the notebook (a crash message, say)."""
+        self.log.flush()
+        text = (self.root / "kernel.log").read_text(errors="replace").strip().splitlines()
+        return "\n".join(line for line in text[-lines:] if "without encryption" not in line)
+
+    def close(self) -> None:
+        self.log.close()
+        def writable(func, path, _exc):  # read-only copies and folders the kernel made: open them up and retry
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.dirname(path), stat.S_IRWXU)
+                os.chmod(path, stat.S_IRWXU)
+                func(path)
+
+        for p in [self.grader, *self.grader.rglob("*")] if self.grader.exists() else []:
+            with contextlib.suppress(OSError):
+                p.chmod(0o700 if p.is_dir() else 0o600)
+        handler = {"onexc": writable} if sys.version_info >= (3, 12) else {"onerror": writable}
+        shutil.rmtree(self.root, **handler)

@@ -1,0 +1,530 @@
+"""Graders of Lab 5 (the TMA-store epilogue): bf16 rounding, the swizzled sub-tile layout, the shared image of a
+sub-tile, the order of writes, fences, barriers, stores and waits (on the epilogue model), and the CUDA kernel
+(compiled and read everywhere; run on random non-square shapes wherever kernels run: on the H100, or on the course's
+PTX executor with small shapes; timed beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
+
+Conventions: C is M×N bf16 row-major; each consumer warpgroup owns 64 rows × 256 columns of the 128×256 tile,
+stored as four 64×64 sub-tiles through two 8 KiB shared buffers, 128B-swizzled, each handed to one TMA store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from helpers.course import grading
+from helpers.course.hints import answer, hint
+from helpers.hopper import epilogue, wgmma
+
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, on_h100, stream
+from ._common import opening as _opening
+
+__all__ = [
+    "KERNEL_NAME",
+    "LAUNCH",
+    "check_to_bf16",
+    "check_smem_offset",
+    "check_stage_subtile",
+    "check_epilogue_ops",
+    "check_epilogue_kernel",
+    "rounding_cases",
+    "epilogue_ops_from_ptx",
+    "opening",
+    "hint",
+    "answer",
+]
+
+KERNEL_NAME = "lab5_gemm"
+SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages + 4 C buffers + alignment slack
+#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab5)
+LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (256, 64), (64, 64), out_bf16=True, cta_tile=(128, 256))
+
+
+def opening(source: str) -> Opening:
+    """What this lab changes in Lab 4's kernel (``bench/kernels/lab4_ws.cu``), with Lab 4's measured speed."""
+    return _opening("lab4_ws.cu", "lab4b", "Lab 4", source, "Lab 5 (this notebook's LAB5_SRC)")
+
+
+def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
+    try:
+        return grading.call_student(fn, *args, what=what.split("(")[0])
+    except (grading.CheckFailed, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the student
+        c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
+
+
+# ------------------------------------------------------------------------------------------- 1 · rounding
+def rounding_cases(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[str, np.ndarray]]]:
+    """fp32 inputs for the bf16 check: the named edge cases (each as bit patterns), then random ones."""
+    named = [
+        ("values bf16 holds exactly", [0x3F800000, 0xC0200000, 0x00000000, 0x80000000, 0x7F7F0000]),
+        ("halfway, even neighbour below (stay)", [0x3F808000, 0xBF808000, 0x40000000 | 0x8000]),
+        ("halfway, odd neighbour below (round up)", [0x3F818000, 0xBF818000, 0x3FFF8000]),
+        ("just above halfway", [0x3F808001, 0xBF808001]),
+        ("just below halfway", [0x3F817FFF, 0xBF817FFF]),
+        ("carry into the exponent", [0x3F7FFFFF, 0x3FFFC000, 0xBF7FFFFF]),
+        ("overflow to infinity", [0x7F7FFFFF, 0x7F7F8000, 0xFF7F8000]),
+        ("largest that stays finite", [0x7F7F7FFF, 0xFF7F7FFF]),
+        ("infinities", [0x7F800000, 0xFF800000]),
+        ("subnormals", [0x00008000, 0x00018000, 0x00008001, 0x807FFFFF, 0x00000001]),
+    ]
+    groups = [(name, np.array(bits, np.uint32).view(np.float32)) for name, bits in named]
+    normal = (rng.standard_normal(512) * 10.0 ** rng.integers(-6, 7, 512)).astype(np.float32)
+    raw = rng.integers(0, 2**32, 512, dtype=np.uint64).astype(np.uint32)
+    raw = raw[(raw & 0x7F800000) != 0x7F800000].view(np.float32)  # finite bit patterns
+    groups += [("random normal values", normal), ("random finite bit patterns", raw)]
+    return np.concatenate([g for _, g in groups]), groups
+
+
+def _rounding_hint(x: np.ndarray, got: np.ndarray) -> str:
+    bits = x.view(np.uint32).astype(np.uint64)
+    if np.array_equal(got, epilogue.truncate_bf16_bits(x)):
+        return ("these are the top 16 bits unchanged (rounding toward zero); the kernel rounds to the nearest bf16: "
+                "add half of the dropped part before shifting, ties to the even neighbour")
+    if np.array_equal(got, ((bits + 0x8000) >> 16).astype(np.uint16)):
+        return ("halfway cases went up (away from zero): a tie goes to the neighbour whose last bit is 0 — add 0x7FFF "
+                "plus the lowest kept bit, then shift")
+    if np.array_equal(got, ((bits + 0x7FFF) >> 16).astype(np.uint16)):
+        return "halfway cases went down: a tie goes to the even neighbour — add 0x7FFF plus the lowest kept bit"
+    return "round to nearest, ties to even: (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 on the uint32 bit pattern"
+
+
+def check_to_bf16(to_bf16: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Grade ``to_bf16(x) -> uint16 bits``: round to nearest even, on every named edge case and random values."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 5 · rounding fp32 to bf16", seed=rng.seed) as c:
+        x, groups = rounding_cases(rng)
+        got_raw = _call(c, "to_bf16(x)", to_bf16, x.copy())
+        got = np.asarray(got_raw)
+        if got.shape != x.shape:
+            c.fail("to_bf16(x) (shape)", x.shape, got.shape, hint="return one 16-bit pattern per input value")
+        if got.dtype.kind not in "ui":
+            c.fail("to_bf16(x) returns bit patterns", "an unsigned integer array (uint16)", f"dtype {got.dtype}",
+                   hint="return the 16-bit patterns, e.g. as np.uint16, not the rounded values")
+        got = got.astype(np.int64)
+        if got.min() < 0 or got.max() > 0xFFFF:
+            c.fail("to_bf16(x) returns 16-bit patterns", "values 0 … 65535", f"values {got.min()} … {got.max()}")
+        want = epilogue.to_bf16_bits(x).astype(np.int64)
+        start = 0
+        for name, g in groups:
+            part = slice(start, start + g.size)
+            start += g.size
+            if not np.array_equal(got[part], want[part]):
+                i = int(np.flatnonzero(got[part] != want[part])[0])
+                xi = g[i]
+                c.fail(f"{name}: to_bf16 of {xi!r} (bits {int(g.view(np.uint32)[i]):#010x})",
+                       f"{int(want[part][i]):#06x}", f"{int(got[part][i]):#06x}",
+                       hint=_rounding_hint(x, got.astype(np.uint16)))
+            c.ok(f"{name}: {g.size} value(s), every bit right")
+
+
+# ------------------------------------------------------------------------------------------- 2 · layout
+def _offset_hint(fn_table: np.ndarray) -> str:
+    r, col = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+    if np.array_equal(fn_table, r * 128 + col * 2):
+        return ("this is the plain row-major layout: the TMA store reads the buffer 128B-swizzled, so 16-byte chunk "
+                "col/8 of row r sits at chunk (col/8) XOR (r mod 8)")
+    if np.array_equal(fn_table, r * 128 + (((col // 8) ^ (r // 8) % 8) * 16) + (col % 8) * 2):
+        return "the XOR uses the row modulo 8 (row bits 0-2, address bits 7-9), not row / 8"
+    if np.array_equal(fn_table, r * 128 + ((col ^ (r % 8)) * 2)):
+        return "the swizzle moves whole 16-byte chunks (8 bf16 columns): XOR the chunk index col/8, not the column"
+    if np.array_equal(fn_table, r * 64 + (((col // 8) ^ (r % 8)) * 8) + col % 8):
+        return "that is an element index; the function returns a byte offset (2 bytes per bf16)"
+    if np.array_equal(fn_table, col * 128 + (((r // 8) ^ (col % 8)) * 16) + (r % 8) * 2):
+        return "row and column are swapped: C is row-major, so a row of the sub-tile is 128 contiguous bytes"
+    return "row·128 bytes, then 16-byte chunk (col/8) XOR (row mod 8), then 2·(col mod 8) inside the chunk"
+
+
+def check_smem_offset(smem_offset: Callable[[int, int], int]) -> None:
+    """Grade ``smem_offset(row, col)`` on all 64 × 64 elements of a sub-tile."""
+    with grading.check("Lab 5 · where each C element sits in the swizzled sub-tile") as c:
+        table = np.full((64, 64), -1, np.int64)
+        for row in range(64):
+            for col in range(64):
+                got = _call(c, f"smem_offset({row}, {col})", smem_offset, row, col)
+                if isinstance(got, bool) or not isinstance(got, int | np.integer):
+                    c.fail(f"smem_offset({row}, {col})", "an int (a byte offset)", got)
+                table[row, col] = int(got)
+        r, col = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+        want = epilogue.subtile_offset(r, col)
+        c.array("the byte offset of every (row, col)", table, want, hint=_offset_hint(table))
+        c.true("the 4096 elements fill the 8192-byte buffer, 2 bytes each, no overlap",
+               np.unique(table).size == 4096 and table.max() == 8190)
+
+
+# ------------------------------------------------------------------------------------------- 3 · the image
+def _image_hint(frags: np.ndarray, got: np.ndarray) -> str:
+    variants = [
+        (epilogue.stage_subtile(frags, swizzle=False),
+         "the bytes are in plain row-major order: place each value at smem_offset(row, col), the swizzled offset"),
+        (epilogue.stage_subtile(frags, rounding="truncate"),
+         "the values were truncated (low 16 bits dropped): round with your to_bf16"),
+        (epilogue.stage_subtile(frags, swizzle=False, rounding="truncate"),
+         "plain row-major and truncated: use smem_offset and to_bf16"),
+    ]
+    for img, why in variants:
+        if np.array_equal(got, img):
+            return why
+    want = epilogue.stage_subtile(frags)
+    swapped = want.reshape(-1, 2)[:, ::-1].reshape(-1)
+    if np.array_equal(got, swapped):
+        return "each bf16 is stored high byte first: the GPU is little-endian, the low byte goes to the lower address"
+    tile = epilogue.subtile_from_image(want)
+    transposed = np.zeros(epilogue.SUB_BYTES, np.uint8)
+    rr, cc = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+    off = epilogue.subtile_offset(rr, cc)
+    transposed[off] = (tile.T & 0xFF).astype(np.uint8)
+    transposed[off + 1] = (tile.T >> 8).astype(np.uint8)
+    if np.array_equal(got, transposed):
+        return "the sub-tile is transposed: register (t, j) holds row element_of(t, j, 64)[0], column [1]"
+    return ("for every thread t and register j: (row, col) = wgmma.element_of(t, j, 64), bits = to_bf16(value), "
+            "low byte at smem_offset(row, col), high byte after it")
+
+
+def check_stage_subtile(stage_subtile: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Grade ``stage_subtile(frags) -> 8192 bytes``: the shared image of one sub-tile, byte for byte, and what an
+    emulated TMA store makes of it."""
+    from ml_dtypes import bfloat16
+
+    rng = grading.fresh_rng()
+    with grading.check("Lab 5 · the shared image of a sub-tile", seed=rng.seed) as c:
+        for case in range(3):
+            frags = (rng.standard_normal((128, 32)) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
+            if case == 1:  # halfway values: rounding and truncation part ways on every one
+                bits = (rng.integers(0x3F00, 0x4100, (128, 32)).astype(np.uint32) << 16) | 0x8000
+                frags = bits.view(np.float32)
+            what = f"stage_subtile(frags) (case {case + 1} of 3)"
+            got_raw = _call(c, what, stage_subtile, frags.copy())
+            got = np.asarray(got_raw)
+            if got.size != epilogue.SUB_BYTES or got.dtype != np.uint8:
+                c.fail(what, "8192 bytes (np.uint8)", f"{got.size} values of dtype {got.dtype}",
+                       hint="return the buffer as np.zeros(8192, np.uint8) filled byte by byte")
+            got = got.reshape(-1)
+            want = epilogue.stage_subtile(frags)
+            if not np.array_equal(got, want):
+                c.fail(what, detail=f"    {int((got != want).sum())} of 8192 bytes differ, the first at byte "
+                       f"{int(np.flatnonzero(got != want)[0])}", hint=_image_hint(frags, got))
+            c.ok(f"{what}: all 8192 bytes as the kernel writes them")
+        m, n = (8 * int(x) for x in rng.integers(9, 24, 2))
+        C = np.full((m, n), np.nan, bfloat16)
+        epilogue.store_subtile(got, C, m - 64, n - 64)
+        tile = epilogue.bf16_bits_to_f32(epilogue.to_bf16_bits(wgmma.fragments_to_tile(frags, 64)))
+        c.array(f"an emulated TMA store of your last image into a {m}×{n} bf16 C: its 64×64 corner",
+                C[m - 64:, n - 64:].astype(np.float32), tile)
+
+
+# ------------------------------------------------------------------------------------------- 4 · the order
+_RULE_HINTS = {
+    "unfenced-store": "after the writes, every thread executes fence.proxy.async (('fence',)) before the barrier",
+    "fence-after-barrier": "order: ('write', buf), ('fence',), ('bar',), ('store', buf)",
+    "unsynced-store": "the warpgroup meets at the barrier (('bar',)) after the fence, before thread 0 stores",
+    "overwrite-in-flight": ("before writing a buffer again: ('wait_read', buffers - 1) by thread 0, then ('bar',) so "
+                            "every thread knows; and ('commit',) after each store, or no wait covers it"),
+    "store-unwritten": "store the buffer this sub-tile was written to: sub-tile s uses buffer s % buffers",
+    "exit-in-flight": "commit every store: ('commit',) after ('store', buf)",
+    "bad-op": "each operation is a tuple: ('write', buf), ('fence',), ('bar',), ('store', buf), ('commit',), "
+              "('wait_read', n)",
+}
+
+_CONFIGS = ((4, 2), (8, 2), (6, 3), (5, 1))
+
+
+def check_epilogue_ops(epilogue_ops: Callable[[int, int], list]) -> None:
+    """Grade ``epilogue_ops(sub, buffers)``: run on the epilogue model for 4 and 8 sub-tiles with 2 buffers, 6 with
+    3 and 5 with 1 (a TMA engine that reads as late as allowed): no rule broken, every store as early as allowed,
+    C right."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 5 · writes, fences, barriers, stores and waits", seed=rng.seed) as c:
+        for subtiles, buffers in _CONFIGS:
+            data = [rng.integers(0, 256, epilogue.SUB_BYTES).astype(np.uint8) for _ in range(subtiles)]
+            what = f"{subtiles} sub-tiles through {buffers} buffer(s)"
+            ops = []
+            for sub in range(subtiles):
+                got = _call(c, f"epilogue_ops({sub}, {buffers})", epilogue_ops, sub, buffers)
+                if not isinstance(got, list | tuple):
+                    c.fail(f"epilogue_ops({sub}, {buffers})", "a list of operations", got,
+                           hint=_RULE_HINTS["bad-op"])
+                ops.append(list(got))
+            try:
+                result = epilogue.run(ops, subtiles, buffers, data=data)
+            except epilogue.EpilogueError as exc:
+                c.fail(f"{what}: {exc.rule}", detail=f"    {str(exc).split('] ', 1)[-1]}", hint=_RULE_HINTS[exc.rule])
+            stored = sorted(s.sub for s in result.stores)
+            c.true(f"{what}: every sub-tile stored exactly once", stored == list(range(subtiles)),
+                   hint=f"one ('store', buf) per sub-tile; stores were issued for sub-tiles {stored}")
+            ideal = [min(i + 1, buffers) for i in range(subtiles)]
+            if result.in_flight_after_store != ideal:
+                c.fail(f"{what}: stores in flight after each store", ideal, result.in_flight_after_store,
+                       hint=f"correct, but it waits for more than it must: with {buffers} buffer(s), "
+                       f"{buffers - 1} earlier store(s) may still be reading when a buffer is reused "
+                       f"(('wait_read', buffers - 1)), and the first {buffers} sub-tiles need no wait")
+            expected = np.concatenate([epilogue.subtile_from_image(d) for d in data], axis=1)
+            c.array(f"{what}: no rule broken, stores overlap as far as allowed, C as written", result.C, expected)
+
+
+# ------------------------------------------------------------------------------------------- 5 · the kernel
+def epilogue_ops_from_ptx(ptx: str, entry: str, buffers: int = 2) -> tuple[list[list[tuple]], list[tuple], list[str]]:
+    """The epilogue of a kernel as the model's operations, read from its PTX in text order after the last
+    ``wgmma.wait_group 0``: a run of st.shared is one ("write", sub % buffers), fence.proxy.async ("fence",),
+    bar.sync ("bar",), the TMA store ("store", sub % buffers), commit / wait_group(.read). Returns the ops of each
+    sub-tile, the ops after the tile loop (past its back edge) or after the last store, and notes (e.g. a
+    whole-block barrier)."""
+    lines = stream(ptx, entry)
+    waits = [i for i, ln in enumerate(lines) if ln.instr and ln.instr.opcode.startswith("wgmma.wait_group")
+             and ln.instr.operands.strip() == "0"]
+    start = waits[-1] + 1 if waits else 0
+    labels = {ln.label: i for i, ln in enumerate(lines) if ln.label}
+    flat: list[tuple[int, tuple]] = []
+    notes: list[str] = []
+    back_edges: list[int] = []
+    writing, subs = False, 0
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if ln.target is not None and labels.get(ln.target, len(lines)) < start:  # the tile loop's back edge
+            back_edges.append(len(flat))
+        if ln.instr is None:
+            continue
+        op, args = ln.instr.opcode, ln.instr.operands.strip()
+        if op.startswith("st.shared"):
+            if not writing:
+                flat.append((i, ("write", subs % buffers)))
+            writing = True
+            continue
+        if op.startswith("fence.proxy.async"):
+            kind: tuple | None = ("fence",)
+        elif op.split(".")[0] in ("bar", "barrier") and ".sync" in op and "cluster" not in op:
+            if args in ("0", ""):
+                notes.append("a whole-block barrier (bar.sync 0 / __syncthreads) in the epilogue: the producer "
+                             "warpgroup never reaches it")
+            kind = ("bar",)
+        elif op.startswith("cp.async.bulk.tensor") and ".global.shared::cta" in op:
+            kind = ("store", subs % buffers)
+            subs += 1
+        elif op == "cp.async.bulk.commit_group":
+            kind = ("commit",)
+        elif op.startswith("cp.async.bulk.wait_group"):
+            kind = ("wait_read" if op.endswith(".read") else "wait", int(args) if args.isdigit() else 0)
+        else:
+            continue
+        writing = False
+        flat.append((i, kind))
+    last_store = max((k for k, (_, o) in enumerate(flat) if o[0] == "store"), default=-1)
+    cut = last_store + 1
+    later_edges = [b for b in back_edges if b > last_store]
+    if later_edges:
+        cut = later_edges[0]
+    body, final = [o for _, o in flat[:cut]], [o for _, o in flat[cut:]]
+    chunks: list[list[tuple]] = [[]]
+    for o in body:
+        if o[0] == "write" and any(x[0] == "write" for x in chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(o)
+    if chunks == [[]]:
+        chunks = []
+    return chunks, final, notes
+
+
+def _report_checks(c: grading.Check, report: Any, *, spills_allowed: bool = False) -> None:
+    c.ok(f"compiles: {report.summary()}")
+    c.true("setmaxnreg is kept (ptxas did not ignore it: __launch_bounds__(384, 1))",
+           report.uses_setmaxnreg and not report.setmaxnreg_ignored,
+           hint="keep __launch_bounds__(384, 1): with 384 alone ptxas cannot tell the entry register count")
+    c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
+           hint="see kernel.report.log for ptxas's C7510/C7511 notes")
+    if not spills_allowed:
+        c.true("no register spills", report.spill_bytes == 0,
+               hint="the 128 accumulators must stay in registers: index d[] only with compile-time constants")
+
+
+def _check_epilogue_ptx(c: grading.Check, ptx: str, entry: str, *, tiles: int, final_required: bool) -> None:
+    """The static checks of the epilogue both labs share: rounding instruction, the TMA store's full form, and the
+    order of writes, fences, barriers, stores and waits run through the epilogue model."""
+    lines = stream(ptx, entry)
+    opcodes = [ln.instr.opcode for ln in lines if ln.instr]
+    if any(o.startswith("cvt.rz") and "bf16" in o for o in opcodes):
+        c.fail("the accumulators are converted with cvt.rz (toward zero)",
+               hint="round to nearest: __floats2bfloat162_rn (cvt.rn.bf16x2.f32)")
+    c.true("the accumulators are rounded to bf16 with cvt.rn.bf16x2.f32 (round to nearest even)",
+           "cvt.rn.bf16x2.f32" in opcodes,
+           hint="convert each register pair with __floats2bfloat162_rn(d[j], d[j + 1]); shifting the bits "
+                "truncates")
+    stores = find_instrs(ptx, "cp.async.bulk.tensor", entry)
+    stores = [s for s in stores if ".global.shared::cta" in s.opcode]
+    c.true("the sub-tiles leave through cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+           bool(stores) and all(s.opcode == "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+                                for s in stores),
+           hint="hopper::tma_store_2d(&tmap_c, buf, column, row), one per 64×64 sub-tile")
+    chunks, final, notes = epilogue_ops_from_ptx(ptx, entry)
+    if notes:
+        c.fail("the epilogue's barrier", detail="    " + notes[0],
+               hint="use the warpgroup's named barrier: hopper::named_bar_sync(1 + c, 128)")
+    c.true("the epilogue stores 4 sub-tiles per tile (the sub-tile loop unrolled)", len(chunks) == 4,
+           hint=f"found {len(chunks)} groups of shared-memory writes after the mainloop; keep #pragma unroll")
+    if final_required and not any(o[0] in ("wait", "wait_read") and o[1] == 0 for o in final):
+        c.fail("no cp.async.bulk.wait_group 0 after the last store",
+               hint="before the block exits, thread 0 waits until every store has read its buffer: "
+                    "hopper::tma_store_wait<0>()")
+    try:
+        result = epilogue.run(chunks, len(chunks), 2, tiles=tiles, final=final)
+    except epilogue.EpilogueError as exc:
+        c.fail(f"the epilogue's order, read from the PTX ({exc.rule})", detail=f"    {str(exc).split('] ', 1)[-1]}",
+               hint=_KERNEL_RULE_HINTS.get(exc.rule, ""))
+    waits = sorted({o[1] for ch in chunks for o in ch if o[0] == "wait_read"})
+    ideal = [min(i + 1, 2) for i in range(len(chunks))] if tiles == 1 else [2] * (len(chunks) * tiles - 1)
+    got = result.in_flight_after_store if tiles == 1 else result.in_flight_after_store[1:]
+    if got != ideal:
+        c.fail("the epilogue waits more than it must", ideal, got,
+               hint=f"your cp.async.bulk.wait_group.read {waits}: with two buffers one store may stay in flight: "
+                    "hopper::tma_store_wait_read<1>()")
+    c.ok("read from the PTX and run on the epilogue model: st.shared → fence.proxy.async → bar.sync → store → "
+         f"commit_group; wait_group.read {waits} then bar.sync before a buffer is reused"
+         + (f"; {tiles} tiles in a row with the stores left in flight across tiles" if tiles > 1 else ""))
+
+
+_KERNEL_RULE_HINTS = {
+    "unfenced-store": "hopper::fence_proxy_async() after stage_subtile, by every thread, before the named barrier",
+    "fence-after-barrier": "stage_subtile, then fence_proxy_async(), then named_bar_sync(1 + c, 128), then the store",
+    "unsynced-store": "hopper::named_bar_sync(1 + c, 128) between the fence and thread 0's store",
+    "overwrite-in-flight": "before writing a buffer again: thread 0 hopper::tma_store_wait_read<1>(), then "
+                           "hopper::named_bar_sync(1 + c, 128); and hopper::tma_store_commit() after every store",
+    "exit-in-flight": "hopper::tma_store_commit() after each store and hopper::tma_store_wait<0>() before the end",
+}
+
+
+def _gpu_shapes(rng: np.random.Generator, multiple: int = 8) -> list[tuple[int, int, int]]:
+    """Non-square shapes with partial tiles (M, N, K multiples of 8, M ≠ N ≠ K): one with fewer 256×256 pairs than a
+    persistent grid's 66 clusters (a partial wave), one with more (clusters take several tiles: the ring and the
+    stores run on across tiles), then random ones."""
+    shapes = [(3 * 256 + 8, 5 * 256 + 8, 7 * 64 + 8), (8 * 257, 8 * 321, 8 * 41)]
+    while len(shapes) < 4:
+        m, n, k = (multiple * int(x) for x in rng.integers(8, 160, size=3))
+        if len({m, n, k}) == 3 and k >= 128:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def _emulator_shapes(rng: np.random.Generator, spec: GemmLaunch) -> list[tuple[int, int, int]]:
+    """Smaller non-square shapes for the PTX executor (a CPU runs every thread), still with partial tiles and several
+    K steps (the last one partial): Lab 5's grid has several blocks; Lab 6's persistent grid (two clusters there) has
+    at least two pairs per cluster, so each cluster takes several pairs in turn."""
+    shapes = [(392, 520, 200)]
+    low = 33 if spec.persistent_unit else 17  # 264 rows and columns or more: 2 × 2 pairs at least
+    while len(shapes) < 2:
+        m, n, k = (8 * int(x) for x in rng.integers(low, 66, size=3))
+        if len({m, n, k}) == 3 and k >= 136:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def _grid_words(spec: GemmLaunch, m: int, n: int, hardware: bool) -> str:
+    """How the launch covered an M×N C, in words: the grid of blocks, or the pairs and clusters of a persistent grid."""
+    from ._common import EMULATED_CLUSTERS
+
+    if not spec.persistent_unit:
+        rows, cols = -(-m // spec.cta_tile[0]), -(-n // spec.cta_tile[1])
+        return f"{rows * cols} blocks of {spec.cta_tile[0]}×{spec.cta_tile[1]}"
+    pairs = -(-m // spec.persistent_unit[0]) * -(-n // spec.persistent_unit[1])
+    if hardware:
+        return f"{pairs} pairs, a persistent grid of every co-resident cluster of {spec.cluster}"
+    clusters = min(pairs, EMULATED_CLUSTERS)
+    few, most = pairs // clusters, -(-pairs // clusters)
+    each = f"{most}" if few == most else f"{few} or {most}"
+    return f"{pairs} pairs on {clusters} clusters of {spec.cluster} CTAs, {each} pairs each in turn"
+
+
+def _rows_hold_next_half(got: np.ndarray, ref: np.ndarray, tol: np.ndarray) -> bool:
+    """Whether rows r with r % 16 < 8 hold what rows r + 8 should (almost everywhere): the 8-row half dropped."""
+    first = np.arange(ref.shape[0] - 8)
+    first = first[first % 16 < 8]
+    if not first.size:
+        return False
+    return float(np.mean(np.abs(got[first] - ref[first + 8]) <= tol[first + 8])) > 0.9
+
+
+def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLaunch) -> str:
+    """What the wrong elements of a run's C point at, by 64×64 sub-tile: never written (NaN), all wrong, or some."""
+    bad = np.isnan(got) | (np.abs(got - ref) > tol)
+    if not bad.any():
+        return ""
+    m, n = ref.shape
+    rows, cols = -(-m // 64), -(-n // 64)
+
+    def per_subtile(x: np.ndarray, fill: bool) -> np.ndarray:
+        padded = np.pad(x, ((0, rows * 64 - m), (0, cols * 64 - n)), constant_values=fill)
+        return padded.reshape(rows, 64, cols, 64).transpose(0, 2, 1, 3).reshape(rows, cols, -1)
+
+    row = np.arange(m) % 64  # the row inside its sub-tile
+    bad_rows, nan_rows = bad.any(axis=1), np.isnan(got).any(axis=1)
+    if not bad_rows[row % 8 == 0].any() and bad_rows[row % 8 != 0].all():
+        return ("in every sub-tile exactly the rows r with r % 8 == 0 are right: the 16-byte chunks were not swizzled "
+                "(chunk (col / 8) XOR (r % 8), as your smem_offset): the TMA store reads the buffer 128B-swizzled")
+    if nan_rows[row % 16 >= 8].all() and not nan_rows[row % 16 < 8].any():
+        return ("rows 8–15 of every 16 were never written (NaN): a register's row also depends on its 8-row half, "
+                "8 · ((j / 2) % 2), as in the fragment map")
+    if _rows_hold_next_half(got, ref, tol) and bad_rows[row % 16 >= 8].all():
+        return ("rows 0–7 of every 16 hold the values of rows 8–15, and rows 8–15 were never written by this tile "
+                "(stale shared memory went out): a register's row also depends on its 8-row half, 8 · ((j / 2) % 2), "
+                "as in the fragment map")
+    never = per_subtile(np.isnan(got), True).all(axis=2)
+    wrong = per_subtile(bad, False).any(axis=2)
+    r, col = (int(v) for v in np.argwhere(never if never.any() else wrong)[0])
+    where = f"the first at rows {64 * r}…, columns {64 * col}…"
+    if never.any():
+        who = "a pair no cluster took, or " if spec.persistent_unit else ""
+        return (f"{int(never.sum())} of {rows * cols} 64×64 sub-tiles of C were never written (still NaN), {where}: "
+                f"{who}a store that went to another place (column n0 + 64·sub, row m0 + 64·c of this CTA's tile)")
+    if wrong.all():
+        return ("every 64×64 sub-tile of C is wrong: the mainloop's loads (which rows of A and B each CTA's stage "
+                "holds) or how the registers are written out (the row, the swizzled chunk, the lane's column pair)")
+    return (f"{int(wrong.sum())} of {rows * cols} 64×64 sub-tiles of C are wrong, {where}: a sub-tile's swizzle "
+            "or its place, or a stage that held the wrong rows")
+
+
+def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
+               benchmark: bool, sizes: tuple[Any, ...]) -> None:
+    """Run on random non-square shapes (C poisoned) against fp64, on the H100 or on the course's PTX executor (small
+    shapes), then (on the H100) time beside cuBLAS: both labs."""
+    from ._common import run_gemm, time_gemm
+    from .lab3 import make_operands
+
+    hardware = on_h100()
+    where = "on the GPU" if hardware else "on the emulator"
+    shapes = _gpu_shapes(rng) if hardware else _emulator_shapes(rng, spec)
+    cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
+    outs = run_gemm(source, spec, cases, what=what,
+                    hint="a fault or a deadlock names the barrier and parity; check the stage offsets and counts")
+    for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        acc_tol = grading.gemm_tolerance(a, b.astype(np.float64).T)
+        tol = acc_tol + (np.abs(ref) + acc_tol) * 2.0**-8  # fp32 accumulation, then bf16 rounding (half an ulp)
+        c.array(f"M={m}, N={n}, K={k} {where} ({_grid_words(spec, m, n, hardware)}), C poisoned first: every element "
+                "against fp64, within fp32 accumulation + bf16 rounding", got.astype(np.float64), ref, atol=tol,
+                hint=_result_hint(got.astype(np.float64), ref, tol, spec))
+    if not benchmark:
+        return
+    if not hardware:
+        print("timing skipped: speed beside cuBLAS needs the H100 (the emulator checked the results above)")
+        return
+    for bench, clock in time_gemm(source, spec, list(sizes), what=f"timing {what}"):
+        c.ok(f"timed: {bench.summary()} ({clock})")
+
+
+def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
+    """Compile the Lab 5 kernel (report: registers, spills, setmaxnreg, wgmma); read its epilogue from the PTX
+    (rounding, store form, the order of writes/fences/barriers/stores/waits on the epilogue model). Wherever kernels
+    run (the H100, or the course's PTX executor with small shapes): random non-square shapes with C poisoned against
+    fp64; on the H100 then timing at each size³ beside cuBLAS (bf16 C)."""
+    from ._common import can_run
+
+    rng = grading.fresh_rng()
+    with grading.check("Lab 5 · the TMA-store epilogue kernel", seed=rng.seed) as c:
+        kernel = compile_student(source, KERNEL_NAME, what="your kernel")
+        _report_checks(c, kernel.report)
+        _check_epilogue_ptx(c, kernel.ptx, KERNEL_NAME, tiles=1, final_required=True)
+        if not can_run(kernel, checked="rounding, store form and the epilogue's order (from the PTX, on the "
+                                       "epilogue model); the layout and image were graded on the emulator above"):
+            return
+        _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)

@@ -1,0 +1,563 @@
+"""Student labs generated from the instructor's solutions, and the self-checks that keep them honest.
+
+``solutions/`` is the single source of truth. In a solution notebook:
+
+- an exercise region is fenced by ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers). Its tiered
+  hints (``# HINT: …`` what to do, required; ``# HINT 1: …``, ``# HINT 2: …`` on request; see helpers.course.hints)
+  stay out of the student notebook except tier 0, which becomes the stub's text. In Python the region becomes
+  ``raise NotImplementedError("<hint>")``; in CUDA source (marker lines starting with ``//``) it becomes an
+  ``#error`` line with the hint, so the kernel fails to compile with that sentence until the student writes it;
+  in Markdown it becomes ``YOUR ANSWER HERE``. Tiers 0 and 1 may not contain a line of the solution.
+- ``make labs`` also writes ``helpers/course/data/labs.json``: every exercise's hints and (encoded) answer, and each
+  lab's kernel (cells marked ``{"labgen": {"kernel": "NAME"}}``) for the diffs the labs open with.
+- ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` fence checks the student never sees.
+- check cells carry nbgrader metadata (``grade: true``, ``grade_id``, ``points``).
+
+Command line (the Makefile calls these)::
+
+    python -m helpers.course.labgen generate   # write labs/ from solutions/ (never overwrites a student's edits)
+    python -m helpers.course.labgen check      # fail if labs/ is out of date with solutions/
+    python -m helpers.course.labgen validate   # execute lessons, solutions and labs; assert the graded cells behave
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from helpers.course import hints as hints_mod
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ".labgen.json"
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+__all__ = ["GenerationError", "student_version", "generate", "check", "validate"]
+
+
+class GenerationError(ValueError):
+    """A solution notebook breaks a rule of the generator (e.g. an unclosed region or a region without hint)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# solution -> student
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class SolutionRegion:
+    """One ``### BEGIN SOLUTION`` region: its hints by tier and its solution lines (hint lines left out)."""
+
+    hints: dict[int, str]
+    lines: list[str]
+    language: str  # python | cuda | markdown
+
+    @property
+    def tiers(self) -> list[str]:
+        return [self.hints[t] for t in sorted(self.hints)]
+
+    @property
+    def solution(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _stub(indent: str, hint: str, language: str) -> list[str]:
+    if language == "markdown":
+        return [indent + "YOUR ANSWER HERE"]
+    if language == "cuda":
+        text = hint.replace("\\", "\\\\").replace('"', '\\"')
+        return [indent + "// YOUR CODE HERE", f'#error "not written yet: {text}"']
+    return [indent + "# YOUR CODE HERE", indent + f"raise NotImplementedError({hint!r})"]
+
+
+def _region(lines: list[str], where: str, language: str) -> SolutionRegion:
+    """Split a region into hints and solution lines; enforce the hint rules (tier 0 present unless Markdown,
+    tiers numbered without gaps, neither tier 0 nor tier 1 holding a line of the solution)."""
+    hints: dict[int, str] = {}
+    body = []
+    for line in lines:
+        parsed = hints_mod.parse_hint(line)
+        if parsed is None:
+            body.append(line)
+            continue
+        tier, text = parsed
+        if tier in hints:
+            raise GenerationError(f"{where}: two '# HINT {tier}:' lines in one solution region")
+        hints[tier] = text
+    if language != "markdown" and 0 not in hints:
+        raise GenerationError(f"{where}: the solution region has no '# HINT: …' line")
+    if hints and sorted(hints) != list(range(len(hints))):
+        raise GenerationError(f"{where}: hint tiers {sorted(hints)} have a gap (HINT, HINT 1, HINT 2, …)")
+    region = SolutionRegion(hints, body, language)
+    for tier in (0, 1):
+        if tier in hints:
+            leaked = hints_mod.leaked_lines(hints[tier], region.solution)
+            if leaked:
+                name = "HINT" if tier == 0 else "HINT 1"
+                raise GenerationError(f"{where}: '# {name}:' gives the answer away: it contains the solution line "
+                                      f"{leaked[0]!r} (hints 0 and 1 say what to do and where to look, not the code)")
+    return region
+
+
+def _clear_regions(source: str, where: str, markdown: bool, *, exercise: str | None = None, lab: str | None = None,
+                   found: list[SolutionRegion] | None = None, collapse: bool = False) -> tuple[str, int]:
+    """Replace every solution region by its stub (or, with ``collapse``, by one ``// ✎ <hint>`` line) and drop
+    hidden tests. Returns the new source and the number of regions; ``found`` collects the regions."""
+    lines = source.split("\n")
+    out: list[str] = []
+    region: list[str] | None = None
+    begin_line = ""
+    hidden = False
+    count = 0
+    for n, line in enumerate(lines, 1):
+        if BEGIN_HIDDEN in line:
+            if hidden:
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN_HIDDEN}")
+            hidden = True
+            continue
+        if END_HIDDEN in line:
+            if not hidden:
+                raise GenerationError(f"{where}, line {n}: {END_HIDDEN} without a begin")
+            hidden = False
+            continue
+        if hidden:
+            continue
+        if BEGIN in line:
+            if region is not None:
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN}")
+            region, begin_line = [], line
+            continue
+        if END in line:
+            if region is None:
+                raise GenerationError(f"{where}, line {n}: {END} without a begin")
+            indent = re.match(r"\s*", begin_line).group(0)
+            language = "markdown" if markdown else ("cuda" if begin_line.strip().startswith("//") else "python")
+            info = _region(region, f"{where}, line {n}", language)
+            if found is not None:
+                found.append(info)
+            tier0 = info.hints.get(0, "")
+            if collapse:
+                out.append(f"{indent}{'//' if language == 'cuda' else '#'} ✎ {tier0}")
+            else:
+                out.extend(_stub(indent, hints_mod.stub_text(tier0, exercise, lab, len(info.hints) > 1), language))
+            region = None
+            count += 1
+            continue
+        if region is not None:
+            region.append(line)
+        else:
+            out.append(line)
+    if region is not None:
+        raise GenerationError(f"{where}: {BEGIN} is never closed")
+    if hidden:
+        raise GenerationError(f"{where}: {BEGIN_HIDDEN} is never closed")
+    return "\n".join(out), count
+
+
+def _strip_outputs(nb: nbformat.NotebookNode) -> None:
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+
+
+def student_version(solution: Path) -> str:
+    """The student notebook for one solution notebook, as the exact text written to labs/."""
+    nb = nbformat.read(solution, as_version=4)
+    _strip_outputs(nb)
+    regions = 0
+    lab = hints_mod.lab_of(solution.name)
+    for i, cell in enumerate(nb.cells):
+        where = f"{solution.name}, cell {i}"
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        exercise = hints_mod.exercise_id(gid) if gid else None
+        new, n = _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown", exercise=exercise,
+                                lab=lab)
+        cell.source = new
+        regions += n
+    if regions == 0:
+        raise GenerationError(f"{solution.name} has no {BEGIN} region: a lab needs at least one exercise")
+    banner = nbformat.v4.new_markdown_cell(
+        f"> **Student notebook**, generated from `solutions/{solution.name}` by `make labs`. "
+        "Write your code where it says `YOUR CODE HERE`, then run the check cell below it."
+    )
+    banner.id = "labgen-banner"
+    banner.metadata["labgen"] = {"banner": True}
+    nb.cells.insert(0, banner)
+    return nbformat.writes(nb) + "\n"
+
+
+def solution_namespace(path: Path) -> dict:
+    """The names a lab notebook defines: its first code cell (the imports) and every solution cell, executed.
+
+    Tests use it to feed a solution's own answers to the graders, without running the whole notebook.
+    """
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    namespace: dict = {}
+    exec(code[0].source, namespace)  # noqa: S102 - the notebook's imports
+    for cell in code[1:]:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            exec(cell.source, namespace)  # noqa: S102
+    return namespace
+
+
+def lab_data(root: Path = ROOT) -> dict:
+    """What ``make labs`` writes to ``helpers/course/data/labs.json``: every exercise's hints and (encoded) answer, and
+    each lab's kernel as students see it (solution regions collapsed to one ``// ✎`` line), for the diff cells.
+
+    A solution cell names its kernel with the metadata ``{"labgen": {"kernel": "VARIABLE"}}``: the cell assigns
+    the kernel's CUDA source, as one string literal, to that variable.
+    """
+    exercises: dict[str, dict] = {}
+    kernels: dict[str, dict] = {}
+    for sol in _solutions(root):
+        nb = nbformat.read(sol, as_version=4)
+        lab = hints_mod.lab_of(sol.name)
+        for i, cell in enumerate(nb.cells):
+            where = f"{sol.name}, cell {i}"
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            found: list[SolutionRegion] = []
+            _clear_regions(cell.source, where, markdown=cell.cell_type == "markdown", found=found)
+            code = [r for r in found if r.language != "markdown"]
+            if code and gid:
+                exercises[hints_mod.exercise_id(gid)] = {
+                    "lab": lab, "notebook": sol.name,
+                    "regions": [{"hints": r.tiers, "answer": hints_mod.encode(r.solution)} for r in code]}
+            variable = cell.metadata.get("labgen", {}).get("kernel")
+            if variable:
+                source = _assigned_string(cell.source, variable, where)
+                skeleton, _ = _clear_regions(source, where, markdown=False, collapse=True)
+                solved = "\n".join(line for line in source.split("\n") if BEGIN not in line and END not in line
+                                   and hints_mod.parse_hint(line) is None)
+                kernels[lab] = {"variable": variable, "notebook": sol.name, "source": skeleton.strip("\n") + "\n",
+                                "solved": hints_mod.encode(solved.strip("\n") + "\n")}
+    return {"version": 1, "exercises": dict(sorted(exercises.items())), "kernels": dict(sorted(kernels.items()))}
+
+
+def _assigned_string(source: str, variable: str, where: str) -> str:
+    """The string literal a cell assigns to ``variable`` (``X = r\"\"\"...\"\"\"``)."""
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return node.value.value
+            raise GenerationError(f"{where}: {variable} must be assigned one string literal (the kernel alone)")
+    raise GenerationError(f"{where}: the cell is marked as holding kernel {variable} but does not assign it")
+
+
+def lab_data_text(root: Path = ROOT) -> str:
+    return json.dumps(lab_data(root), indent=1, ensure_ascii=False) + "\n"
+
+
+LAB_DATA = Path("helpers") / "course" / "data" / "labs.json"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_manifest(labs: Path) -> dict[str, str]:
+    path = labs / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _solutions(root: Path) -> list[Path]:
+    return sorted((root / "solutions").glob("*.ipynb"))
+
+
+def generate(force: bool = False, root: Path = ROOT) -> int:
+    """Write labs/ from solutions/. A lab the student edited is kept; the new version goes beside it."""
+    labs = root / "labs"
+    labs.mkdir(exist_ok=True)
+    manifest = _read_manifest(labs)
+    refused = []
+    for sol in _solutions(root):
+        text = student_version(sol)
+        target = labs / sol.name
+        if target.exists() and not force:
+            current = target.read_text()
+            if current != text and _digest(current) != manifest.get(sol.name):
+                beside = target.with_suffix(".new.ipynb")
+                beside.write_text(text)
+                refused.append((target, beside))
+                continue
+        target.write_text(text)
+        manifest[sol.name] = _digest(text)
+        print(f"wrote {target.relative_to(root)}")
+    for name in list(manifest):
+        if not (root / "solutions" / name).exists():
+            manifest.pop(name)
+    (labs / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    data = root / LAB_DATA  # the hints, encoded answers and kernel skeletons (helpers.course.hints reads them)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    if not data.exists() or data.read_text() != lab_data_text(root):
+        data.write_text(lab_data_text(root))
+        print(f"wrote {LAB_DATA}")
+    for target, beside in refused:
+        print(
+            f"kept {target.relative_to(root)}: it differs from what make labs last wrote (your edits?); "
+            f"the new version is {beside.relative_to(root)} — compare them, or run "
+            "`python -m helpers.course.labgen generate --force` to overwrite",
+            file=sys.stderr,
+        )
+    return 1 if refused else 0
+
+
+def check(root: Path = ROOT) -> int:
+    """0 when every lab equals what ``generate`` would write from its solution, else 1 with the reasons."""
+    problems = []
+    labs = root / "labs"
+    for sol in _solutions(root):
+        target = labs / sol.name
+        if not target.exists():
+            problems.append(f"{target.relative_to(root)} is missing")
+        elif target.read_text() != student_version(sol):
+            problems.append(f"{target.relative_to(root)} differs from what solutions/{sol.name} generates")
+    data = root / LAB_DATA
+    if not data.exists() or data.read_text() != lab_data_text(root):
+        problems.append(f"{LAB_DATA} differs from what solutions/ generates (the hints)")
+    for lab in sorted(labs.glob("*.ipynb")):
+        if lab.name.endswith(".new.ipynb"):
+            continue
+        if not (root / "solutions" / lab.name).exists():
+            problems.append(f"{lab.relative_to(root)} has no solution in solutions/")
+    for p in problems:
+        print(f"labs/ out of date: {p}", file=sys.stderr)
+    if problems:
+        print("run `make labs` (labs/ is generated from solutions/ and never edited by hand; a student's work lives "
+              "in my-work/, which `make lab` fills)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validation: execute notebooks and judge every cell
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class CellResult:
+    index: int
+    graded: bool
+    grade_id: str | None
+    error: str | None  # "ExceptionName: message" or None
+
+
+@dataclass
+class NotebookResult:
+    path: Path
+    kind: str  # lesson | solution | lab
+    cells: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _grade_info(cell) -> tuple[bool, str | None]:
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
+
+
+def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900) -> nbformat.NotebookNode:
+    """Execute ``nb`` in place in a fresh kernel started in ``cwd``; errors are recorded in the outputs, not
+    raised. On Linux and macOS the kernel talks over local sockets (IPC), not TCP: nothing listens on the
+    network, and the kernel has no reason to warn about unencrypted TCP."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
+        if os.name == "posix":
+            client.km = client.create_kernel_manager()
+            client.km.transport = "ipc"
+            client.km.ip = os.path.join(sockets, "ipc")  # absolute: the kernel runs in another directory
+        client.execute()
+    return nb
+
+
+def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list[CellResult]:
+    """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
+    nb = run_notebook(nbformat.read(path, as_version=4), path.parent, timeout)
+    if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
+        save_to.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")
+    results = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        graded, gid = _grade_info(cell)
+        err = None
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                err = f"{out.get('ename')}: {out.get('evalue')}"
+                break
+        results.append(CellResult(i, graded, gid, err))
+    return results
+
+
+def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
+    """The rules of ``make validate`` for one executed notebook; returns the problems found."""
+    problems = []
+    graded = [c for c in cells if c.graded]
+    if kind in ("solution", "lab") and not graded:
+        problems.append("has no graded check cell")
+    if kind in ("lesson", "solution"):
+        for c in cells:
+            if c.error:
+                problems.append(f"cell {c.index}{' (' + c.grade_id + ')' if c.grade_id else ''} raised {c.error}")
+        return problems
+    # a student lab: every graded check fails on the stubs, and the first failure is a graded cell's
+    first_error = next((c for c in cells if c.error), None)
+    if first_error is not None and not first_error.graded:
+        problems.append(
+            f"cell {first_error.index} raised {first_error.error} before any graded check failed "
+            "(a stub must surface in its check cell, not earlier)"
+        )
+    allowed = ("NotImplementedError", "CheckFailed")
+    for c in cells:
+        if c.graded and not c.error:
+            problems.append(f"graded cell {c.index} ({c.grade_id}) passes on the stub: it accepts a wrong answer")
+        if c.error and not c.graded and not c.error.startswith(allowed):
+            problems.append(f"cell {c.index} raised {c.error}: only stubs may fail in a student notebook")
+    return problems
+
+
+def notebooks(kinds: Iterable[str] = ("lesson", "solution", "lab"), root: Path = ROOT) -> list[tuple[Path, str]]:
+    """(path, kind) of every course notebook of the given kinds."""
+    found = []
+    if "lesson" in kinds:
+        found += [(p, "lesson") for p in sorted((root / "lessons").glob("*.ipynb"))]
+    if "solution" in kinds:
+        found += [(p, "solution") for p in _solutions(root)]
+    if "lab" in kinds:
+        found += [(p, "lab") for p in sorted((root / "labs").glob("*.ipynb")) if not p.name.endswith(".new.ipynb")]
+    return found
+
+
+def validate(
+    kinds: Iterable[str] = ("lesson", "solution", "lab"),
+    only: str | None = None,
+    jobs: int = 2,
+    root: Path = ROOT,
+    save_to: Path | None = None,
+) -> int:
+    """Execute notebooks and apply the rules; prints one line per notebook, returns 0 when all are fine."""
+    targets = [(p, k) for p, k in notebooks(kinds, root) if only is None or only in p.name]
+
+    def one(item: tuple[Path, str]) -> NotebookResult:
+        path, kind = item
+        t0 = time.time()
+        res = NotebookResult(path, kind)
+        try:
+            res.cells = execute(path, save_to=save_to)
+            res.problems = judge(path, kind, res.cells)
+        except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
+            res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
+        res.seconds = time.time() - t0
+        return res
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(one, targets))
+    bad = 0
+    for r in results:
+        rel = r.path.relative_to(root)
+        n_graded = sum(c.graded for c in r.cells)
+        if r.problems:
+            bad += 1
+            print(f"FAIL {rel} ({r.kind}, {r.seconds:.0f} s)")
+            for p in r.problems:
+                print(f"     - {p}")
+        else:
+            what = {"lab": f"{n_graded} graded checks fail on the stubs", "solution": f"{n_graded} graded checks pass",
+                    "lesson": f"{len(r.cells)} code cells run clean"}[r.kind]
+            print(f"ok   {rel} ({r.kind}: {what}; {r.seconds:.0f} s)")
+    print(f"{len(results) - bad} passed, {bad} failed")
+    return 1 if bad else 0
+
+
+def strip(root: Path = ROOT) -> int:
+    """Remove outputs and execution counts from every course notebook, in place."""
+    for path, _ in notebooks(root=root):
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        _strip_outputs(nb)
+        after = nbformat.writes(nb)
+        if after != before:
+            path.write_text(after + "\n")
+            print(f"stripped {path.relative_to(root)}")
+    return 0
+
+
+NBGRADER_CONFIG = """\
+# Written by `make nbgrader`: the course laid out as an nbgrader course (see docs/instructors.md).
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "hopper-gemm"
+c.Execute.timeout = 900
+"""
+
+
+def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_release: bool = True) -> int:
+    """Copy each solution into ``nbgrader/source/<lab>/`` and run ``nbgrader generate_assignment`` on it."""
+    import shutil
+    import subprocess
+
+    course = target or root / "nbgrader"
+    names = [sol.stem for sol in _solutions(root)]
+    for sol in _solutions(root):
+        dest = course / "source" / sol.stem
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sol, dest / sol.name)
+    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course)))
+    print(f"laid out {len(names)} assignments in {course}")
+    if not generate_release:
+        return 0
+    # nbgrader calls `alembic` by name: put this environment's scripts first on PATH
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for n in names:
+        cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", n, "--force"]
+        done = subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            print(done.stdout + done.stderr, file=sys.stderr)
+            return done.returncode
+        print(f"nbgrader generate_assignment {n}: release/{n}/ written")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m helpers.course.labgen", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="write labs/ from solutions/")
+    g.add_argument("--force", action="store_true", help="overwrite labs even where they were edited")
+    sub.add_parser("check", help="fail when labs/ is out of date")
+    v = sub.add_parser("validate", help="execute lessons, solutions and labs and judge them")
+    v.add_argument("--kind", action="append", choices=["lesson", "solution", "lab"])
+    v.add_argument("--only", help="only notebooks whose file name contains this")
+    v.add_argument("--jobs", type=int, default=2)
+    v.add_argument("--save-executed", type=Path, help="also write the executed notebooks (with outputs) here")
+    sub.add_parser("strip", help="remove outputs from every notebook")
+    sub.add_parser("nbgrader", help="lay the course out for nbgrader in nbgrader/ and generate the assignments")
+    args = parser.parse_args(argv)
+    if args.cmd == "strip":
+        return strip()
+    if args.cmd == "nbgrader":
+        return nbgrader_layout()
+    if args.cmd == "generate":
+        return generate(force=args.force)
+    if args.cmd == "check":
+        return check()
+    return validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs, save_to=args.save_executed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""mbarrier instructions on the emulator's :class:`helpers.hopper.mbarrier.MBarrier` (H100-checked semantics): init,
+inval, arrive (with a count, expect_tx, on a barrier of another CTA of the cluster), expect_tx, complete_tx,
+test_wait / try_wait (parity or state token). A wait that cannot succeed parks its threads until the barrier's
+phase completes; in stall mode it returns false (see machine.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from helpers.hopper.mbarrier import MBarrierError
+
+from .barriers import barrier_label, demangle, get_barrier  # noqa: F401 - the names sync always had
+from .machine import CTA, SHARED_WINDOW, Binder, ExecFault, Machine, _indices, count
+from .memory import OFFSET_MASK, RANK_SHIFT
+from .registry import ctl, decoder
+
+_Q = {"shared", "shared::cta", "shared::cluster", "release", "acquire", "relaxed", "cta", "cluster", "b64",
+      "parity", "expect_tx", "noComplete"}
+TOKEN = 1 << 62
+
+
+def _resolve(mach: Machine, c: CTA, addr: np.ndarray, generic: bool, cluster: bool) -> list[tuple[CTA, int, Any]]:
+    """[(cta, offset, selection)] for each distinct barrier the threads name."""
+    a = np.asarray(addr, np.uint64)
+    if generic:
+        if ((a < np.uint64(SHARED_WINDOW)) | (a >= np.uint64(SHARED_WINDOW + (1 << 32)))).any():
+            raise ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", "an mbarrier operation on an address outside shared memory")
+        a = a - np.uint64(SHARED_WINDOW)
+        cluster = True
+    if (a % np.uint64(8)).any():
+        raise ExecFault("CUDA_ERROR_MISALIGNED_ADDRESS", f"an mbarrier at shared address {int(a[0]):#x}, which is "
+                        "not 8-byte aligned")
+    out = []
+    for u in np.unique(a).tolist():
+        off = u & OFFSET_MASK
+        cta = c
+        if cluster:
+            r = u >> RANK_SHIFT
+            if r >= len(c.cluster.ctas):
+                raise ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"an mbarrier of block rank {r} in a cluster of "
+                                f"{len(c.cluster.ctas)}")
+            cta = c.cluster.ctas[r]
+        if off + 8 > mach.smem_bytes:
+            raise ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"an mbarrier at shared offset {off:#x}, past the "
+                            f"block's {mach.smem_bytes} bytes of shared memory")
+        sel = a == np.uint64(u)
+        out.append((cta, off, sel))
+    return out
+
+
+def _fault(e: MBarrierError) -> ExecFault:
+    return ExecFault("CUDA_ERROR_LAUNCH_FAILED", str(e))
+
+
+def _addr_mode(b: Binder) -> tuple[bool, bool]:
+    generic = not any(x in b.q for x in ("shared", "shared::cta", "shared::cluster"))
+    return generic, "shared::cluster" in b.q
+
+
+@decoder("mbarrier")
+def _mbarrier(b: Binder) -> Any:
+    kind = b.q[0] if b.q else ""
+    q = set(b.q[1:])
+    handlers = {"init": _init, "inval": _inval, "arrive": _arrive, "arrive_drop": _unsupported,
+                "expect_tx": _expect_tx, "complete_tx": _expect_tx, "test_wait": _wait, "try_wait": _wait,
+                "pending_count": _unsupported}
+    if kind not in handlers:
+        raise b.fail()
+    bad = [x for x in q if x not in _Q]
+    if bad:
+        raise b.fail(f"qualifier .{bad[0]} is not emulated")
+    return handlers[kind](b)
+
+
+def _unsupported(b: Binder) -> Any:
+    raise b.fail()
+
+
+def _init(b: Binder) -> Any:
+    mach = b.mach
+    generic, cluster = _addr_mode(b)
+    addr = b.addr(b.ops[0])
+    cnt = b.val(b.ops[1], "u32")
+
+    def init(m: Any, c: CTA) -> None:
+        n = count(m)
+        a = np.broadcast_to(np.asarray(addr(m), np.uint64), (n,))
+        k = np.broadcast_to(np.asarray(cnt(m), np.uint32), (n,))
+        for cta, off, sel in _resolve(mach, c, a, generic, cluster):
+            bar = get_barrier(mach, cta, off, create=True)
+            try:
+                bar.init(int(k[sel][-1]))
+            except MBarrierError as e:
+                raise _fault(e) from None
+
+    return init
+
+
+def _inval(b: Binder) -> Any:
+    mach = b.mach
+    generic, cluster = _addr_mode(b)
+    addr = b.addr(b.ops[0])
+
+    def inval(m: Any, c: CTA) -> None:
+        a = np.broadcast_to(np.asarray(addr(m), np.uint64), (count(m),))
+        for cta, off, _ in _resolve(mach, c, a, generic, cluster):
+            bar = cta.barriers.pop(off, None)
+            cta.barmask[off:off + 8] = False
+            if bar is not None:
+                bar.invalidate()
+
+    return inval
+
+
+def _arrive(b: Binder) -> Any:
+    mach = b.mach
+    generic, cluster = _addr_mode(b)
+    expect = "expect_tx" in b.q
+    release = "relaxed" not in b.q  # mbarrier.arrive releases by default
+    if "noComplete" in b.q:
+        raise b.fail(".noComplete")
+    ops = list(b.ops)
+    dest = b.dst(ops[0], "b64") if len(ops) >= 2 and not _is_addr(ops[0]) else None
+    if dest is not None or not _is_addr(ops[0]):
+        ops.pop(0)
+    addr = b.addr(ops[0])
+    extra = b.val(ops[1], "u32") if len(ops) > 1 else None
+
+    @ctl
+    def arrive(m: Any, c: CTA) -> None:
+        n = count(m)
+        a = np.broadcast_to(np.asarray(addr(m), np.uint64), (n,))
+        x = np.broadcast_to(np.asarray(extra(m), np.uint32), (n,)) if extra is not None else None
+        tokens = np.zeros(n, np.uint64)
+        for cta, off, sel in _resolve(mach, c, a, generic, cluster):
+            bar = cta.barriers.get(off)
+            if bar is None:
+                bar = get_barrier(mach, cta, off)
+            if mach.hz is not None and bar.initialized:
+                mach.hz.arrive(c, bar, m, release)
+                if expect:
+                    mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
+            try:
+                if expect:
+                    toks = [bar.arrive_expect_tx(int(v)) for v in x[sel]]
+                elif x is not None:
+                    toks = [bar.arrive(int(v)) for v in x[sel]]
+                else:
+                    k = int(sel.sum())
+                    toks = []
+                    while k:
+                        step = min(k, max(bar.pending_arrivals, 1)) if bar.initialized else k
+                        t = bar.arrive(step)
+                        toks += [t] * step
+                        k -= step
+            except MBarrierError as e:
+                raise _fault(e) from None
+            tokens[sel] = np.array(toks, np.uint64) | np.uint64(TOKEN)
+            if mach.opts.trace:
+                mach.event(c, int(mach.WARPG[_indices(m)[0]]) - c.w0, "arrive_expect_tx" if expect else "arrive",
+                           bar.name, bar.phase)
+        mach.since_progress = 0
+        if dest is not None:
+            dest(m, tokens)
+        return None
+
+    return arrive
+
+
+def _is_addr(op: object) -> bool:
+    from .parser import Addr
+
+    return isinstance(op, Addr)
+
+
+def _expect_tx(b: Binder) -> Any:
+    mach = b.mach
+    generic, cluster = _addr_mode(b)
+    complete = b.q[0] == "complete_tx"
+    addr = b.addr(b.ops[0])
+    tx = b.val(b.ops[1], "u32")
+
+    def expect(m: Any, c: CTA) -> None:
+        n = count(m)
+        a = np.broadcast_to(np.asarray(addr(m), np.uint64), (n,))
+        x = np.broadcast_to(np.asarray(tx(m), np.uint32), (n,))
+        for cta, off, sel in _resolve(mach, c, a, generic, cluster):
+            bar = cta.barriers.get(off) or get_barrier(mach, cta, off)
+            if mach.hz is not None and not complete and bar.initialized:
+                mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
+            try:
+                for v in x[sel].tolist():
+                    bar.complete_tx(v) if complete else bar.expect_tx(v)
+            except MBarrierError as e:
+                raise _fault(e) from None
+        mach.since_progress = 0
+
+    expect.ctl = complete  # type: ignore[attr-defined]
+    return expect
+
+
+def _wait(b: Binder) -> Any:
+    mach = b.mach
+    generic, cluster = _addr_mode(b)
+    parity_form = "parity" in b.q
+    acquire = "relaxed" not in b.q  # test_wait / try_wait acquire by default
+    d = b.dst(b.ops[0], "pred")
+    addr = b.addr(b.ops[1])
+    arg = b.val(b.ops[2], "u32" if parity_form else "b64")
+    pc = b.pc
+
+    @ctl
+    def wait(m: Any, c: CTA) -> bool:
+        idx = _indices(m)
+        n = len(idx)
+        a = np.broadcast_to(np.asarray(addr(m), np.uint64), (n,))
+        v = np.broadcast_to(np.asarray(arg(m)), (n,))
+        res = np.zeros(n, bool)
+        waits = []
+        for cta, off, sel in _resolve(mach, c, a, generic, cluster):
+            bar = cta.barriers.get(off)
+            if bar is None or not bar.initialized:
+                label, index = barrier_label(mach, off)
+                name = f"{label}[{index}]" if label and index >= 0 else (label or f"shared offset {off:#x}")
+                raise ExecFault("CUDA_ERROR_LAUNCH_FAILED",
+                                f"a wait on the mbarrier {name}, which was never initialized (mbarrier.init it first, "
+                                "then fence and __syncthreads before anyone waits on it)")
+            try:
+                if parity_form:
+                    for p in np.unique(v[sel]).tolist():
+                        if p not in (0, 1):
+                            raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                                            f"an mbarrier parity wait on {bar.name} with parity {p} (0 or 1)")
+                        res[sel & (v == p)] = bar.test_wait(int(p))
+                else:
+                    ph = (v[sel].astype(np.uint64) & ~np.uint64(TOKEN)).astype(np.int64)
+                    res[sel] = bar.phase > ph
+            except MBarrierError as e:
+                raise _fault(e) from None
+            waits.append((bar, sel))
+        if mach.hz is not None:
+            for bar, sel in waits:
+                if (res & sel).any():
+                    mach.hz.waited(c, bar, idx[res & sel], acquire)
+        if mach.opts.trace and res.any() and mach.open_waits:
+            mach.wait_ended(c, mach.WARPG[idx[res]], "wait")
+        if res.all():
+            d(m, res)
+            mach.PC[m] = pc + 1
+            return True
+        if mach.stall_mode:
+            d(m, res)
+            mach.PC[m] = pc + 1
+            return True
+        ok = idx[res]
+        if len(ok):
+            d(ok, np.ones(len(ok), bool))
+            mach.PC[ok] = pc + 1
+        for bar, sel in waits:
+            rest = idx[sel & ~res]
+            if len(rest):
+                parity = int(v[sel & ~res][0]) if parity_form else int(bar.parity)
+                cta = bar.cta
+                mach.park(rest, c, bar, "mbar", pc, retry=True, parity=parity,
+                          addr=cta.rank_bits | bar.offset, label=bar.label, index=bar.index, name=bar.name)
+                if mach.opts.trace:
+                    mach.wait_began(c, int(mach.WARPG[rest[0]]), "wait", bar.name, bar.phase)
+                if mach.hz is not None:
+                    mach.hz.parked(bar)  # the latest moment for the copies that complete on it
+        return True
+
+    return wait

@@ -1,0 +1,406 @@
+"""Truth from silicon for the PTX executor: run every course kernel on the H100 and on the executor with the same
+random inputs and compare the outputs bit for bit; compare the failure sentences of the demo kernels.
+
+    python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
+    python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
+    -> $OUT/ptx_vs_h100.json (copy it to tests/data/; tests/ptx/test_silicon.py asserts it) and a summary
+
+GPU time: well under a minute (the emulator runs on this machine's CPU; about a minute of CPU in all).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "ptx"))
+
+
+DRY = "--dry" in sys.argv  # plumbing check without a GPU: the "GPU" side runs on the emulator too
+
+
+def _mode(mode: str) -> None:
+    os.environ["HELPERS_EXECUTOR"] = "force" if DRY else {"gpu": "off", "emulator": "force"}[mode]
+
+
+def _solutions() -> dict[str, Any]:
+    """The solution notebooks' names (imports cell and solution cells executed), without nbformat if need be."""
+    ns: dict[str, Any] = {}
+    for nb in ("lab1_tma", "lab2_mbarrier", "lab3_wgmma"):  # the CUDA strings of Labs 1-3 (wrappers + kernels)
+        path = ROOT / "solutions" / f"{nb}.ipynb"
+        try:
+            from helpers.course import labgen
+
+            ns.update(labgen.solution_namespace(path))
+        except ImportError:
+            cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+            src = ["".join(c["source"]) for c in cells]
+            exec(src[0], ns)  # noqa: S102
+            for c, s in zip(cells[1:], src[1:], strict=True):
+                if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                    exec(s, ns)  # noqa: S102
+    return ns
+
+
+def _lesson_kernel(nb: str, name: str) -> str:
+    """The CUDA string of a lesson's code cell that defines kernel ``name`` (read without nbformat)."""
+    from helpers.gpu.executor import coverage
+
+    path = next((ROOT / "lessons").glob(f"{nb}*.ipynb"))
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for src in coverage._cuda_strings("".join(cell["source"])):
+                if name in coverage.kernel_names(src):
+                    return src
+    raise KeyError(name)
+
+
+# ------------------------------------------------------------------------------------------- the cases
+def _gemm(src: str, name: str, m: int, n: int, k: int, grid: Any, block: int, smem: int, box_a: tuple[int, int],
+          box_b: tuple[int, int], seed: int) -> Callable[[], np.ndarray]:
+    from helpers import gpu
+
+    a = gpu.random_host((m, k), gpu.bfloat16, seed=seed)
+    b = gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
+
+    def run() -> np.ndarray:
+        kern = gpu.compile(src, name)
+        da, db, dc = gpu.to_device(a), gpu.to_device(b), gpu.poison((m, n), np.float32)
+        gpu.launch(kern, grid, block, smem, gpu.tensor_map_2d(da, *box_a), gpu.tensor_map_2d(db, *box_b), dc,
+                   np.int32(m), np.int32(n), np.int32(k))
+        return dc.to_host()
+
+    return run
+
+
+def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
+    """name -> (shape, run) where run() gives the kernel's outputs (numpy) in the current mode."""
+    from kernels import LAB2_GEMM, WS_GEMM, ws_smem
+    from test_clusters import CLUSTER
+    from test_control import DIVERGE, FLAGS, LOCAL_CALLS, MATRIX, NAMED, WARP
+
+    from helpers import gpu
+    from helpers.gpu import examples
+    from helpers.gpu.executor.probes import ALU_OPS, ALU_PROBE, SMEM_LAYOUT_PROBE, alu_inputs
+
+    sol = _solutions()
+    out: dict[str, tuple[str, Callable[[], Any]]] = {}
+
+    a, b, c = alu_inputs(4096, seed=2026)
+
+    def alu() -> np.ndarray:
+        k = gpu.compile(ALU_PROBE, "alu_probe")
+        o = gpu.poison(len(ALU_OPS) * len(a), np.uint32)
+        gpu.launch(k, len(a) // 128, 128, 0, gpu.to_device(a), gpu.to_device(b), gpu.to_device(c), o, np.int32(len(a)))
+        return o.to_host().reshape(len(ALU_OPS), len(a))
+
+    out["alu_probe"] = (f"{len(ALU_OPS)} ops x {len(a)} operand triples", alu)
+
+    x, y = (np.random.default_rng(s).standard_normal(5000).astype(np.float32) for s in (1, 2))
+
+    def vadd() -> np.ndarray:
+        k = gpu.compile(examples.VECTOR_ADD, "vadd")
+        o = gpu.poison(5000, np.float32)
+        gpu.launch(k, 40, 128, 0, gpu.to_device(x), gpu.to_device(y), o, np.int32(5000), np.float32(0.75))
+        return o.to_host()
+
+    out["vadd"] = ("n=5000", vadd)
+
+    tile_src = gpu.random_host((128, 192), gpu.bfloat16, seed=3).view(np.uint16)
+
+    lab1 = '#include "hopper.cuh"\n' + sol["TMA_LOAD"] + sol["LAB1_KERNEL"]
+
+    def copy_tiles() -> np.ndarray:
+        k = gpu.compile(lab1, "lab1_copy")
+        da = gpu.to_device(tile_src)
+        o = gpu.poison((128, 192), np.uint16)
+        gpu.launch(k, (3, 2), 128, 0, gpu.tensor_map_2d(da, 64, 64), da, o, np.int32(192))
+        return o.to_host()
+
+    out["lab1 lab1_copy"] = ("128x192 bf16", copy_tiles)
+
+    def one_tile() -> np.ndarray:
+        k = gpu.compile(_lesson_kernel("01_tma", "tma_one_tile"), "tma_one_tile")
+        dev = gpu.to_device(tile_src)
+        res = []
+        for coords in [(0, 0), (64, 64), (128, 0)]:
+            o = gpu.poison(8192, np.uint8)
+            gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(dev, 64, 64, swizzle=128), o, np.int32(coords[0]),
+                       np.int32(coords[1]))
+            res.append(o.to_host())
+        return np.stack(res)
+
+    out["lesson01 tma_one_tile"] = ("3 boxes, 128B swizzle", one_tile)
+    wrappers = '#include "hopper.cuh"\n' + sol["TMA_LOAD"] + sol["MBAR_INIT_ARRIVE"] + sol["MBAR_TX_WAIT"]
+    out["lab2_gemm (CUDA cores)"] = ("128x128x256", _gemm(wrappers + sol["LAB2_KERNEL"], "lab2_gemm", 128, 128, 256,
+                                                          (2, 2), 128, 0, (64, 64), (64, 64), 5))
+    out["lab2_gemm (lineage)"] = ("128x128x256", _gemm(LAB2_GEMM, "lab2_gemm", 128, 128, 256, (2, 2), 128, 0,
+                                                        (64, 64), (64, 64), 5))
+    out["lab3_gemm"] = ("256x192x320", _gemm(wrappers + sol["WGMMA"] + sol["LAB3_KERNEL"], "lab3_gemm", 256, 192,
+                                             320, (3, 4), 128, 0, (64, 64), (64, 64), 6))
+    out.update(_ladder_cases())
+    bench = (ROOT / "bench" / "kernels" / "gemm_64x64.cu").read_text()
+    out["bench gemm_64x64"] = ("256x256x256", _gemm(bench, "gemm_64x64", 256, 256, 256, (4, 4), 128, 0, (64, 64),
+                                                    (64, 64), 7))
+    for bn, stages, regs, preg in ((128, 4, 232, 40), (256, 3, 240, 24)):
+        src = f"#define BN {bn}\n#define STAGES {stages}\n#define CONSUMER_REGS {regs}\n#define PRODUCER_REGS {preg}\n"
+        out[f"ws_gemm 128x{bn}"] = ("256x256x512", _gemm(src + WS_GEMM, "ws_gemm", 256, 256, 512, (256 // bn, 2), 384,
+                                                          ws_smem(bn, stages), (128, 64), (bn, 64), 8))
+
+    probe_src = _lesson_kernel("03_wgmma", "probe")
+    pa = gpu.random_host((64, 64), gpu.bfloat16, seed=9).view(np.uint16)
+    pb = gpu.random_host((64, 64), gpu.bfloat16, seed=10).view(np.uint16)
+
+    def wgmma_probe() -> np.ndarray:
+        k = gpu.compile(probe_src, "probe")
+        res = []
+        for off in (0, 16, 32):
+            o = gpu.poison(128 * 32, np.float32)
+            gpu.launch(k, 1, 128, 0, gpu.to_device(pa), gpu.to_device(pb), o, np.int32(off))
+            res.append(o.to_host())
+        return np.stack(res)
+
+    out["lesson03 wgmma probe"] = ("offsets 0, 16, 32", wgmma_probe)
+
+    cl_src = gpu.random_host((128, 64), gpu.bfloat16, seed=11).view(np.uint16)
+
+    def cluster(size: int) -> Callable[[], np.ndarray]:
+        def run() -> np.ndarray:
+            k = gpu.compile(CLUSTER, "cluster_demo")
+            ids, tiles = gpu.poison(2 * size, np.int32), gpu.poison((2 * size, 64, 64), np.uint16)
+            gpu.launch(k, 2 * size, 128, 0, gpu.tensor_map_2d(gpu.to_device(cl_src), 64, 64, swizzle=0), ids, tiles,
+                       cluster=(size, 1, 1))
+            return np.concatenate([ids.to_host().view(np.uint32).astype(np.uint16), tiles.to_host().ravel()])
+
+        return run
+
+    out["cluster_demo x2"] = ("cluster of 2", cluster(2))
+    out["cluster_demo x4"] = ("cluster of 4", cluster(4))
+
+    def layout() -> np.ndarray:
+        k = gpu.compile(SMEM_LAYOUT_PROBE, "smem_layout")
+        o = gpu.poison(16, np.uint32)
+        gpu.launch(k, 2, 32, 256, o, cluster=(2, 1, 1))
+        return o.to_host()
+
+    out["shared-memory layout"] = ("static vars, dynamic base, cluster ranks", layout)
+
+    ints = np.random.default_rng(12).integers(0, 20, 96).astype(np.int32)
+
+    def diverge() -> np.ndarray:
+        k = gpu.compile(DIVERGE, "diverge")
+        o = gpu.poison(96, np.int32)
+        gpu.launch(k, 1, 96, 0, gpu.to_device(ints), o)
+        return o.to_host()
+
+    out["divergence"] = ("96 threads", diverge)
+    wv = np.random.default_rng(13).integers(0, 100, 64).astype(np.int32)
+
+    def warp() -> np.ndarray:
+        k = gpu.compile(WARP, "warp_ops")
+        o = gpu.poison(640, np.int32)
+        gpu.launch(k, 1, 64, 0, gpu.to_device(wv), o)
+        return o.to_host()
+
+    out["warp collectives"] = ("64 threads", warp)
+    idx = np.random.default_rng(14).integers(0, 12, 32).astype(np.int32)
+
+    def local_calls() -> np.ndarray:
+        k = gpu.compile(LOCAL_CALLS, "local_calls")
+        o = gpu.poison(32, np.float32)
+        gpu.launch(k, 1, 32, 0, gpu.to_device(idx), o)
+        return o.to_host()
+
+    out["local memory and calls"] = ("32 threads", local_calls)
+
+    def named() -> np.ndarray:
+        k = gpu.compile(NAMED, "named")
+        o = gpu.poison(64, np.int32)
+        gpu.launch(k, 1, 128, 0, o)
+        return o.to_host()
+
+    out["named barriers"] = ("128 threads", named)
+    mats = np.random.default_rng(15).integers(0, 1 << 16, (4, 8, 8)).astype(np.uint16)
+
+    def matrix() -> np.ndarray:
+        k = gpu.compile(MATRIX, "matrix_ops")
+        regs, o = gpu.poison(256, np.uint32), gpu.poison(256, np.uint16)
+        gpu.launch(k, 1, 32, 0, gpu.to_device(mats), regs, o)
+        return np.concatenate([regs.to_host().view(np.uint16), o.to_host()])
+
+    out["ldmatrix/stmatrix"] = ("x4, plain and .trans", matrix)
+
+    def handoff() -> np.ndarray:
+        k = gpu.compile(FLAGS, "handoff")
+        o = gpu.poison(32, np.float32)
+        gpu.launch(k, 2, 64, 0, gpu.zeros(32), gpu.zeros(1, np.uint32), o)
+        return o.to_host()
+
+    out["acquire/release between blocks"] = ("2 blocks", handoff)
+    return out
+
+
+def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
+    """The ladder's kernels (bench/kernels, the same code as the Labs 4-7 solutions) on small shapes: Lab 5-7 on
+    shapes with partial tiles, Labs 6-7 on 2 and 3 clusters so each cluster takes several pairs / pieces."""
+    from helpers import gpu
+
+    kdir = ROOT / "bench" / "kernels"
+    out: dict[str, tuple[str, Callable[[], Any]]] = {}
+    out["lab4 128x128 ring"] = ("256x256x320", _gemm((kdir / "lab4_128x128.cu").read_text(), "lab4_gemm_128x128",
+                                                      256, 256, 320, (2, 2), 384, 4 * 32 * 1024 + 1024, (128, 64),
+                                                      (128, 64), 21))
+    out["lab4 128x256 warp-specialized"] = ("256x512x320", _gemm((kdir / "lab4_ws.cu").read_text(), "lab4_gemm_ws",
+                                                                  256, 512, 320, (2, 2), 384, 4 * 48 * 1024 + 1024,
+                                                                  (128, 64), (256, 64), 22))
+    smem = 4 * 48 * 1024 + 32 * 1024 + 1024
+
+    def bf16_gemm(file: str, name: str, m: int, n: int, k: int, seed: int, grid: Any, cluster: Any = None,
+                  streamk: int = 0) -> Callable[[], np.ndarray]:
+        a = gpu.random_host((m, k), gpu.bfloat16, seed=seed)
+        b = gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
+
+        def run() -> np.ndarray:
+            kern = gpu.compile((kdir / file).read_text(), name)
+            da, db = gpu.to_device(a), gpu.to_device(b)
+            dc = gpu.poison((m, n), gpu.bfloat16)
+            box_b = (256, 64) if cluster is None else (128, 64)
+            extra = ()
+            if streamk:
+                extra = (gpu.zeros((streamk * 2 * 128 * 256,), np.float32), gpu.zeros((streamk * 2,), np.uint32))
+            gpu.launch(kern, grid, 384, smem, gpu.tensor_map_2d(da, 128, 64), gpu.tensor_map_2d(db, *box_b),
+                       gpu.tensor_map_2d(dc, 64, 64), np.int32(m), np.int32(n), np.int32(k), *extra, cluster=cluster)
+            return dc.to_host()
+
+        return run
+
+    out["lab5 TMA-store epilogue"] = ("264x520x200", bf16_gemm("lab5_epilogue.cu", "lab5_gemm", 264, 520, 200, 23,
+                                                               (3, 3)))
+    out["lab6 persistent clusters"] = ("776x520x200 on 2 clusters", bf16_gemm(
+        "lab6_persistent.cu", "lab6_gemm", 776, 520, 200, 24, (4, 1, 1), cluster=(2, 1, 1)))
+    out["lab7 Stream-K"] = ("520x264x1000 on 4 clusters", bf16_gemm(
+        "lab7_streamk.cu", "lab7_gemm", 520, 264, 1000, 25, (8, 1, 1), cluster=(2, 1, 1), streamk=4))
+    return out
+
+
+def compare(g: np.ndarray, e: np.ndarray) -> dict[str, Any]:
+    gb = np.ascontiguousarray(g).reshape(-1).view(np.uint8)
+    eb = np.ascontiguousarray(e).reshape(-1).view(np.uint8)
+    item = np.asarray(g).dtype.itemsize
+    if gb.size != eb.size:
+        return {"bit_identical": False, "error": f"sizes differ: {gb.size} vs {eb.size} bytes"}
+    gw, ew = gb.reshape(-1, item), eb.reshape(-1, item)
+    diff = np.flatnonzero((gw != ew).any(axis=1))
+    res: dict[str, Any] = {"bit_identical": not diff.size, "elements": int(gw.shape[0]), "differing": int(diff.size)}
+    if diff.size:
+        i = int(diff[0])
+        res["first_difference"] = {"index": i, "gpu": gw[i].tobytes()[::-1].hex(),
+                                   "emulator": ew[i].tobytes()[::-1].hex()}
+    return res
+
+
+def sentences() -> list[dict[str, Any]]:
+    from helpers import gpu
+
+    out = []
+    for demo in ("deadlock_demo", "out_of_bounds_demo", "misaligned_demo"):
+        got = {}
+        for mode in ("gpu", "emulator"):
+            _mode(mode)
+            try:
+                gpu.run_isolated(f"helpers.gpu.examples:{demo}", timeout=60)
+                got[mode] = "(no error)"
+            except gpu.GpuError as e:
+                got[mode] = str(e)
+        g, e = got["gpu"], got["emulator"]
+        head = e.split(" On the emulator: ")[0]
+        same = g == e or (g.endswith(" This notebook is unaffected.") and
+                          g[:-len(" This notebook is unaffected.")].rstrip(".") == head.rstrip("."))
+        # A deadlock is reported by the first waiting thread to give up: on the GPU that is a race among the
+        # waiters, so the same report may name another waiting warp. Same barrier, parity and block is the same
+        # report.
+        def waiter_free(t: str) -> str:
+            return re.sub(r"warp \d+|\(thread \d+;", "<waiter>", t)
+
+        same_but_waiter = bool(same) or waiter_free(g) == waiter_free(head) or (
+            g.endswith(" This notebook is unaffected.")
+            and waiter_free(g[:-len(" This notebook is unaffected.")]).rstrip(".") == waiter_free(head).rstrip("."))
+        out.append({"demo": demo, "gpu": g, "emulator": e, "identical": bool(same),
+                    "same_but_waiter": same_but_waiter})
+    return out
+
+
+def run_all() -> dict[str, Any]:
+    from helpers import gpu
+    from helpers.gpu.executor.probes import ALU_OPS
+
+    _mode("gpu")
+    info = gpu.device_info()
+    results: dict[str, Any] = {"kernels": [], "alu": [], "sentences": []}
+    for name, (shape, run) in cases().items():
+        t0 = time.time()
+        try:
+            _mode("gpu")
+            g = run()
+            _mode("emulator")
+            e = run()
+        except Exception as exc:  # a case that fails in one mode is recorded, the others still run
+            results["kernels"].append({"name": name, "shape": shape, "bit_identical": False,
+                                       "error": f"{type(exc).__name__}: {exc}"[:600],
+                                       "traceback": traceback.format_exc()[-1500:]})
+            print(f"{name}: ERROR {exc}")
+            continue
+        entry = {"name": name, "shape": shape, **compare(g, e), "seconds": round(time.time() - t0, 2)}
+        results["kernels"].append(entry)
+        if name == "alu_probe":
+            for k, (op, _asm, _kinds) in enumerate(ALU_OPS):
+                results["alu"].append({"op": op, **compare(g[k], e[k])})
+        print(f"{name}: {'bit-identical' if entry['bit_identical'] else 'DIFFERENT'} ({entry['seconds']} s)")
+    results["sentences"] = sentences()
+    for s in results["sentences"]:
+        print(f"{s['demo']}: {'same sentence' if s['identical'] else 'DIFFERENT'}")
+    _mode("gpu")
+    drv = None
+    if not DRY:
+        from cuda.bindings import driver
+
+        _, drv = driver.cuDriverGetVersion()
+    results["meta"] = {
+        "what": "every course kernel on the H100 and on the PTX executor with the same inputs, outputs compared "
+                "bit for bit",
+        "gpu": info.name if info else "?", "driver_cuda_version": drv,
+        "nvrtc": ".".join(map(str, gpu.nvrtc_version() or ())),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "made_by": "tools/h100/executor_vs_h100.py",
+    }
+    return results
+
+
+def main() -> int:
+    out = Path(os.environ.get("OUT", "."))
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    res = run_all()
+    path = out / "ptx_vs_h100.json"
+    path.write_text(json.dumps(res, indent=1))
+    bad = [k["name"] for k in res["kernels"] if not k["bit_identical"]] + \
+        [s["demo"] for s in res["sentences"] if not s["identical"]]
+    print(f"{len(res['kernels'])} kernels, {len(res['alu'])} ALU ops compared in {time.time() - t0:.0f} s -> {path}")
+    print("all bit-identical" if not bad else f"differences: {bad}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
