@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main(argv: list[str] | None = None) -> int:
     from helpers import gpu
-    from helpers.gpu.executor import coverage
+    from helpers.course import ptx_coverage as coverage
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--missing", action="store_true", help="print only what the executor does not emulate")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import gpu
-from helpers.gpu.executor import coverage
+from helpers.course import ptx_coverage as coverage
 
 KERNELS = coverage.course_kernels()
 

@@ -56,7 +56,7 @@ def _solutions() -> dict[str, Any]:
 
 def _lesson_kernel(nb: str, name: str) -> str:
     """The CUDA string of a lesson's code cell that defines kernel ``name`` (read without nbformat)."""
-    from helpers.gpu.executor import coverage
+    from helpers.course import ptx_coverage as coverage
 
     path = next((ROOT / "lessons").glob(f"{nb}*.ipynb"))
     for cell in json.loads(path.read_text())["cells"]:
