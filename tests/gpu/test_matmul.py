@@ -156,3 +156,15 @@ def test_device_arrays_on_the_h100():
     a, b = rng.standard_normal((777, 333)).astype(gpu.bfloat16), rng.standard_normal((333, 555)).astype(gpu.bfloat16)
     c = mm.matmul(gpu.to_device(a), gpu.to_device(b))
     gpu.check_gemm(c.to_host(), _ref(a, b), 333)
+
+
+def test_a_two_layer_mlp_forward_pass_on_numpy():
+    """docs/gpu.md's example, small enough for the emulator: y = relu(x·W1ᵀ)·W2ᵀ, weights stored (out, in)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((20, 24)).astype(gpu.bfloat16)
+    w1 = (rng.standard_normal((40, 24)) / 5).astype(gpu.bfloat16)
+    w2 = (rng.standard_normal((24, 40)) / 6).astype(gpu.bfloat16)
+    h = np.maximum(mm.matmul(x, w1.T).astype(np.float32), 0).astype(gpu.bfloat16)
+    y = mm.matmul(h, w2.T)
+    href = np.maximum(x.astype(np.float64) @ w1.astype(np.float64).T, 0).astype(gpu.bfloat16)
+    gpu.check_gemm(y, href.astype(np.float64) @ w2.astype(np.float64).T, 40)
