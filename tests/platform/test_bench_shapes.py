@@ -1,5 +1,5 @@
 """The shape set and its report (bench/shapes.py), and the ladder's interleaved rows (bench/ladder.py), on fake
-results: what the lead's H100 run will write is rendered and summarized the same way."""
+results: what an H100 run writes is rendered and summarized the same way."""
 
 from __future__ import annotations
 
