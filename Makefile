@@ -67,6 +67,7 @@ gpu-test: $(VENV)/.gpu-installed
 
 bench: $(VENV)/.gpu-installed
 	$(PY) bench/ladder.py
+	$(PY) bench/shapes.py
 
 strip: $(VENV)/.dev-installed
 	$(PY) -m helpers.course.labgen strip

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import math
 import sys
@@ -28,9 +29,13 @@ sys.path.insert(0, str(ROOT))
 
 from helpers import gpu  # noqa: E402
 
+gpu_matmul = importlib.import_module("helpers.gpu.matmul")  # the module (gpu.matmul is the function)
+from helpers.gpu.timing import rounds_for  # noqa: E402
+
 KERNELS = ROOT / "bench" / "kernels"
 A_STAGE4, A_STAGE4WS = 4 * 32 * 1024 + 1024, 4 * 48 * 1024 + 1024
 SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024
+ROUNDS = 9  # interleaved rounds of kernel and cuBLAS per shape
 
 
 @dataclass
@@ -77,31 +82,12 @@ def make_lab5(k, a, b, c):  # noqa: ANN001, ANN201
                        gpu.tensor_map_2d(b, 256, 64), gpu.tensor_map_2d(c, 64, 64), *_i32(m, n, kk))
 
 
-def _persistent(k, a, b, c, extra=()):  # noqa: ANN001, ANN202
-    (m, kk), n = a.shape, b.shape[0]
-    pairs = math.ceil(m / 256) * math.ceil(n / 256)
-    work = pairs if not extra else None  # Stream-K uses every resident cluster
-    grid = gpu.persistent_grid(k, 384, SMEM_EPI, cluster=2, work=work)
-    return grid, gpu.prepare(k, (grid, 1, 1), 384, SMEM_EPI, gpu.tensor_map_2d(a, 128, 64),
-                             gpu.tensor_map_2d(b, 128, 64), gpu.tensor_map_2d(c, 64, 64), *_i32(m, n, kk), *extra,
-                             cluster=(2, 1, 1))
-
-
-def make_lab6(k, a, b, c):  # noqa: ANN001, ANN201
-    return _persistent(k, a, b, c)[1]
-
-
-_WORKSPACES: dict[int, tuple[gpu.DeviceArray, gpu.DeviceArray]] = {}
+def make_lab6(k, a, b, c):  # noqa: ANN001, ANN201 - the launch gpu.matmul makes
+    return gpu_matmul.launcher(k, a, b, c)
 
 
 def make_lab7(k, a, b, c):  # noqa: ANN001, ANN201
-    clusters = 66
-    if id(k) not in _WORKSPACES:
-        clusters = gpu.max_active_clusters(k, 384, SMEM_EPI, 2)
-        _WORKSPACES[id(k)] = (gpu.zeros((clusters * 2 * 128 * 256,), np.float32),
-                              gpu.zeros((clusters * 2,), np.uint32))
-    ws, flags = _WORKSPACES[id(k)]
-    return _persistent(k, a, b, c, extra=(ws, flags))[1]
+    return gpu_matmul.launcher(k, a, b, c)
 
 
 SQUARE = [(4096, 4096, 4096), (8192, 8192, 8192)]
@@ -214,16 +200,47 @@ def correctness(r: Rung, k: gpu.Kernel, rng: np.random.Generator, cases: int) ->
     return out
 
 
-def speed(r: Rung, k: gpu.Kernel, shape: tuple[int, int, int], repeat: int) -> dict:
+def speed_entry(res: gpu.GemmBenchmark) -> dict:
+    """One interleaved comparison as the results files hold it."""
+    inter = res.interleaved
+    ka, kb = (inter.a_telemetry, inter.b_telemetry) if inter else (None, None)
+    d = {"shape": [res.m, res.n, res.k], "tflops": res.tflops, "cublas_tflops": res.cublas_tflops,
+         "ratio": res.ratio, "kernel_ms": res.kernel_ms, "cublas_ms": res.cublas_ms,
+         "max_abs_error": res.max_abs_error, "input_sets": res.input_sets}
+    if inter is not None:
+        d.update(ratio_range=list(inter.ratio_range), rounds=inter.rounds, round_ratios=inter.ratios,
+                 first=inter.first, clock_differs=inter.clock_differs)
+    for side, tel in (("", ka), ("cublas_", kb)):
+        d[f"{side}sm_clock_mhz"] = tel.mhz_median if tel else None
+        d[f"{side}sm_clock_range"] = [min(tel.mhz), max(tel.mhz)] if tel and tel.mhz else None
+        d[f"{side}power_w"] = tel.watts_median if tel else None
+    return d
+
+
+def line(key: str, d: dict) -> str:
+    m, n, k = d["shape"]
+    lo, hi = d.get("ratio_range") or (d["ratio"], d["ratio"])
+    flag = " CLOCKS DIFFER" if d.get("clock_differs") else ""
+    return (f"  {key} {m}×{n}×{k}: {d['tflops']:.0f} TFLOP/s, cuBLAS {d['cublas_tflops']:.0f}, ratio "
+            f"{d['ratio']:.3f} [{lo:.3f}–{hi:.3f}], SM clock {d['sm_clock_mhz']} / {d['cublas_sm_clock_mhz']} MHz, "
+            f"{d['power_w']} / {d['cublas_power_w']} W{flag}")
+
+
+def speed(r: Rung, k: gpu.Kernel, shape: tuple[int, int, int], repeat: int, rounds: int = ROUNDS) -> dict:
+    """The kernel and cuBLAS (same output type) interleaved at one shape."""
     m, n, kk = shape
-    with gpu.sm_clock() as clk:
-        res = gpu.gemm_benchmark(lambda a, b, c: r.make(k, a, b, c), m, n, kk, out_dtype=r.out_dtype,
-                                 warmup=5, repeat=repeat)
-    d = {"shape": [m, n, kk], "tflops": res.tflops, "cublas_tflops": res.cublas_tflops, "ratio": res.ratio,
-         "kernel_ms": res.kernel_ms, "cublas_ms": res.cublas_ms, "sm_clock_mhz": clk.median,
-         "sm_clock_range": [min(clk.mhz), max(clk.mhz)] if clk.mhz else None, "max_abs_error": res.max_abs_error}
-    print(f"  {r.key} {m}×{n}×{kk}: {res.tflops:.0f} TFLOP/s, cuBLAS {res.cublas_tflops:.0f}, ratio "
-          f"{res.ratio:.3f}, {clk.summary()}", flush=True)
+    res = gpu.gemm_benchmark(lambda a, b, c: r.make(k, a, b, c), m, n, kk, out_dtype=r.out_dtype, warmup=5,
+                             repeat=repeat, rounds=rounds)
+    d = speed_entry(res)
+    print(line(r.key, d), flush=True)
+    return d
+
+
+def noise_floor(shape: tuple[int, int, int], repeat: int, out_dtype=gpu.bfloat16, rounds: int = ROUNDS) -> dict:  # noqa: ANN001
+    """cuBLAS against itself, interleaved the same way: what a ratio near 1 is worth in this run."""
+    m, n, k = shape
+    d = speed_entry(gpu.gemm_benchmark(None, m, n, k, out_dtype=out_dtype, warmup=5, repeat=repeat, rounds=rounds))
+    print(line("cuBLAS vs cuBLAS", d), flush=True)
     return d
 
 
@@ -231,7 +248,8 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", nargs="+", default=None)
     p.add_argument("--quick", action="store_true", help="4096³ only, fewer correctness cases")
-    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--repeat", type=int, default=60, help="timed runs per side, spread over the rounds")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds per shape (at least 7)")
     p.add_argument("--cases", type=int, default=4)
     p.add_argument("--write", type=Path, default=None, help="write NAME.md and NAME.json")
     args = p.parse_args(argv)
@@ -247,9 +265,13 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
         "gpu": info.name, "sm_count": info.sm_count, "driver_cuda": list(info.driver_version),
         "nvrtc": list(gpu.nvrtc_version() or ()), "cublas": gpu.cublas_version(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "method":
-        "bf16 inputs (random normal), CUDA events, 5 warm-up runs, median of --repeat, inputs rotated over >= 3x L2, "
-        "cuBLAS (cublasGemmEx, fp32 compute) with the same output type in the same run; SM clock sampled by NVML",
-        "rungs": {}}
+        f"bf16 inputs (random normal), inputs rotated over >= 3x L2; kernel and cuBLAS (cublasGemmEx, fp32 compute, "
+        f"same output type) interleaved: {max(args.rounds, 7)} rounds, each side a batch of "
+        f"{rounds_for(args.repeat, max(args.rounds, 7))} runs (CUDA events) after one untimed run, the side "
+        "going first alternating; ratio = median of the per-round ratios [min-max]; SM clock and power of each side "
+        "sampled by NVML; noise floor = cuBLAS against itself the same way", "rungs": {}}
+    result["noise_floor"] = [noise_floor(s, args.repeat, rounds=args.rounds) for s in
+                             (SQUARE[:1] if args.quick else SQUARE)]
     rng = np.random.default_rng(2026)
     for r in rungs:
         k = kernels[r.key]
@@ -261,7 +283,7 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
         try:
             entry["correctness"] = correctness(r, k, rng, 2 if args.quick else args.cases)
             shapes = SQUARE[:1] if args.quick else SQUARE + [s for s in r.shapes if s not in SQUARE]
-            entry["speed"] = [speed(r, k, s, args.repeat) for s in shapes]
+            entry["speed"] = [speed(r, k, s, args.repeat, args.rounds) for s in shapes]
         except Exception as e:  # noqa: BLE001 - a failing rung is reported, the others still run
             entry["failure"] = f"{type(e).__name__}: {e}"
             print(f"  {r.key} FAILED: {entry['failure']}", flush=True)
@@ -276,21 +298,39 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
     return 0
 
 
+def _range(d: dict) -> str:
+    lo, hi = d.get("ratio_range") or (d["ratio"], d["ratio"])
+    return f"{d['ratio']:.3f} [{lo:.3f}–{hi:.3f}]"
+
+
+def _side(d: dict, prefix: str = "") -> str:
+    mhz, w = d.get(f"{prefix}sm_clock_mhz"), d.get(f"{prefix}power_w")
+    return f"{mhz:.0f}" if mhz else "—", f"{w:.0f}" if w else "—"
+
+
 def render(result: dict) -> str:
-    lines = ["# The ladder: every lab's GEMM beside cuBLAS (same run)", "",
+    lines = ["# The ladder: every lab's GEMM beside cuBLAS (interleaved, same run)", "",
              f"- GPU: {result['gpu']} ({result['sm_count']} SMs), driver CUDA "
              f"{'.'.join(map(str, result['driver_cuda']))}, NVRTC {'.'.join(map(str, result['nvrtc']))}, "
-             f"cuBLAS {result['cublas']}", f"- date: {result['date']}", f"- method: {result['method']}", "",
-             "| kernel | C | M×N×K | TFLOP/s | cuBLAS TFLOP/s | ratio | SM clock MHz | correct |",
-             "|---|---|---|---:|---:|---:|---:|---|"]
+             f"cuBLAS {result['cublas']}", f"- date: {result['date']}", f"- method: {result['method']}", ""]
+    if result.get("noise_floor"):
+        lines += ["Noise floor (cuBLAS against itself):", ""]
+        for d in result["noise_floor"]:
+            m, n, k = d["shape"]
+            lines.append(f"- {m}×{n}×{k}: {_range(d)}")
+        lines.append("")
+    lines += ["| kernel | C | M×N×K | TFLOP/s | cuBLAS TFLOP/s | ratio [min–max] | SM MHz kernel / cuBLAS | "
+              "W kernel / cuBLAS | correct |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for key, e in result["rungs"].items():
         ok = "yes" if e.get("correctness") and all(c["ok"] for c in e["correctness"]) else "NO"
         if "failure" in e:
-            lines.append(f"| {key} | {e['out_dtype']} | — | — | — | — | — | failed: {e['failure'][:80]} |")
+            lines.append(f"| {key} | {e['out_dtype']} | — | — | — | — | — | — | failed: {e['failure'][:80]} |")
         for s in e.get("speed", []):
             m, n, k = s["shape"]
+            (ck, wk), (cc, wc) = _side(s), _side(s, "cublas_")
+            flag = " (clocks differ)" if s.get("clock_differs") else ""
             lines.append(f"| {key} | {e['out_dtype']} | {m}×{n}×{k} | {s['tflops']:.0f} | {s['cublas_tflops']:.0f} | "
-                         f"{s['ratio']:.3f} | {s['sm_clock_mhz'] or '—'} | {ok} |")
+                         f"{_range(s)}{flag} | {ck} / {cc} | {wk} / {wc} | {ok} |")
     return "\n".join(lines) + "\n"
 
 

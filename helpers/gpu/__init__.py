@@ -42,13 +42,15 @@ _EXPORTS = {
                "bfloat16"),
     "tensormaps": ("encode_tiled", "tensor_map", "tensor_map_2d"),
     "launch": ("launch", "prepare", "Launcher", "wait"),
-    "timing": ("time_kernel", "Timing", "gemm_benchmark", "GemmBenchmark", "check_gemm"),
+    "timing": ("time_kernel", "Timing", "gemm_benchmark", "GemmBenchmark", "check_gemm", "interleave", "Interleaved",
+               "time_runs"),
     "cublas": ("cublas_gemm", "cublas_version", "gemm_launcher", "CublasUnavailable"),
     "roofline": ("roofline_figure", "RooflinePoint", "gemm_point", "ridge_point", "attainable_tflops"),
     "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult", "run_on_executor"),
     "diagnostics": ("StuckRecord", "describe_error"),
     "occupancy": ("max_active_clusters", "persistent_grid"),
-    "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz"),
+    "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz", "current_power_watts", "Telemetry"),
+    "matmul": ("matmul",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 

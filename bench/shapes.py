@@ -1,0 +1,160 @@
+"""The course's final kernel over a set of shapes people run, each interleaved with cuBLAS, with the noise floor.
+
+    python bench/shapes.py [--quick] [--only NAME ...] [--rounds 9] [--write bench/results/NAME]
+
+For every shape of :data:`SHAPES`: Lab 6 (data-parallel) and Lab 7 (Stream-K) each interleaved with cuBLAS (same
+bf16 output, same rotated inputs, >= 7 rounds, median of the per-round ratios with min-max, SM clock and power of
+each side), cuBLAS against itself the same way (the noise floor), and the kernel ``gpu.matmul`` chooses there.
+Then the geometric mean of each column over the set. Writes NAME.json and NAME.md. Without a Hopper GPU it
+compiles both kernels, prints the plan and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import ladder  # noqa: E402
+
+from helpers import gpu  # noqa: E402
+
+gpu_matmul = importlib.import_module("helpers.gpu.matmul")  # the module (gpu.matmul is the function)
+
+HIDDEN, FFN, KV = 4096, 14336, 1024  # a transformer layer: hidden 4096, FFN 14336, grouped K/V of 8 heads × 128
+
+
+def _layer(tokens: int) -> list[tuple[str, str, tuple[int, int, int]]]:
+    """The GEMMs of one layer at `tokens` tokens, C (tokens × out) = X (tokens × in) · Wᵀ."""
+    g = f"layer, {tokens} tokens"
+    return [(f"{g}: Q / output projection", g, (tokens, HIDDEN, HIDDEN)),
+            (f"{g}: K or V projection (grouped)", g, (tokens, KV, HIDDEN)),
+            (f"{g}: FFN up / gate", g, (tokens, FFN, HIDDEN)),
+            (f"{g}: FFN down", g, (tokens, HIDDEN, FFN))]
+
+
+#: (name, group, (M, N, K)). The wave-quantized ones leave the last wave of 256×256 tile pairs mostly empty on
+#: the H100's 66 two-block clusters: 16 pairs; 68 pairs (a second wave of 2); 136 pairs (a third wave of 4).
+SHAPES: list[tuple[str, str, tuple[int, int, int]]] = [
+    ("2048³", "square", (2048, 2048, 2048)),
+    ("4096³", "square", (4096, 4096, 4096)),
+    ("8192³", "square", (8192, 8192, 8192)),
+    ("16384×16384×8192", "square", (16384, 16384, 8192)),
+    *_layer(512), *_layer(2048), *_layer(8192),
+    ("1024×1024×16384", "wave-quantized", (1024, 1024, 16384)),
+    ("1024×4352×8192", "wave-quantized", (1024, 4352, 8192)),
+    ("4352×2048×8192", "wave-quantized", (4352, 2048, 8192)),
+]
+QUICK = ["4096³", "8192³", "1024×4352×8192"]
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(rows: list[dict]) -> dict[str, Any]:
+    """Geometric means of the ratios over the rows (all, and per group) for lab6, lab7, the chosen kernel and the
+    noise floor."""
+    def means(rs: list[dict]) -> dict[str, float | None]:
+        return {col: geomean([r[col]["ratio"] for r in rs if r.get(col)]) for col in ("lab6", "lab7", "noise")} | {
+            "chosen": geomean([r[r["chosen"]]["ratio"] for r in rs if r.get(r["chosen"])])}
+
+    groups = sorted({r["group"] for r in rows})
+    return {"all": means(rows)} | {g: means([r for r in rows if r["group"] == g]) for g in groups}
+
+
+def render(result: dict) -> str:
+    lines = ["# The final kernel over the shape set, beside cuBLAS (interleaved, same run)", "",
+             f"- GPU: {result['gpu']} ({result['sm_count']} SMs), driver CUDA "
+             f"{'.'.join(map(str, result['driver_cuda']))}, cuBLAS {result['cublas']}", f"- date: {result['date']}",
+             f"- method: {result['method']}", "",
+             "| shape | M×N×K | Lab 6 × cuBLAS | Lab 7 × cuBLAS | chosen | cuBLAS × itself | cuBLAS TFLOP/s | "
+             "SM MHz Lab 6 / cuBLAS | W Lab 6 / cuBLAS |", "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+    for r in result["shapes"]:
+        m, n, k = r["shape"]
+        cells = []
+        for col in ("lab6", "lab7", "noise"):
+            d = r.get(col)
+            cells.append(ladder._range(d) + (" (clocks differ)" if d.get("clock_differs") else "") if d else
+                         r.get(f"{col}_failure", "—")[:60])
+        d6 = r.get("lab6") or {}
+        (c6, w6), (cc, wc) = (ladder._side(d6), ladder._side(d6, "cublas_")) if d6 else (("—", "—"), ("—", "—"))
+        cub = f"{d6['cublas_tflops']:.0f}" if d6 else "—"
+        lines.append(f"| {r['name']} | {m}×{n}×{k} | {cells[0]} | {cells[1]} | {r['chosen']} | {cells[2]} | {cub} | "
+                     f"{c6} / {cc} | {w6} / {wc} |")
+    lines += ["", "Geometric means of the median ratios:", "",
+              "| shapes | Lab 6 | Lab 7 | chosen per shape | cuBLAS × itself |", "|---|---:|---:|---:|---:|"]
+    for group, g in result["geomean"].items():
+        f = [f"{g[c]:.3f}" if g[c] else "—" for c in ("lab6", "lab7", "chosen", "noise")]
+        lines.append(f"| {group} | {' | '.join(f)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="+", default=None, help="shape names")
+    p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    p.add_argument("--repeat", type=int, default=60, help="timed runs per side, spread over the rounds")
+    p.add_argument("--rounds", type=int, default=ladder.ROUNDS)
+    p.add_argument("--write", type=Path, default=None, help="write NAME.md and NAME.json")
+    args = p.parse_args(argv)
+    wanted = args.only or (QUICK if args.quick else None)
+    shapes = [s for s in SHAPES if wanted is None or s[0] in wanted]
+    kernels = {style: gpu_matmul.course_kernel(style) for style in ("lab6", "lab7")}
+    for style, k in kernels.items():
+        print(f"{style}: {k.report.summary()}")
+    for name, _, (m, n, k) in shapes:
+        print(f"  {name:44} {m}×{n}×{k}: waves {gpu_matmul.wave_efficiency(m, n):.0%} full → "
+              f"{gpu_matmul.choose(m, n, k)}")
+    if not gpu.hopper_available():
+        print(f"compiled; timing skipped: no sm_90 GPU ({gpu.no_hopper_reason()})")
+        return 0
+    info = gpu.device_info()
+    result: dict[str, Any] = {
+        "gpu": info.name, "sm_count": info.sm_count, "driver_cuda": list(info.driver_version),
+        "nvrtc": list(gpu.nvrtc_version() or ()), "cublas": gpu.cublas_version(),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "method": "as bench/ladder.py: bf16 C both sides, inputs rotated over >= 3x L2, kernel and cuBLAS "
+                  f"interleaved for {max(args.rounds, 7)} rounds, median of per-round ratios [min-max], SM clock and "
+                  "power per side (NVML); noise = cuBLAS against itself the same way; chosen = gpu.matmul's choice",
+        "kernels": {s: {"file": f"bench/kernels/{gpu_matmul.KERNELS[s][0]}", "registers": k.report.registers,
+                        "spills": k.report.spill_stores + k.report.spill_loads} for s, k in kernels.items()},
+        "streamk_below": gpu_matmul.STREAMK_BELOW, "shapes": []}
+    for name, group, shape in shapes:
+        m, n, k = shape
+        row: dict[str, Any] = {"name": name, "group": group, "shape": list(shape), "chosen": gpu_matmul.choose(m, n, k),
+                               "wave_efficiency": gpu_matmul.wave_efficiency(m, n)}
+        print(name, flush=True)
+        for style, kern in kernels.items():
+            try:
+                row[style] = ladder.speed_entry(gpu.gemm_benchmark(
+                    lambda a, b, c, kern=kern: gpu_matmul.launcher(kern, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
+                    warmup=5, repeat=args.repeat, rounds=args.rounds))
+                print(ladder.line(style, row[style]), flush=True)
+            except Exception as e:  # noqa: BLE001 - a failing kernel is reported, the others still run
+                row[f"{style}_failure"] = f"{type(e).__name__}: {e}"
+                print(f"  {style} FAILED: {row[f'{style}_failure']}", flush=True)
+        row["noise"] = ladder.noise_floor(shape, args.repeat, rounds=args.rounds)
+        result["shapes"].append(row)
+    result["geomean"] = summarize(result["shapes"])
+    md = render(result)
+    print(md)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        args.write.with_suffix(".md").write_text(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

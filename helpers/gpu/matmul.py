@@ -1,0 +1,324 @@
+"""The course's final GEMM as one function: ``C = matmul(A, B)`` for any M, N, K, like ``torch.matmul``.
+
+A is M×K and B is K×N: torch tensors or cupy arrays on the H100 (anything with ``__dlpack__`` or
+``__cuda_array_interface__``, read through ``cuda.core``'s ``StridedMemoryView``), the course's ``DeviceArray``,
+a :class:`Matrix` (an address with a shape and byte strides), or numpy arrays (copied in and back; without a GPU
+they run on the PTX executor, the emulator). The product is the course's kernels' (``bench/kernels/``): bf16
+inputs, fp32 accumulation, C rounded to bf16, then stored in the inputs' dtype (fp16 and fp32 inputs are rounded
+to bf16 first).
+
+The kernels read A (M×K) and B as N×K, both K-major, through tensor maps whose row strides must be multiples of
+16 bytes, and store C (M×N) the same way. So an operand is used in place when it already has that layout
+(A row-major, B the transpose of a row-major N×K matrix, as ``x @ w.T`` gives for a linear layer's weight w);
+otherwise a small kernel copies it into a zero-padded bf16 buffer (transposing B, padding K and N to multiples of
+8), and C goes through a padded buffer when N is not a multiple of 8. The tensor maps zero-fill loads past M, N
+and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
+
+Which kernel: Lab 6's data-parallel persistent kernel, unless the last wave of 256×256 tile pairs would leave
+many clusters idle, where Lab 7's Stream-K spreads the K steps evenly (:func:`choose`). ``kernel=`` runs a
+kernel of your own with Lab 6's or Lab 7's parameters instead (the count of parameters says which).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .arrays import DeviceArray, bfloat16, to_device
+from .compiler import Kernel, compile
+from .device import current, executor_active
+from .launch import Launcher, prepare, wait
+from .occupancy import max_active_clusters
+from .tensormaps import tensor_map
+
+__all__ = ["matmul", "choose", "wave_efficiency", "launcher", "course_kernel", "kernel_style", "KERNELS",
+           "STREAMK_BELOW", "SMEM_BYTES"]
+
+KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
+#: the course's final kernels: style → (file under bench/kernels, kernel name)
+KERNELS = {"lab6": ("lab6_persistent.cu", "lab6_gemm"), "lab7": ("lab7_streamk.cu", "lab7_gemm")}
+#: dynamic shared memory of both: 4 stages of 128×64 A + 256×64 B, two 64×64 bf16 store buffers per consumer
+#: warpgroup, 1 KB of alignment slack
+SMEM_BYTES = 4 * (128 * 64 + 256 * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
+PAIR = 256  # a cluster's output: 2 blocks × 128 rows, 256 columns
+H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
+#: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
+STREAMK_BELOW = 0.9
+#: clusters launched on the emulator, which runs every thread on the CPU
+EMULATED_CLUSTERS = 2
+
+
+def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS) -> float:
+    """How full the waves of 256×256 tile pairs keep the clusters: pairs / (waves × clusters), 1.0 = every wave full."""
+    pairs = math.ceil(m / PAIR) * math.ceil(n / PAIR)
+    return pairs / (math.ceil(pairs / clusters) * clusters)
+
+
+def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> str:
+    """``"lab7"`` (Stream-K) when the tile pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters,
+    else ``"lab6"``. From the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where
+    the last wave was mostly empty (1024×1024×16384: 16 pairs on 66 clusters; 1024×4352×8192: 68 pairs, two waves
+    of which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97)."""
+    del k  # the K loop's length does not change how full the waves are
+    return "lab7" if wave_efficiency(m, n, clusters) < STREAMK_BELOW else "lab6"
+
+
+_compiled: dict[str, Kernel] = {}
+
+
+def course_kernel(style: str) -> Kernel:
+    """The course's kernel of this style ("lab6" or "lab7"), compiled once (NVRTC's cache keeps it across runs)."""
+    if style not in _compiled:
+        file, name = KERNELS[style]
+        _compiled[style] = compile((KERNELS_DIR / file).read_text(), name, filename=file)
+    return _compiled[style]
+
+
+def kernel_style(kernel: Kernel) -> str:
+    """"lab6" for a kernel with Lab 6's parameters (maps of A, B, C; M, N, K), "lab7" for Lab 7's (those, then the
+    Stream-K workspace and flags); counted in the kernel's PTX entry."""
+    m = re.search(r"\.entry\s+" + re.escape(kernel.lowered_name) + r"\s*\((.*?)\)", kernel.ptx, re.S)
+    count = len(re.findall(r"\.param\b", m.group(1))) if m else -1
+    styles = {6: "lab6", 8: "lab7"}
+    if count not in styles:
+        raise TypeError(f"kernel {kernel.name} takes {count} parameters; matmul runs kernels with Lab 6's six "
+                        "(tensor maps of A, B and C; M, N, K) or Lab 7's eight (those, then the workspace and the "
+                        "flags)")
+    return styles[count]
+
+
+@dataclass
+class Matrix:
+    """A 2-D matrix in device memory as the tensor maps see it: address, shape, byte strides, dtype."""
+
+    ptr: int
+    shape: tuple[int, int]
+    strides: tuple[int, int]
+    dtype: np.dtype
+    owner: Any = None  # keeps the memory alive
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    def k_major(self) -> bool:
+        """Usable in place by a tensor map: bf16, contiguous rows, row stride and address multiples of 16 bytes."""
+        return (self.dtype == bfloat16 and self.strides[1] == 2 and self.strides[0] % 16 == 0 and self.ptr % 16 == 0
+                and self.strides[0] > 0)
+
+    def transposed(self) -> Matrix:
+        return Matrix(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.owner)
+
+
+def _clusters(kernel: Kernel) -> int:
+    return EMULATED_CLUSTERS if executor_active() else max_active_clusters(kernel, 384, SMEM_BYTES, 2)
+
+
+_workspaces: dict[tuple[int, int], tuple[DeviceArray, DeviceArray]] = {}
+
+
+def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = None) -> Launcher:
+    """A launcher of the course's kernel (or one with its parameters) on A (M×K), B (N×K, K-major) and C (M×N), all
+    bf16 with rows a multiple of 16 bytes apart (``DeviceArray`` or :class:`Matrix`): every resident cluster
+    (:data:`EMULATED_CLUSTERS` on the emulator), fewer for Lab 6 when there are fewer tile pairs. Lab 7 style gets
+    a zeroed workspace and flags, kept per kernel (the kernel leaves the flags zeroed)."""
+    (m, k), n = a.shape, b.shape[0]
+    style = kernel_style(kernel)
+    active = clusters or _clusters(kernel)
+    maps = (tensor_map(a, (128, 64)), tensor_map(b, (128, 64)), tensor_map(c, (64, 64)))
+    dims = (np.int32(m), np.int32(n), np.int32(k))
+    if style == "lab6":
+        pairs = math.ceil(m / PAIR) * math.ceil(n / PAIR)
+        grid = 2 * max(1, min(active, pairs))
+        return prepare(kernel, (grid, 1, 1), 384, SMEM_BYTES, *maps, *dims, cluster=(2, 1, 1))
+    key = (id(kernel), active)
+    if key not in _workspaces:
+        from .arrays import zeros
+
+        _workspaces[key] = (zeros((active * 2 * 128 * 256,), np.float32), zeros((active * 2,), np.uint32))
+    ws, flags = _workspaces[key]
+    return prepare(kernel, (2 * active, 1, 1), 384, SMEM_BYTES, *maps, *dims, ws, flags, cluster=(2, 1, 1))
+
+
+# ------------------------------------------------------------------------------------- operands in and out
+_DTYPES = {"bf16": bfloat16, "f16": np.dtype(np.float16), "f32": np.dtype(np.float32)}
+_CTYPES = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
+_COPY_SOURCE = r"""
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T narrow(float x);
+template <> __device__ __forceinline__ float narrow<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half narrow<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// dst (rows × ld, bf16, row-major) = src[r·rs + c·cs] for c < cols, 0 in the padding columns
+template <typename T>
+__global__ void pack(const T* src, long long rs, long long cs, int rows, int cols, __nv_bfloat16* dst, int ld) {
+  const long long total = (long long)rows * ld;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
+    const int r = (int)(i / ld), c = (int)(i % ld);
+    dst[i] = c < cols ? narrow<__nv_bfloat16>(widen(src[r * rs + c * cs])) : narrow<__nv_bfloat16>(0.0f);
+  }
+}
+
+// dst[r·rs + c·cs] = src (rows × ld, bf16, row-major) for c < cols
+template <typename T>
+__global__ void unpack(const __nv_bfloat16* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
+  const long long total = (long long)rows * cols;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
+    const int r = (int)(i / cols), c = (int)(i % cols);
+    dst[r * rs + c * cs] = narrow<T>(widen(src[(long long)r * ld + c]));
+  }
+}
+"""
+
+
+def _copy_kernel(kind: str, dtype: np.dtype) -> Kernel:
+    tag = next((t for t, d in _DTYPES.items() if d == dtype), None)
+    if tag is None:
+        raise TypeError(f"matmul multiplies bf16, fp16 or fp32 matrices, not {dtype}")
+    key = f"{kind}<{_CTYPES[tag]}>"
+    if key not in _compiled:
+        _compiled[key] = compile(_COPY_SOURCE, key, filename="matmul_copy.cu")
+    return _compiled[key]
+
+
+def _grid(total: int) -> int:
+    return max(1, min(math.ceil(total / 256), 4 if executor_active() else 132 * 8))
+
+
+def _pack(src: Matrix) -> DeviceArray:
+    """A zero-padded, row-major bf16 copy of `src` with its row length rounded up to a multiple of 8."""
+    rows, cols = src.shape
+    ld = -(-cols // 8) * 8
+    dst = DeviceArray((rows, ld), bfloat16)
+    item = src.dtype.itemsize
+    prepare(_copy_kernel("pack", src.dtype), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
+            np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows), np.int32(cols),
+            dst, np.int32(ld))()
+    return dst
+
+
+def _unpack(src: DeviceArray, dst: Matrix) -> None:
+    rows, cols = dst.shape
+    item = dst.dtype.itemsize
+    prepare(_copy_kernel("unpack", dst.dtype), _grid(rows * cols), 256, 0, src, np.int32(src.shape[1]),
+            np.int32(rows), np.int32(cols), np.uint64(dst.ptr), np.int64(dst.strides[0] // item),
+            np.int64(dst.strides[1] // item))()
+
+
+def _as_matrix(x: Any, what: str) -> Matrix:
+    """A device operand as a Matrix: a DeviceArray directly, anything else through cuda.core's StridedMemoryView
+    (DLPack or the CUDA array interface), ordered after the work its owner queued on its own stream."""
+    if isinstance(x, Matrix):
+        return x
+    if isinstance(x, DeviceArray):
+        if x.ndim != 2:
+            raise ValueError(f"{what} must be 2-D, got shape {x.shape}")
+        return Matrix(x.ptr, x.shape, x.strides, x.dtype, x)
+    from cuda.core.utils import StridedMemoryView
+
+    stream = -1 if executor_active() else int(current()["stream_handle"])
+    view = StridedMemoryView.from_any_interface(x, stream_ptr=stream)
+    if not view.is_device_accessible:
+        raise TypeError(f"{what} is in host memory: pass numpy arrays (copied in and back) or GPU arrays")
+    if len(view.shape) != 2:
+        raise ValueError(f"{what} must be 2-D, got shape {tuple(view.shape)}")
+    dtype = np.dtype(view.dtype)
+    strides = view.strides or (view.shape[1], 1)
+    return Matrix(int(view.ptr), tuple(view.shape), tuple(s * dtype.itemsize for s in strides), dtype, x)
+
+
+def _empty_like(x: Any, shape: tuple[int, int]) -> Any:
+    if isinstance(x, DeviceArray | Matrix):
+        return DeviceArray(shape, x.dtype)
+    if hasattr(x, "new_empty"):  # torch
+        return x.new_empty(shape)
+    import importlib
+
+    return importlib.import_module(type(x).__module__.split(".")[0]).empty_like(x, shape=shape)  # cupy
+
+
+def _shapes(a: Any, b: Any) -> tuple[int, int, int]:
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError(f"matmul takes two 2-D matrices, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"A is {m}×{k} and B is {k2}×{n}: A's columns must match B's rows")
+    return int(m), int(n), int(k)
+
+
+def _run(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Any) -> None:
+    kern = kernel if kernel is not None else course_kernel(choose(m, n, k))
+    launcher(kern, a, b_nk, c)()
+
+
+def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:
+    """C = A·B (A: M×K, B: K×N) with the course's final kernel, any M, N, K; returns C (M×N) of the inputs' kind
+    and dtype, or writes `out`. ``kernel=`` runs your own kernel with Lab 6's or Lab 7's parameters."""
+    m, n, k = _shapes(a, b)
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
+        raise TypeError("A and B must both be numpy arrays or both be GPU arrays")
+    if str(a.dtype) != str(b.dtype):
+        raise TypeError(f"A and B must have the same dtype, got {a.dtype} and {b.dtype}")
+    if isinstance(a, np.ndarray):
+        return _matmul_host(a, b, out, kernel, m, n, k)
+    return _matmul_device(a, b, out, kernel, m, n, k)
+
+
+def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+    if a.dtype not in _DTYPES.values():
+        raise TypeError(f"matmul multiplies bf16, fp16 or fp32 matrices, not {a.dtype}")
+    c = np.zeros((m, n), a.dtype) if out is None else out
+    if out is not None and c.shape != (m, n):
+        raise ValueError(f"out must be {m}×{n}, got {c.shape}")
+    if not k:
+        c[...] = 0
+    elif m and n:
+        kp, nl = -(-k // 8) * 8, -(-n // 8) * 8
+        ah = np.zeros((m, kp), bfloat16)
+        ah[:, :k] = a.astype(bfloat16)
+        bh = np.zeros((n, kp), bfloat16)
+        bh[:, :k] = b.T.astype(bfloat16)
+        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), bfloat16)
+        _run(kernel, m, n, k, da, db, dc)
+        wait()
+        c[...] = dc.to_host()[:, :n].astype(c.dtype)
+    return c
+
+
+def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+    va, vb = _as_matrix(a, "A"), _as_matrix(b, "B")
+    result = out if out is not None else _empty_like(a, (m, n))
+    vc = _as_matrix(result, "out")
+    if vc.shape != (m, n):
+        raise ValueError(f"out must be {m}×{n}, got {vc.shape}")
+    if not m or not n:
+        return result
+    if not k:  # an empty sum: C = 0
+        from .arrays import zeros
+
+        _unpack(zeros((m, n), bfloat16), vc)
+        wait()
+        return result
+    b_nk = vb.transposed()
+    ua = va if va.k_major() else _pack(va)
+    ub = b_nk if b_nk.k_major() else _pack(b_nk)
+    if vc.k_major():
+        _run(kernel, m, n, k, ua, ub, vc)
+    else:
+        tmp = DeviceArray((m, -(-n // 8) * 8), bfloat16)
+        _run(kernel, m, n, k, ua, ub, tmp)
+        _unpack(tmp, vc)
+    wait()
+    return result

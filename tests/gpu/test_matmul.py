@@ -1,0 +1,170 @@
+"""``gpu.matmul``: the course's final kernel as one function, any M, N, K. Without a GPU it runs on the PTX
+executor (tiny shapes, every edge case); with one (``pytest -m gpu``) against ``torch.matmul``."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from helpers import gpu
+
+mm = importlib.import_module("helpers.gpu.matmul")  # the module (gpu.matmul is the function)
+
+# shapes whose every dimension misses the tile (128 or 256 rows, 256 columns, 64-deep K steps) and 8
+EDGES = [(37, 45, 29), (130, 270, 70), (1, 9, 3)]
+
+
+def _ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype(gpu.bfloat16).astype(np.float64) @ b.astype(gpu.bfloat16).astype(np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _emulator_unless_gpu(monkeypatch):
+    if not gpu.hopper_available():
+        monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+
+
+@pytest.mark.parametrize("style", ["lab6", "lab7"])
+@pytest.mark.parametrize("shape", EDGES)
+def test_numpy_bf16_any_shape_with_both_course_kernels(style, shape):
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((m, k)).astype(gpu.bfloat16)
+    b = rng.standard_normal((k, n)).astype(gpu.bfloat16)
+    c = mm.matmul(a, b, kernel=mm.course_kernel(style))
+    assert c.shape == (m, n) and c.dtype == gpu.bfloat16
+    gpu.check_gemm(c, _ref(a, b), k)
+
+
+def test_numpy_float32_comes_back_float32_and_writes_out():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((40, 24)).astype(np.float32), rng.standard_normal((24, 17)).astype(np.float32)
+    out = np.full((40, 17), np.nan, np.float32)
+    c = mm.matmul(a, b, out=out)
+    assert c is out and c.dtype == np.float32
+    gpu.check_gemm(c.astype(gpu.bfloat16), _ref(a, b), 24)
+
+
+def test_device_arrays_go_through_the_pack_and_unpack_kernels():
+    """fp32 DeviceArrays: A and B packed to bf16 (B transposed), C through a padded buffer (N = 45)."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((37, 29)).astype(np.float32), rng.standard_normal((29, 45)).astype(np.float32)
+    c = mm.matmul(gpu.to_device(a), gpu.to_device(b))
+    assert isinstance(c, gpu.DeviceArray) and c.shape == (37, 45) and c.dtype == np.float32
+    gpu.check_gemm(c.to_host().astype(gpu.bfloat16), _ref(a, b), 29)
+
+
+def test_a_weight_passed_transposed_is_read_in_place():
+    """x @ w.T with w (N×K, bf16, rows 16-byte aligned): B is used where it lies, nothing copied."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((70, 64)).astype(gpu.bfloat16), rng.standard_normal((48, 64)).astype(gpu.bfloat16)
+    dx, dw = gpu.to_device(x), gpu.to_device(w)
+    wt = mm.Matrix(dw.ptr, (64, 48), (2, 128), gpu.bfloat16, dw)
+    packed = []
+    real_pack = mm._pack
+    mm._pack = lambda src: packed.append(src) or real_pack(src)
+    try:
+        c = mm.matmul(dx, wt)
+    finally:
+        mm._pack = real_pack
+    assert packed == []
+    gpu.check_gemm(c.to_host(), x.astype(np.float64) @ w.astype(np.float64).T, 64)
+
+
+def test_empty_dimensions():
+    a, b = np.ones((3, 0), gpu.bfloat16), np.ones((0, 5), gpu.bfloat16)
+    assert (mm.matmul(a, b).astype(np.float32) == 0).all()
+    assert mm.matmul(np.ones((0, 4), np.float32), np.ones((4, 2), np.float32)).shape == (0, 2)
+
+
+def test_mistakes_are_refused_in_words():
+    a = np.ones((4, 3), gpu.bfloat16)
+    with pytest.raises(ValueError, match="columns must match"):
+        mm.matmul(a, np.ones((4, 3), gpu.bfloat16))
+    with pytest.raises(TypeError, match="same dtype"):
+        mm.matmul(a, np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match="bf16, fp16 or fp32"):
+        mm.matmul(np.ones((4, 3), np.int32), np.ones((3, 2), np.int32))
+    k = gpu.compile('extern "C" __global__ void three(float* a, int n, int m) { a[0] = n + m; }', "three")
+    with pytest.raises(TypeError, match="Lab 6's six"):
+        mm.matmul(a, np.ones((3, 2), gpu.bfloat16), kernel=k)
+
+
+def test_kernel_styles_are_read_from_the_parameters():
+    assert mm.kernel_style(mm.course_kernel("lab6")) == "lab6"
+    assert mm.kernel_style(mm.course_kernel("lab7")) == "lab7"
+
+
+@pytest.mark.parametrize(("shape", "style"), [
+    ((4096, 4096, 4096), "lab6"),      # 256 pairs, waves 97 % full
+    ((8192, 4096, 8192), "lab6"),      # 512 pairs, 97 %
+    ((1024, 1024, 16384), "lab7"),     # 16 pairs on 66 clusters
+    ((1024, 4352, 8192), "lab7"),      # 68 pairs: a second wave of 2
+])
+def test_streamk_where_the_last_wave_is_mostly_empty(shape, style):
+    assert mm.choose(*shape) == style
+
+
+# ------------------------------------------------------------------------------------------------ on the H100
+GPU_SHAPES = [(37, 45, 29), (1000, 1000, 1000), (513, 2049, 4100), (4096, 4096, 4096), (1024, 1024, 16384)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_SHAPES)
+def test_torch_against_torch_matmul(shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    c = mm.matmul(a, b)
+    assert c.dtype == torch.bfloat16 and c.device == a.device and tuple(c.shape) == (m, n)
+    ref = torch.matmul(a.double(), b.double())
+    gpu.check_gemm(c.float().cpu().numpy(), ref.cpu().numpy(), k)
+    theirs = torch.matmul(a, b).float()
+    assert (c.float() - theirs).abs().max().item() <= 0.02 * theirs.abs().max().item() + 0.05
+
+
+@pytest.mark.gpu
+def test_torch_linear_layer_weight_in_place_and_float32():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(300, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1000, 512, device="cuda", dtype=torch.bfloat16)
+    gpu.check_gemm(mm.matmul(x, w.T).float().cpu().numpy(), (x.double() @ w.double().T).cpu().numpy(), 512)
+    xf, wf = x.float(), w.float()
+    cf = mm.matmul(xf, wf.T)
+    assert cf.dtype == torch.float32
+    gpu.check_gemm(cf.to(torch.bfloat16).cpu().float().numpy(), (x.double() @ w.double().T).cpu().numpy(), 512)
+
+
+@pytest.mark.gpu
+def test_cupy_float32_against_its_matmul():
+    cp = pytest.importorskip("cupy")
+    a = cp.random.standard_normal((300, 200), dtype=cp.float32)
+    b = cp.random.standard_normal((200, 130), dtype=cp.float32)
+    c = mm.matmul(a, b)
+    assert isinstance(c, cp.ndarray) and c.dtype == cp.float32
+    ah, bh = cp.asnumpy(a), cp.asnumpy(b)
+    gpu.check_gemm(cp.asnumpy(c).astype(gpu.bfloat16), _ref(ah, bh), 200)
+
+
+@pytest.mark.gpu
+def test_device_arrays_on_the_h100():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((777, 333)).astype(gpu.bfloat16), rng.standard_normal((333, 555)).astype(gpu.bfloat16)
+    c = mm.matmul(gpu.to_device(a), gpu.to_device(b))
+    gpu.check_gemm(c.to_host(), _ref(a, b), 333)
+
+
+def test_a_two_layer_mlp_forward_pass_on_numpy():
+    """docs/gpu.md's example, small enough for the emulator: y = relu(x·W1ᵀ)·W2ᵀ, weights stored (out, in)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((20, 24)).astype(gpu.bfloat16)
+    w1 = (rng.standard_normal((40, 24)) / 5).astype(gpu.bfloat16)
+    w2 = (rng.standard_normal((24, 40)) / 6).astype(gpu.bfloat16)
+    h = np.maximum(mm.matmul(x, w1.T).astype(np.float32), 0).astype(gpu.bfloat16)
+    y = mm.matmul(h, w2.T)
+    href = np.maximum(x.astype(np.float64) @ w1.astype(np.float64).T, 0).astype(gpu.bfloat16)
+    gpu.check_gemm(y, href.astype(np.float64) @ w2.astype(np.float64).T, 40)

@@ -1,0 +1,79 @@
+"""The shape set and its report (bench/shapes.py), and the ladder's interleaved rows (bench/ladder.py), on fake
+results: what an H100 run writes is rendered and summarized the same way."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import ladder  # noqa: E402
+import shapes  # noqa: E402
+
+
+def _entry(ratio: float, lo: float, hi: float, differs: bool = False) -> dict:
+    return {"shape": [4096, 4096, 4096], "tflops": 790.0, "cublas_tflops": 800.0, "ratio": ratio,
+            "ratio_range": [lo, hi], "clock_differs": differs, "sm_clock_mhz": 1980.0, "cublas_sm_clock_mhz": 1965.0,
+            "power_w": 690.0, "cublas_power_w": 700.0, "kernel_ms": 0.17, "cublas_ms": 0.172}
+
+
+def test_the_set_holds_the_squares_the_layer_and_the_wave_quantized_shapes():
+    got = {s for _, _, s in shapes.SHAPES}
+    assert {(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 8192)} <= got
+    for t in (512, 2048, 8192):
+        assert {(t, 4096, 4096), (t, 1024, 4096), (t, 14336, 4096), (t, 4096, 14336)} <= got
+    quantized = [s for _, g, s in shapes.SHAPES if g == "wave-quantized"]
+    assert len(quantized) == 3
+    from helpers.gpu.matmul import wave_efficiency
+
+    assert all(wave_efficiency(m, n) < 0.75 for m, n, _ in quantized)
+    assert len({n for n, _, _ in shapes.SHAPES}) == len(shapes.SHAPES) and set(shapes.QUICK) <= {
+        n for n, _, _ in shapes.SHAPES}
+
+
+def test_geometric_means_per_column_and_group():
+    rows = [{"group": "square", "chosen": "lab6", "lab6": _entry(1.0, 0.9, 1.1), "lab7": _entry(0.9, 0.8, 1.0),
+             "noise": _entry(1.0, 0.98, 1.02)},
+            {"group": "wave-quantized", "chosen": "lab7", "lab6": _entry(0.25, 0.2, 0.3),
+             "lab7": _entry(0.9, 0.85, 0.95), "noise": _entry(1.0, 0.99, 1.01)}]
+    g = shapes.summarize(rows)
+    assert g["all"]["lab6"] == pytest.approx(0.5) and g["all"]["chosen"] == pytest.approx(math.sqrt(0.9))
+    assert g["square"]["lab7"] == pytest.approx(0.9) and g["wave-quantized"]["chosen"] == pytest.approx(0.9)
+    assert shapes.geomean([]) is None
+
+
+def test_the_report_shows_ranges_flags_and_failures():
+    rows = [{"name": "4096³", "group": "square", "shape": [4096] * 3, "chosen": "lab6",
+             "lab6": _entry(0.988, 0.987, 0.993), "lab7_failure": "KernelFault: illegal address",
+             "noise": _entry(1.0, 0.979, 1.055, differs=True)}]
+    result = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver_cuda": [13, 0], "cublas": "13.1.0",
+              "date": "2026-11-25", "method": "m", "shapes": rows, "geomean": shapes.summarize(rows)}
+    md = shapes.render(result)
+    assert "0.988 [0.987–0.993]" in md and "KernelFault" in md and "(clocks differ)" in md
+    assert "1980 / 1965" in md and "690 / 700" in md
+
+
+def test_the_ladder_renders_interleaved_rows_and_the_noise_floor():
+    result = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver_cuda": [13, 0], "nvrtc": [13, 0],
+              "cublas": "13.1.0", "date": "d", "method": "m", "noise_floor": [_entry(1.0, 0.979, 1.055)],
+              "rungs": {"lab6": {"out_dtype": "bf16", "correctness": [{"ok": True}],
+                                 "speed": [_entry(1.04, 1.005, 1.138, differs=True)]}}}
+    md = ladder.render(result)
+    assert "cuBLAS against itself" in md and "1.000 [0.979–1.055]" in md
+    assert "| lab6 | bf16 | 4096×4096×4096 | 790 | 800 | 1.040 [1.005–1.138] (clocks differ) |" in md
+    assert "CLOCKS DIFFER" in ladder.line("lab6", _entry(1.04, 1.0, 1.1, differs=True))
+
+
+def test_runs_dry_without_a_gpu(capsys):
+    from helpers import gpu
+
+    if gpu.hopper_available():
+        pytest.skip("a Hopper GPU is here: the dry run is for machines without one")
+    assert shapes.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "timing skipped" in out and "1024×4352×8192" in out and "→ lab7" in out
