@@ -126,7 +126,8 @@ def test_files_submitted_beside_the_notebook_cannot_stand_in_for_the_graders(tmp
 
 
 def test_an_honest_submission_that_uses_numpy_and_helpers_freely_is_not_flagged(tmp_path):
-    right = ("import numpy as np\nfrom helpers.hopper import tma, tensormap\nfrom helpers.course import grading\nnp.set_printoptions(precision=3)\n"
+    right = ("import numpy as np\nfrom helpers.hopper import tma, tensormap\nfrom helpers.course import grading\n"
+             "np.set_printoptions(precision=3)\n"
              "def tile_coords(tile_row, tile_col, box_rows, box_cols):\n    return (tile_col * box_cols, "
              "tile_row * box_rows)\n")
     path = make_notebook(tmp_path, [(TILE_SETUP, None), (right, ANSWER), (TILE_CHECK, CHECK),
