@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from helpers import gpu  # noqa: E402
 
 gpu_matmul = importlib.import_module("helpers.gpu.matmul")  # the module (gpu.matmul is the function)
-from helpers.gpu.timing import rounds_for  # noqa: E402
+from helpers.gpu.timing import MIN_BATCH_MS, rounds_for  # noqa: E402
 
 KERNELS = ROOT / "bench" / "kernels"
 A_STAGE4, A_STAGE4WS = 4 * 32 * 1024 + 1024, 4 * 48 * 1024 + 1024
@@ -266,8 +266,9 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
         "nvrtc": list(gpu.nvrtc_version() or ()), "cublas": gpu.cublas_version(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "method":
         f"bf16 inputs (random normal), inputs rotated over >= 3x L2; kernel and cuBLAS (cublasGemmEx, fp32 compute, "
-        f"same output type) interleaved: {max(args.rounds, 7)} rounds, each side a batch of "
-        f"{rounds_for(args.repeat, max(args.rounds, 7))} runs (CUDA events) after one untimed run, the side "
+        f"same output type) interleaved: {max(args.rounds, 7)} rounds, each side a batch of at least "
+        f"{rounds_for(args.repeat, max(args.rounds, 7))} runs and {MIN_BATCH_MS:.0f} ms of GPU time (CUDA events) "
+        "after one untimed run, the side "
         "going first alternating; ratio = median of the per-round ratios [min-max]; SM clock and power of each side "
         "sampled by NVML; noise floor = cuBLAS against itself the same way", "rungs": {}}
     result["noise_floor"] = [noise_floor(s, args.repeat, rounds=args.rounds) for s in

@@ -246,6 +246,10 @@ def check_gemm(c: np.ndarray, ref: np.ndarray, k: int) -> float:
     return float(err.max())
 
 
+#: The least GPU time (ms) of one side's batch in an interleaved comparison: several NVML samples fall inside it.
+MIN_BATCH_MS = 40.0
+
+
 def rounds_for(repeat: int, rounds: int) -> int:
     """Runs per side in each round so that the rounds together time about `repeat` runs (at least 3 a round)."""
     return max(3, math.ceil(repeat / rounds))
@@ -274,8 +278,8 @@ def gemm_benchmark(make_launch: Callable[[DeviceArray, DeviceArray, DeviceArray]
     cuBLAS against itself (the noise floor: what a ratio of 1.01 is worth). Several input sets are rotated so that
     about three L2s' worth of data is touched; the result is checked (every element) against cuBLAS first. Then
     `rounds` rounds (at least 7 with cuBLAS) of the kernel and cuBLAS in turns, each a batch of about
-    ``repeat / rounds`` runs after one untimed run, both sides on the same input sets; the SM clock and power of
-    each side are sampled."""
+    ``repeat / rounds`` runs (more where that is under :data:`MIN_BATCH_MS` of GPU time) after one untimed run, both
+    sides on the same input sets; the SM clock and power of each side are sampled."""
     _needs_the_gpu("the GEMM benchmark")
     from .cublas import gemm_launcher
     from .launch import wait
@@ -308,7 +312,10 @@ def gemm_benchmark(make_launch: Callable[[DeviceArray, DeviceArray, DeviceArray]
         return GemmBenchmark(m, n, k, t.median_ms, None, sets, max_err)
     time_runs(cub, warmup, warmup=0)
     rounds = max(rounds, 7)
-    per_round = rounds_for(repeat, rounds)
+    # each side's batch lasts at least MIN_BATCH_MS of GPU time, so the GPU works in a steady state (not in short
+    # bursts between Python calls) and the clock and power sampled during a batch are that side's
+    run_ms = statistics.median(time_runs(cub, 3, warmup=0))
+    per_round = max(rounds_for(repeat, rounds), math.ceil(MIN_BATCH_MS / max(run_ms, 1e-3)))
     cursor = {"a": 0, "b": 0}
 
     def side(name: str, fns: list[Callable[[], Any]]) -> Callable[[], list[float]]:
