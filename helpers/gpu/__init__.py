@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import (
     CompileError,
+    ExecutorLimit,
     GpuContextLost,
     GpuError,
     HazardError,
@@ -52,7 +53,7 @@ _EXPORTS = {
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(_WHERE) + ["CompileError", "GpuContextLost", "GpuError", "HazardError", "KernelDeadlock",
+__all__ = sorted(_WHERE) + ["CompileError", "ExecutorLimit", "GpuContextLost", "GpuError", "HazardError", "KernelDeadlock",
                             "KernelFault", "LaunchError", "NoHopperError"]
 
 
