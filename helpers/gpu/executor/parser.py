@@ -4,8 +4,8 @@ The parser keeps what execution needs and what error messages need: every instru
 through the ``.loc`` debug lines (``-lineinfo``), the line of the CUDA cell it came from (following
 ``inlined_at`` out of the course header into the cell). Names are scoped by ``{ }`` as ptxas scopes them: the
 registers, labels, variables and call parameters an inline-asm scope ``{ .reg .pred p; W: ... bra W; }`` declares
-are renamed apart (``p@3``, ``W@4``), so the same asm block inlined twice keeps its own labels and registers. Declarations keep sizes, alignments and
-initial bytes; register ranges ``%r<52>`` declare ``%r0 .. %r51``.
+are renamed apart (``p@3``, ``W@4``), so the same asm block inlined twice keeps its own labels and registers.
+Declarations keep sizes, alignments and initial bytes; register ranges ``%r<52>`` declare ``%r0 .. %r51``.
 """
 
 from __future__ import annotations

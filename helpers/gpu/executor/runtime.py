@@ -229,7 +229,8 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
     program = load_program(ptx, entry)
     name = name or program.entry
     if nonportable_cluster is None:
-        nonportable_cluster = cluster is not None and cluster[0] * cluster[1] * cluster[2] > launchcheck.PORTABLE_CLUSTER
+        size = cluster[0] * cluster[1] * cluster[2] if cluster is not None else 1
+        nonportable_cluster = size > launchcheck.PORTABLE_CLUSTER
     try:
         cluster = launchcheck.check_launch(
             launchcheck.bounds_of(program), tuple(grid), tuple(block), tuple(cluster) if cluster else None, dyn_smem,
