@@ -591,9 +591,9 @@ class Machine:
         except (Deadlock, TimeoutError):
             raise
         except Exception as e:  # a gap in the emulator, not the student's mistake: say so, without a traceback
-            raise EmulationLimit(f"the emulator could not execute `{self.prog.instrs[i].opcode}` ({type(e).__name__}: "
-                                 f"{e}); this is a limitation of the course's emulator, please report it "
-                                 f"{self.where(i, m, c)}") from None
+            raise EmulationLimit(f"the executor does not support `{self.prog.instrs[i].opcode}` as this kernel uses it "
+                                 f"({type(e).__name__}: {e}): a gap in the executor, not a mistake in the kernel; "
+                                 f"please report it {self.where(i, m, c)}") from None
         if r is None:
             self.PC[m] = end + 1
         c.clock += end - p + 1
@@ -787,7 +787,7 @@ class Binder:
     # ------------------------------------------------------------------ errors
     def fail(self, why: str = "") -> UnsupportedInstruction:
         extra = f": {why}" if why else ""
-        e = UnsupportedInstruction(f"the PTX executor does not emulate `{self.ins.opcode}`{extra}")
+        e = UnsupportedInstruction(f"the executor does not support `{self.ins.opcode}`{extra}")
         e.pc = self.pc  # type: ignore[attr-defined]
         return e
 

@@ -19,7 +19,7 @@ from helpers.hopper import faults
 from helpers.hopper import tensormap as tm
 
 from . import alu, control, hazards, launchcheck, memops, sync, tensor  # noqa: F401  (decoders)
-from .errors import EmulationLimit, UnsupportedInstruction
+from .errors import EmulationLimit, ParseError, UnsupportedInstruction
 from .machine import Deadlock, ExecFault, Machine, Options, StepLimit, Trap
 from .memory import Allocation, DeviceMemory, device_memory
 from .program import Program, load_program
@@ -226,7 +226,10 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
     (None: none); the verdict on a kernel that does not finish comes from counted steps (``Options.step_limit``)."""
     import time
 
-    program = load_program(ptx, entry)
+    try:
+        program = load_program(ptx, entry)
+    except ParseError as e:
+        raise KernelOutcome("unsupported", f"the executor cannot read this kernel's PTX: {e} ({LIMIT_WORDS})") from None
     name = name or program.entry
     if nonportable_cluster is None:
         size = cluster[0] * cluster[1] * cluster[2] if cluster is not None else 1
@@ -294,10 +297,14 @@ def _run(mach: Machine, rec: Allocation | None, opts: Options) -> KernelOutcome 
                                       "instructions). Raise the net with executor_options(time_limit=...) or "
                                       "HELPERS_EXECUTOR_WALL_LIMIT")
     except (UnsupportedInstruction, EmulationLimit) as e:
-        return KernelOutcome("unsupported", str(e))
+        return KernelOutcome("unsupported", f"{e} ({LIMIT_WORDS})")
     except hazards.HazardsFound:
         return None  # the checker stopped the run: its hazards are the report
     return None
+
+
+#: How every sentence about something the executor cannot do ends: the limit is the executor's.
+LIMIT_WORDS = "a limit of the executor, not a mistake in the kernel"
 
 
 def step_limit_sentence(steps: int, limit: int, where: str = "") -> str:
