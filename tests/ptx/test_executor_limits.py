@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
 
 HEAD = """.version 8.0
 .target sm_90a

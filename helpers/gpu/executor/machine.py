@@ -305,6 +305,7 @@ class Machine:
         self.cur: CTA = self.ctas[0]
         self.printed: list[str] = []
         self.dispatches = 0
+        self.block_pc = 0  # the first instruction of the block running now (clock reads count from it)
         self.steps = 0  # warp instructions executed (a group running one instruction is one step)
         self._watch: dict | None = None  # watching warps for a repeated state (see _livelock)
         self.hz: Any = None
@@ -569,6 +570,7 @@ class Machine:
                 return
 
     def _run_block(self, p: int, m: Any, c: CTA) -> None:
+        self.block_pc = p
         end = self.block_end[p]
         body = self.blocks.get(p)
         if body is None:
@@ -1050,9 +1052,11 @@ class Binder:
         if base in ("%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
             shift = 32 if base in ("%clock_hi", "%globaltimer_hi") else 0
 
+            at = self.pc
+
             def clock(m: Any) -> Any:
                 cta = mach.cur
-                t = cta.clock
+                t = cta.clock + max(at - mach.block_pc, 0)  # a block's instructions issue one cycle apart
                 if mach.stall_mode:  # every read by a warp moves that warp's view of time on by a big step
                     w = int(mach.WARPG[m.start if isinstance(m, slice) else m[0]])
                     mach.stall_clock[w] = mach.stall_clock.get(w, 0) + mach.opts.stall_clock_step
