@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-
 HEAD = """.version 8.0
 .target sm_90a
 .address_size 64

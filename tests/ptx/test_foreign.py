@@ -10,7 +10,6 @@ from foreign import cases
 
 from helpers import gpu
 
-
 CASES = cases()
 
 
