@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import (
     CompileError,
+    ExecutorLimit,
     GpuContextLost,
     GpuError,
     HazardError,
@@ -54,8 +55,8 @@ _EXPORTS = {
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(_WHERE) + ["CompileError", "GpuContextLost", "GpuError", "HazardError", "KernelDeadlock",
-                            "KernelFault", "LaunchError", "NoHopperError"]
+__all__ = sorted(_WHERE) + ["CompileError", "ExecutorLimit", "GpuContextLost", "GpuError", "HazardError",
+                            "KernelDeadlock", "KernelFault", "LaunchError", "NoHopperError"]
 
 
 def __getattr__(name: str) -> Any:

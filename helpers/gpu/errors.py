@@ -26,6 +26,12 @@ class LaunchError(GpuError):
     """The launch was refused before the kernel ran (bad arguments, too much shared memory, ...)."""
 
 
+class ExecutorLimit(LaunchError):
+    """The PTX executor (no GPU) could not run the kernel to the end for a reason of its own: an instruction or
+    feature it does not support, or its step limit (or wall-clock safety net) was reached. A limit of the executor,
+    never a verdict on the kernel."""
+
+
 class KernelFault(GpuError):
     """The kernel faulted on the GPU (illegal address, misaligned access, trap, ...)."""
 

@@ -17,7 +17,7 @@ from . import diagnostics
 from .arrays import DeviceArray
 from .compiler import Kernel
 from .device import check, current, device_info, executor_active, mark_context_lost, require_hopper
-from .errors import HazardError, KernelDeadlock, KernelFault, LaunchError
+from .errors import ExecutorLimit, HazardError, KernelDeadlock, KernelFault, LaunchError
 
 Dim3 = int | Sequence[int]
 DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -58,7 +58,8 @@ def load(kernel: Kernel) -> dict[str, Any]:
         dev = driver.CUdevice(int(os.environ.get("HELPERS_DEVICE", "0")))
         static = int(check(driver.cuKernelGetAttribute(
             driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, handle, dev), "reading kernel attributes"))
-        L.update(obj=obj, core=ck, handle=handle, device=dev, static_smem=static, smem_limit=DEFAULT_SMEM_LIMIT,
+        L.update(obj=obj, core=ck, handle=handle, device=dev, static_smem=static,
+                 smem_limit=DEFAULT_SMEM_LIMIT - static,  # the driver's default: 48 KB, static shared memory included
                  diag=diagnostics.attach(obj.handle), params=_param_sizes(handle), nonportable=False)
     return L
 
@@ -250,6 +251,32 @@ class Launcher:
             raise_for(err, self)
 
 
+def refusal_sentence(where: str, error: str, reason: str) -> str:
+    """The sentence for a launch the driver refuses (the same on the GPU and on the executor)."""
+    return f"{where} could not be launched: {reason} [{error}]"
+
+
+def _explain_refusal(launcher: Launcher, name: str) -> str | None:
+    """Which launch rule the driver's refusal ``name`` enforced, read from the kernel's PTX (None: not known)."""
+    from helpers.gpu.executor import launchcheck
+    from helpers.gpu.executor.program import load_program
+
+    try:
+        k = launcher.kernel
+        program = load_program(k.ptx, k.lowered_name)
+        L = launcher._L
+        static = L.get("static_smem", k.report.static_smem or 0)
+        launchcheck.check_launch(launchcheck.bounds_of(program), launcher.grid, launcher.block, launcher.cluster,
+                                 launcher.shared_mem, static_smem=static,
+                                 max_dynamic_smem=L.get("smem_limit", DEFAULT_SMEM_LIMIT - static),
+                                 nonportable_cluster=bool(L.get("nonportable")), registers=k.report.registers or 0)
+    except launchcheck.LaunchRefused as e:
+        return e.reason if e.error == name else None
+    except Exception:  # noqa: BLE001 - an explanation is a courtesy: the driver's words stand without it
+        return None
+    return None
+
+
 def raise_for(err: Any, launcher: Launcher | None = None, where: str = "") -> None:
     """Raise the plain-words exception for a CUDA error seen at or after a launch."""
     name = diagnostics.error_name(err)
@@ -266,6 +293,9 @@ def raise_for(err: Any, launcher: Launcher | None = None, where: str = "") -> No
         sentence = f"{where} failed: {diagnostics.describe_error(err)}."
         mark_context_lost(sentence)
         raise KernelFault(sentence + tail)
+    reason = _explain_refusal(launcher, name) if launcher is not None else None
+    if reason is not None:
+        raise LaunchError(refusal_sentence(where, name, reason))
     extra = ""
     if launcher is not None and name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES":
         b = launcher.block
@@ -347,25 +377,27 @@ class EmuLauncher:
         from helpers.gpu.executor import current_options
         from helpers.gpu.executor.runtime import ArgumentError, KernelOutcome, run_kernel
 
-        limit = float(os.environ.get("HELPERS_LAUNCH_TIMEOUT", "60")) if timeout is None else timeout
+        del timeout  # a GPU wall-clock limit: the executor decides by counted steps (Options.step_limit)
         k = self.kernel
+        static = k.report.static_smem
         try:
             return run_kernel(k.ptx, k.lowered_name, self.grid, self.block, self.shared_mem, self.args,
                               cluster=self.cluster, module_cache=k._loaded, regs=k.report.registers or 0,
                               setmaxnreg_ignored=bool(getattr(k.report, "setmaxnreg_ignored", False)), name=k.name,
-                              timeout=limit, options=current_options())
+                              options=current_options(), static_smem=static,
+                              max_dynamic_smem=max(self.shared_mem, DEFAULT_SMEM_LIMIT - (static or 0)))
         except ArgumentError as e:
             raise LaunchError(str(e)) from None
         except KernelOutcome as e:
             where = self.describe()
+            if e.kind == "refused":
+                raise LaunchError(refusal_sentence(where, e.error, e.sentence)) from None
             if e.kind == "hazard":
                 raise HazardError(f"{where}: {e.sentence}", e.hazards) from None
             if e.kind == "deadlock":
                 raise KernelDeadlock(f"{e.sentence} [{where}]") from None
-            if e.kind == "timeout":
-                raise KernelDeadlock(f"deadlock: {where} {e.sentence}") from None
-            if e.kind == "unsupported":
-                raise LaunchError(f"{where} cannot run on the emulator: {e.sentence}") from None
+            if e.kind in ("limit", "unsupported"):
+                raise ExecutorLimit(f"{where} cannot run on the executor: {e.sentence}") from None
             raise KernelFault(f"{where} failed: {e.sentence}") from None
 
     def __call__(self) -> None:

@@ -258,10 +258,64 @@ def test_spinning_on_memory_nobody_writes_is_a_deadlock() -> None:
         machine.Options.livelock_blocks = old
 
 
-def test_launch_time_limit() -> None:
-    k = gpu.compile(SPIN, "spin")
-    with pytest.raises(gpu.KernelDeadlock, match=r"did not finish within 0.2 s on the emulator"):
-        gpu.launch(k, 1, 32, 0, gpu.zeros(1, np.int32), timeout=0.2)
+COUNTING_SPIN = r"""
+extern "C" __global__ void count_spin(volatile int* flag, int* out) {
+  int i = 0;
+  while (flag[0] == 0) ++i;
+  out[threadIdx.x] = i;
+}
+"""
+LONG_LOOP = r"""
+extern "C" __global__ void long_loop(int* out, int n) {
+  int s = 0;
+  for (int i = 0; i < n; ++i) s += i ^ threadIdx.x;
+  out[threadIdx.x] = s;
+}
+"""
+
+
+def test_a_loop_that_never_ends_meets_the_step_limit_as_the_executors_own_limit() -> None:
+    """A spin whose registers change (it counts) is no provable deadlock: the step limit, counted in warp
+    instructions, stops it, with a sentence that says it is the executor's limit, the same on every machine."""
+    from helpers.gpu.executor import executor_options, machine
+
+    k = gpu.compile(COUNTING_SPIN, "count_spin")
+    old = machine.Options.livelock_blocks
+    machine.Options.livelock_blocks = 3000
+    try:
+        with executor_options(step_limit=60_000), pytest.raises(gpu.ExecutorLimit) as err:
+            gpu.launch(k, 1, 32, 0, gpu.zeros(1, np.int32), gpu.zeros(32, np.int32), timeout=0.001)
+    finally:
+        machine.Options.livelock_blocks = old
+    text = str(err.value)
+    assert "without finishing" in text and "The executor's limit is 60,000 warp instructions" in text
+    assert "deadlock" not in text.split(":")[0] and not isinstance(err.value, gpu.KernelFault)
+
+
+def test_a_long_loop_without_stores_is_no_deadlock() -> None:
+    """Many blocks without a store or a barrier, registers changing all along: it runs to the end (and the GPU's
+    wall-clock ``timeout`` does not decide anything on the executor)."""
+    from helpers.gpu.executor import machine
+
+    k = gpu.compile(LONG_LOOP, "long_loop")
+    old = machine.Options.livelock_blocks
+    machine.Options.livelock_blocks = 500
+    try:
+        out = gpu.zeros(32, np.int32)
+        gpu.launch(k, 1, 32, 0, out, np.int32(4000), timeout=0.001)
+    finally:
+        machine.Options.livelock_blocks = old
+    t = np.arange(32)
+    want = np.array([sum(i ^ x for i in range(4000)) for x in t], np.int64).astype(np.int32)
+    assert np.array_equal(out.to_host(), want)
+
+
+def test_the_wall_clock_net_speaks_as_the_executors_limit() -> None:
+    from helpers.gpu.executor import executor_options
+
+    k = gpu.compile(LONG_LOOP, "long_loop")
+    with executor_options(time_limit=0.05), pytest.raises(gpu.ExecutorLimit, match="the executor's own safety net"):
+        gpu.launch(k, 1, 32, 0, gpu.zeros(32, np.int32), np.int32(10**7))
 
 
 MATRIX = r"""

@@ -287,6 +287,14 @@ def test_remote_empty_arrival_sent_to_the_local_barrier() -> None:
     assert "empty[" in str(first)
 
 
+def test_a_block_leaving_its_cluster_before_the_peers_are_done() -> None:
+    """Lab 6 without its last cluster barrier: the peer's consumers still arrive on this block's EMPTY barriers
+    after its own work is done, and nothing orders those arrivals before the block exits."""
+    src = edit(_kernel("lab6_persistent.cu"), "  hopper::cluster_sync();\n}", "}")
+    named(bf16_gemm(src, "lab6_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "exit-before-peers", "exits",
+          "arrival on empty[", "barrier.cluster.arrive + barrier.cluster.wait")
+
+
 RELAXED_STORE = 'asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(order + 1) : "memory");'
 RELAXED_POLL = ('{ unsigned v_; do { asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v_) : "l"(flag) : '
                 '"memory"); } while (v_ < order); }')

@@ -149,7 +149,8 @@ extern "C" __global__ void fast_exp(float* x) {
     with pytest.raises(gpu.LaunchError) as e:
         gpu.launch(k, 1, 32, 0, gpu.zeros(32))
     msg = str(e.value)
-    assert "cannot run on the emulator: the PTX executor does not emulate `ex2.approx.f32`" in msg
+    assert "cannot run on the executor: the executor does not support `ex2.approx.f32`" in msg
+    assert "a limit of the executor, not a mistake in the kernel" in msg and isinstance(e.value, gpu.ExecutorLimit)
     assert "not emulated bit-exactly" in msg and "at line 4 of the CUDA source" in msg and "PTX line" in msg
 
 

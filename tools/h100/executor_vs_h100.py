@@ -1,5 +1,7 @@
-"""Truth from silicon for the PTX executor: run every course kernel on the H100 and on the executor with the same
-random inputs and compare the outputs bit for bit; compare the failure sentences of the demo kernels.
+"""Truth from silicon for the PTX executor: run every course kernel and the corpus of kernels in published style
+(tests/ptx/foreign.py) on the H100 and on the executor with the same random inputs and compare the outputs bit for
+bit; compare the failure sentences of the demo kernels, and ask the driver and the executor about the same launches
+(launch_refusals: which it refuses, with which error).
 
     python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
     python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
@@ -249,6 +251,66 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         return o.to_host()
 
     out["acquire/release between blocks"] = ("2 blocks", handoff)
+    from foreign import cases as foreign_cases  # kernels in the idioms of published Hopper code
+
+    for name, (shape, run, _want) in foreign_cases().items():
+        out[f"foreign: {name}"] = (shape, run)
+    return out
+
+
+#: The launches the driver is asked about (and the executor's launch rules must answer the same): the case of a
+#: kernel in published style the H100 refused (grid 4, 128 threads, 32 KB dynamic shared memory, two static
+#: mbarriers, tensor maps by pointer) taken apart one feature at a time, and one launch per rule.
+REFUSAL_SRC = r'''
+#define BODY { __shared__ alignas(8) unsigned long long full, empty; extern __shared__ unsigned char dyn[]; \
+  if (threadIdx.x == 0) { full = (unsigned long long)a; empty = (unsigned long long)b; dyn[0] = 1; } \
+  __syncthreads(); if (threadIdx.x == 0 && o) o[blockIdx.x] = int(full != empty) + dyn[0]; }
+extern "C" __global__ void issue(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void __cluster_dims__(2, 1, 1) issue_cluster(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void __launch_bounds__(64) bounds64(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void __launch_bounds__(128, 1, 2) rank2(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void big_static(const void* a, const void* b, int* o) {
+  __shared__ unsigned char pad[40 * 1024];
+  pad[threadIdx.x] = 1; __syncthreads(); if (threadIdx.x == 0 && o) o[blockIdx.x] = pad[5]; }
+'''
+REFUSALS = [  # (name, kernel, grid, block, dynamic smem, cluster)
+    ("issue: grid 4, 128 threads, 32 KB dynamic, 2 static mbarriers, maps by pointer", "issue", 4, 128, 32768, None),
+    ("issue with __cluster_dims__(2), no launch cluster", "issue_cluster", 4, 128, 32768, None),
+    ("__cluster_dims__(2) and the same launch cluster", "issue_cluster", 4, 128, 32768, (2, 1, 1)),
+    ("__cluster_dims__(2) and a launch cluster of 4", "issue_cluster", 4, 128, 32768, (4, 1, 1)),
+    ("__cluster_dims__(2) on a grid of 3", "issue_cluster", 3, 128, 0, None),
+    ("__launch_bounds__(64) launched with 128 threads", "bounds64", 4, 128, 0, None),
+    ("__launch_bounds__(128, 1, 2) in clusters of 4", "rank2", 4, 128, 0, (4, 1, 1)),
+    ("grid y of 70000", "issue", (1, 70000), 32, 0, None),
+    ("block z of 128", "issue", 1, (1, 1, 128), 0, None),
+    ("40 KB static + 16 KB dynamic (the course opts in)", "big_static", 2, 128, 16384, None),
+    ("clusters of 16 (the course allows non-portable sizes)", "issue", 16, 128, 16, (16, 1, 1)),
+]
+
+
+def launch_refusals() -> list[dict[str, Any]]:
+    """Each launch of REFUSALS on the GPU and on the executor: 'ok' or the driver's error name, and the sentence."""
+    from helpers import gpu
+
+    out = []
+    for name, kernel, grid, block, smem, cluster in REFUSALS:
+        got = {}
+        for mode in ("gpu", "emulator"):
+            _mode(mode)
+            try:
+                k = gpu.compile(REFUSAL_SRC, kernel)
+                o = gpu.zeros(70000, np.int32)
+                gpu.launch(k, grid, block, smem, gpu.zeros(16, np.uint8), gpu.zeros(16, np.uint8), o,
+                           cluster=cluster)
+                got[mode] = ("ok", "")
+            except gpu.GpuError as e:
+                m = re.search(r"\[(CUDA_ERROR_\w+)\]", str(e))
+                got[mode] = (m.group(1) if m else type(e).__name__, str(e))
+        out.append({"launch": name, "gpu": got["gpu"][0], "emulator": got["emulator"][0],
+                    "gpu_sentence": got["gpu"][1], "emulator_sentence": got["emulator"][1],
+                    "identical": got["gpu"][0] == got["emulator"][0]})
+        print(f"{name}: GPU {got['gpu'][0]}, executor {got['emulator'][0]}")
+    _mode("gpu")
     return out
 
 
@@ -369,6 +431,7 @@ def run_all() -> dict[str, Any]:
                 results["alu"].append({"op": op, **compare(g[k], e[k])})
         print(f"{name}: {'bit-identical' if entry['bit_identical'] else 'DIFFERENT'} ({entry['seconds']} s)")
     results["sentences"] = sentences()
+    results["refusals"] = launch_refusals()
     for s in results["sentences"]:
         print(f"{s['demo']}: {'same sentence' if s['identical'] else 'DIFFERENT'}")
     _mode("gpu")
@@ -396,7 +459,8 @@ def main() -> int:
     path = out / "ptx_vs_h100.json"
     path.write_text(json.dumps(res, indent=1))
     bad = [k["name"] for k in res["kernels"] if not k["bit_identical"]] + \
-        [s["demo"] for s in res["sentences"] if not s["identical"]]
+        [s["demo"] for s in res["sentences"] if not s["identical"]] + \
+        [r["launch"] for r in res["refusals"] if not r["identical"]]
     print(f"{len(res['kernels'])} kernels, {len(res['alu'])} ALU ops compared in {time.time() - t0:.0f} s -> {path}")
     print("all bit-identical" if not bad else f"differences: {bad}")
     return 0

@@ -159,7 +159,8 @@ def _call(b: Binder) -> Any:
             mach.FPARAM[idx, f.offset:f.offset + f.size] = mach.FPARAM[idx, a.offset:a.offset + f.size]
         d = mach.DEPTH[idx]
         if int(d.max()) >= mach.RET.shape[0]:
-            raise EmulationLimit(f"calls nested deeper than {mach.RET.shape[0]} (recursion is not emulated)")
+            raise EmulationLimit(f"the executor does not support calls nested deeper than {mach.RET.shape[0]} "
+                                 "(recursion)")
         mach.RET[d, idx] = nxt
         mach.DEPTH[idx] = d + 1
         mach.PC[idx] = start

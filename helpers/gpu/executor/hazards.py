@@ -46,6 +46,8 @@ KINDS = {
     "unsynchronised": "shared memory written and read by different warps with nothing ordering them",
     "flag-ordering": "a release or acquire missing on a flag another block polls",
     "store-before-exit": "a block exits while its TMA store may still read its shared memory",
+    "exit-before-peers": "a block exits while another block of its cluster may still arrive on its barriers or "
+                         "access its shared memory",
 }
 
 INF = np.int64(1) << 62
@@ -204,6 +206,8 @@ class _CtaState:
         self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
         self.gw_pc = np.zeros(nw, np.int32)
         self.any_async = False
+        self.remote: dict[int, tuple] = {}  # cluster warp of another block -> (epoch, pc, what, its block) of its
+        # latest access to this block's shared memory or barriers
 
 
 # ------------------------------------------------------------------------------------------- the checker
@@ -415,6 +419,8 @@ class HazardChecker:
         """Threads ``m`` of ``c`` arrive on ``bar`` (maybe a barrier of another block of the cluster)."""
         self.bar_comp(bar)
         w, g = self.actor(c, m)
+        if bar.cta is not c:
+            self.remote_access(c, bar.cta, w, g, f"arrival on {bar.name}", m)
         self._flag_sync_point(m)
         if release:
             bar.hz_pend = _join(bar.hz_pend, self.release(c, w, bar.name))
@@ -604,6 +610,8 @@ class HazardChecker:
         """Generic read by the current instruction of ``c`` of shared memory of block ``target``."""
         ts = target.hz
         w, g = self.actor(c)
+        if target is not c:
+            self.remote_access(c, target, w, g, "load from its shared memory")
         ch = self._chunks(np.atleast_1d(off), width)
         late = self._unknown_copy(c, w, target, ch)
         if late is not None:
@@ -632,6 +640,8 @@ class HazardChecker:
         ts = target.hz
         cs = c.cluster.hz
         w, g = self.actor(c)
+        if target is not c:
+            self.remote_access(c, target, w, g, "store into its shared memory")
         ch = self._chunks(np.atleast_1d(off), width)
         here = f"the store {self.where(self.pc, c, g - c.w0, self._thread())}"
         late = self._unknown_copy(c, w, target, ch)
@@ -1044,10 +1054,46 @@ class HazardChecker:
         comp = cs.bulk0 + w
         cs.vc[w, comp] = max(cs.vc[w, comp], n)
 
-    # ------------------------------------------------------------------ exits
+    # ------------------------------------------------------------------ blocks of a cluster and their exits
+    _CLUSTER_SYNC = ("end the kernel with a cluster barrier every thread of every block takes part in "
+                     "(barrier.cluster.arrive + barrier.cluster.wait; cute::cluster_sync(), "
+                     "cooperative_groups::this_cluster().sync())")
+
+    def remote_access(self, c: Any, target: Any, w: int, g: int, what: str, m: Any = None) -> None:
+        """Warp ``w`` (cluster index; machine warp ``g``) of ``c`` reaches into block ``target``'s shared memory
+        (``what``): remembered, so that ``target``'s exit can check the access is ordered before it."""
+        here = self.where(self.pc, c, g - c.w0, self._thread(m))
+        if not target.alive:
+            self.add("exit-before-peers", f"block {c.label} makes an {what} of block {target.label} {here} after "
+                     f"block {target.label} exited: its shared memory and barriers are gone (on the GPU another "
+                     f"block may already own them). Keep every block of the cluster alive until its peers are done "
+                     f"with it: {self._CLUSTER_SYNC}.", (self.pc,))
+            return
+        target.hz.remote[w] = (int(c.cluster.hz.vc[w, w]), self.pc, what, c, g - c.w0)
+
+    def _block_exit(self, c: Any) -> None:
+        """The last threads of ``c`` exit: every access of another block to its shared memory or barriers must be
+        ordered before (known to one of its warps)."""
+        if not c.hz.remote:
+            return
+        cs = c.cluster.hz
+        W = self.mach.W
+        mine = cs.vc[c.rank * W:(c.rank + 1) * W]
+        for w, (epoch, pc, what, peer, lw) in sorted(c.hz.remote.items()):
+            if int(mine[:, w].max()) >= epoch:
+                continue
+            self.add("exit-before-peers", f"block {c.label} exits {self.where(self.pc, c)} while nothing orders "
+                     f"the {what} by block {peer.label} {self.where(pc, peer, lw)} before that exit: block "
+                     f"{peer.label} may still reach into block {c.label}'s shared memory after it is gone. "
+                     f"{self._CLUSTER_SYNC[0].upper()}{self._CLUSTER_SYNC[1:]}.", (self.pc, pc))
+            break
+
     def thread_exit(self, m: Any, c: Any) -> None:
         mach = self.mach
         idx = np.atleast_1d(np.asarray(m) if not isinstance(m, slice) else np.arange(m.start, m.stop))
+        left = np.flatnonzero(mach.STATE[c.lo:c.hi] != 2) + c.lo  # 2: EXIT
+        if len(c.cluster.ctas) > 1 and np.isin(left, idx).all():
+            self._block_exit(c)
         for g in np.unique(mach.WARPG[idx]).tolist():
             lw = g - c.w0
             st = c.wg.get(lw // 4)

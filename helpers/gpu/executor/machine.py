@@ -92,6 +92,16 @@ class Deadlock(Exception):
         self.sentence = sentence
 
 
+class StepLimit(Exception):
+    """The launch executed ``Options.step_limit`` warp instructions without finishing (the executor's own limit,
+    counted in the program's steps, so every machine reaches the same verdict)."""
+
+    def __init__(self, steps: int, where: str) -> None:
+        super().__init__(steps, where)
+        self.steps = steps
+        self.where = where
+
+
 # ------------------------------------------------------------------------------------------- options
 @dataclass
 class Options:
@@ -103,11 +113,34 @@ class Options:
     stall_quantum: int = 2  # the same in stall mode, so every waiter reaches its time-out
     cta_quantum: int = 64  # basic blocks a CTA runs before the scheduler looks for the CTA with the smallest clock
     stall_clock_step: int = 1 << 24  # cycles a clock read adds in stall mode
-    livelock_blocks: int = 100_000  # blocks run without any progress before spinning counts as a deadlock
-    time_limit: float | None = None  # wall-clock seconds
+    livelock_blocks: int = 100_000  # blocks run without any progress before the machine looks for a spin
+    step_limit: int = field(default_factory=lambda: _step_limit())  # warp instructions a launch may execute
+    time_limit: float | None = field(default_factory=lambda: _wall_limit())  # wall-clock safety net, seconds
     max_resident: int | None = None  # CTAs resident at once (default: what fits on 132 SMs)
     trace: bool = False  # record per-warp events (Machine.trace)
     hazards: bool = False  # the hazard checker (hazards.py): latest-moment async ops, happens-before checks
+
+
+#: Warp instructions one launch may execute (a group of a warp's threads running one instruction is one): 25 times
+#: the course's largest emulated run (Lab 2's CUDA-core GEMM at 128x128x256 runs 1.3 million). Counted, not timed,
+#: so a loaded machine reaches the same verdict as an idle one.
+STEP_LIMIT = 50_000_000
+
+
+def _step_limit() -> int:
+    """HELPERS_EXECUTOR_STEP_LIMIT, else :data:`STEP_LIMIT`."""
+    import os
+
+    return int(os.environ.get("HELPERS_EXECUTOR_STEP_LIMIT", "") or STEP_LIMIT)
+
+
+def _wall_limit() -> float | None:
+    """The executor's wall-clock safety net: HELPERS_EXECUTOR_WALL_LIMIT seconds (0: none), default 1800. It only
+    keeps a run from going on for ever; when it is reached the executor says so as its own limit."""
+    import os
+
+    v = float(os.environ.get("HELPERS_EXECUTOR_WALL_LIMIT", "1800") or 0)
+    return v if v > 0 else None
 
 
 @dataclass
@@ -189,6 +222,7 @@ class CTA:
         self.regs_pool = m.regs_per_thread * m.T
         self.regs_wg: dict[int, int] = {}
         self.pending_reads: list = []  # bulk stores that have not read their shared-memory source yet
+        self.last_pc, self.last_m = 0, None  # the block it ran last (where a step-limit verdict points)
         self.alive = True
 
     @property
@@ -271,6 +305,9 @@ class Machine:
         self.cur: CTA = self.ctas[0]
         self.printed: list[str] = []
         self.dispatches = 0
+        self.block_pc = 0  # the first instruction of the block running now (clock reads count from it)
+        self.steps = 0  # warp instructions executed (a group running one instruction is one step)
+        self._watch: dict | None = None  # watching warps for a repeated state (see _livelock)
         self.hz: Any = None
         if self.opts.hazards:
             from .hazards import HazardChecker
@@ -433,6 +470,7 @@ class Machine:
     def _run(self) -> None:
         t0 = time.monotonic()
         limit = self.opts.time_limit
+        steps = self.opts.step_limit
         with np.errstate(all="ignore"):
             self._fill_slots()
             loops = 0
@@ -451,6 +489,8 @@ class Machine:
                 self._apply_events(c.clock)
                 self._run_cta(c)
                 loops += 1
+                if self.steps > steps:
+                    raise StepLimit(self.steps, self.where(c.last_pc, c.last_m, c) if c.last_m is not None else "")
                 if limit is not None and loops % 16 == 0 and time.monotonic() - t0 > limit:
                     raise TimeoutError(limit)
             while self.events or (self.hz is not None and self.hz.flush()):
@@ -530,6 +570,7 @@ class Machine:
                 return
 
     def _run_block(self, p: int, m: Any, c: CTA) -> None:
+        self.block_pc = p
         end = self.block_end[p]
         body = self.blocks.get(p)
         if body is None:
@@ -552,16 +593,24 @@ class Machine:
         except (Deadlock, TimeoutError):
             raise
         except Exception as e:  # a gap in the emulator, not the student's mistake: say so, without a traceback
-            raise EmulationLimit(f"the emulator could not execute `{self.prog.instrs[i].opcode}` ({type(e).__name__}: "
-                                 f"{e}); this is a limitation of the course's emulator, please report it "
-                                 f"{self.where(i, m, c)}") from None
+            raise EmulationLimit(f"the executor does not support `{self.prog.instrs[i].opcode}` as this kernel uses it "
+                                 f"({type(e).__name__}: {e}): a gap in the executor, not a mistake in the kernel; "
+                                 f"please report it {self.where(i, m, c)}") from None
         if r is None:
             self.PC[m] = end + 1
         c.clock += end - p + 1
+        self.steps += end - p + 1
+        c.last_pc, c.last_m = p, m
         self.dispatches += 1
         self.since_progress += 1
         if self.since_progress > self.opts.livelock_blocks:
             self._livelock(c, m, i)
+        elif self._watch is not None:
+            self._watch_len += 1
+            if self.since_progress < self._watch_len:  # a store or a barrier phase ended the stretch
+                self._watch = None
+            else:
+                self._watch_step(c, m, p)
 
     # ------------------------------------------------------------------ where
     def where(self, pc: int, m: Any, c: CTA) -> str:
@@ -595,6 +644,11 @@ class Machine:
         raise Deadlock(self.deadlock_sentence(self.stall_snapshot or self.parked))
 
     def _livelock(self, c: CTA, m: Any, pc: int) -> None:
+        """No store and no barrier phase for ``livelock_blocks`` blocks. First the machine enters stall mode (the
+        header's bounded waits give up and report); after another such stretch it watches every warp for a repeat
+        of its own state (program counters, registers, local memory): memory did not change, so a warp whose state
+        repeats loops forever. A warp whose state keeps changing (a long computation, a loop that counts) is no
+        spin: it runs on, up to the step limit."""
         self.since_progress = 0
         if not self.stall_mode:
             self.stall_mode = True
@@ -603,12 +657,40 @@ class Machine:
             for p in [p for p in self.parked if p.kind == "mbar"]:
                 self.wake(p.obj)
             return
+        self._watch = {}  # (re)start watching: warp -> its state when first seen in the stretch
+        self._watch_len = 0
+        self._cycling: set[int] = set()
+
+    def _warp_state(self, w: int) -> tuple:
+        lo, hi = self.wlo[w], self.whi[w]
+        return (self.PC[lo:hi].tobytes(), self.STATE[lo:hi].tobytes(),
+                *(b[:, lo:hi].tobytes() for b in self.banks.values()), self.LOCAL[lo:hi].tobytes(),
+                self.DEPTH[lo:hi].tobytes())
+
+    def _watch_step(self, c: CTA, m: Any, pc: int) -> None:
+        """One block ran in a stretch without progress: note whether its warp's state repeated. The watch lasts
+        a tenth of ``livelock_blocks`` (a spin repeats within a few blocks of each warp's turns); a warp that has
+        not repeated by then is computing, and the machine stops watching until the next stretch."""
+        if self._watch_len > max(self.opts.livelock_blocks // 10, 64):
+            self._watch = None
+            return
+        idx = _indices(m)
+        w = int(self.WARPG[idx[0]])
+        first = self._watch.get(w)
+        if first is None:
+            self._watch[w] = self._warp_state(w)
+            return
+        if first[0] != self.PC[self.wlo[w]:self.whi[w]].tobytes() or first != self._warp_state(w):
+            return
+        self._cycling.add(w)
+        if self.events or not self._cycling.issuperset(np.flatnonzero(self.RCOUNT > 0).tolist()):
+            return
         snap = self.stall_snapshot or self.parked
         if any(p.kind == "mbar" for p in snap):
             raise Deadlock(self.deadlock_sentence(snap))
-        c0, idx, pc0 = getattr(self, "_spinner", (c, _indices(m), pc))
+        c0, idx0, pc0 = getattr(self, "_spinner", (c, idx, pc))
         ins = self.prog.instrs[pc0]
-        t = int(self.TLIN[idx[0]])
+        t = int(self.TLIN[idx0[0]])
         cell = f"line {ins.cell_line} of the CUDA source" if ins.cell_line else f"PTX line {ins.line}"
         raise Deadlock(f"deadlock: block {c0.label} warp {t // 32} (thread {t}) spins forever at {cell} "
                        f"(`{ins.text}`): the value it waits for is never written. Check who should write it "
@@ -707,7 +789,7 @@ class Binder:
     # ------------------------------------------------------------------ errors
     def fail(self, why: str = "") -> UnsupportedInstruction:
         extra = f": {why}" if why else ""
-        e = UnsupportedInstruction(f"the PTX executor does not emulate `{self.ins.opcode}`{extra}")
+        e = UnsupportedInstruction(f"the executor does not support `{self.ins.opcode}`{extra}")
         e.pc = self.pc  # type: ignore[attr-defined]
         return e
 
@@ -970,9 +1052,11 @@ class Binder:
         if base in ("%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
             shift = 32 if base in ("%clock_hi", "%globaltimer_hi") else 0
 
+            at = self.pc
+
             def clock(m: Any) -> Any:
                 cta = mach.cur
-                t = cta.clock
+                t = cta.clock + max(at - mach.block_pc, 0)  # a block's instructions issue one cycle apart
                 if mach.stall_mode:  # every read by a warp moves that warp's view of time on by a big step
                     w = int(mach.WARPG[m.start if isinstance(m, slice) else m[0]])
                     mach.stall_clock[w] = mach.stall_clock.get(w, 0) + mach.opts.stall_clock_step

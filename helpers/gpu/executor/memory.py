@@ -157,14 +157,15 @@ class DeviceMemory:
     def _multi(self, addr: np.ndarray, dtype: np.dtype, nvec: int, value: np.ndarray | None) -> np.ndarray | None:
         width = dtype.itemsize * nvec
         addr = np.asarray(addr, np.uint64)
-        bases = np.array(self._bases, np.uint64) if self._bases else np.zeros(0, np.uint64)
+        allocs = list(self._allocs)  # one snapshot: a finalizer may free an allocation while this runs
+        bases = np.array([x.base for x in allocs], np.uint64) if allocs else np.zeros(0, np.uint64)
         idx = np.searchsorted(bases, addr, side="right").astype(np.int64) - 1
         out = np.empty((addr.size, nvec) if nvec > 1 else addr.size, dtype) if value is None else None
         for k in np.unique(idx).tolist():
             sel = idx == k
             if k < 0:
                 raise self._fault(addr[sel], width, value is not None)
-            a = self._allocs[k]
+            a = allocs[k]
             if int(addr[sel].max()) + width > a.end:
                 raise self._fault(addr[sel], width, value is not None)
             off = (addr[sel] - np.uint64(a.base)).astype(np.int64)

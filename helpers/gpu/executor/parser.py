@@ -2,9 +2,10 @@
 
 The parser keeps what execution needs and what error messages need: every instruction knows its PTX line and,
 through the ``.loc`` debug lines (``-lineinfo``), the line of the CUDA cell it came from (following
-``inlined_at`` out of the course header into the cell). Inline-asm scopes ``{ .reg .pred p; ... }`` get their
-local names renamed apart (``p@3``), so two scopes' ``p`` never meet. Declarations keep sizes, alignments and
-initial bytes; register ranges ``%r<52>`` declare ``%r0 .. %r51``.
+``inlined_at`` out of the course header into the cell). Names are scoped by ``{ }`` as ptxas scopes them: the
+registers, labels, variables and call parameters an inline-asm scope ``{ .reg .pred p; W: ... bra W; }`` declares
+are renamed apart (``p@3``, ``W@4``), so the same asm block inlined twice keeps its own labels and registers.
+Declarations keep sizes, alignments and initial bytes; register ranges ``%r<52>`` declare ``%r0 .. %r51``.
 """
 
 from __future__ import annotations
@@ -475,6 +476,8 @@ class _Parser:
             if t.text == "{":
                 self.next()
                 scopes.append({})
+                for label in self._scope_labels():  # a branch may name a label before the scope defines it
+                    self._declare(label, scopes)
                 continue
             if t.text == "}":
                 self.next()
@@ -483,7 +486,11 @@ class _Parser:
                     return
                 continue
             if t.kind == "id" and self.peek(1).text == ":" and not t.text.startswith("%"):
-                fn.labels[t.text] = len(fn.body)
+                label = self._resolve(t.text, scopes)
+                if label in fn.labels:
+                    raise ParseError(f"PTX line {t.line}: label {t.text} is defined twice in one scope of "
+                                     f"{fn.name}")
+                fn.labels[label] = len(fn.body)
                 self.i += 2
                 continue
             if t.text == ".reg":
@@ -491,6 +498,8 @@ class _Parser:
                 continue
             if t.text in (".shared", ".local", ".global", ".const"):
                 fn_decl = self.var_decl(function=fn.name)
+                if len(scopes) > 1:  # a variable of an inner scope: renamed apart like its registers
+                    fn_decl.name = self._declare(fn_decl.name, scopes)
                 if fn_decl.space == "local":
                     fn.locals.append(fn_decl)
                 else:
@@ -514,6 +523,38 @@ class _Parser:
             ins.src_file, ins.src_line = loc[0], loc[1]
             ins.cell_line = cell_line
             fn.body.append(ins)
+
+    def _scope_labels(self) -> list[str]:
+        """The labels a ``{ }`` scope that starts at the current token defines itself (not those of scopes inside
+        it): PTX scopes labels like registers, so an inline-asm block inlined twice defines its labels twice."""
+        out = []
+        depth = 0
+        k = self.i
+        toks = self.toks
+        at_start = True  # a label can only open a statement
+        while k < len(toks) - 1:
+            t = toks[k]
+            if t.kind == "eof":
+                break
+            if t.text == "{":
+                depth += 1
+                at_start = True
+            elif t.text == "}":
+                if depth == 0:
+                    break
+                depth -= 1
+                at_start = True
+            elif t.text == ";":
+                at_start = True
+            elif at_start and t.kind == "id" and toks[k + 1].text == ":" and not t.text.startswith("%"):
+                if depth == 0:
+                    out.append(t.text)
+                k += 2
+                continue
+            else:
+                at_start = False
+            k += 1
+        return out
 
     def _declare(self, name: str, scopes: list[dict[str, str]]) -> str:
         if len(scopes) == 1:

@@ -18,9 +18,9 @@ import numpy as np
 from helpers.hopper import faults
 from helpers.hopper import tensormap as tm
 
-from . import alu, control, hazards, memops, sync, tensor  # noqa: F401  (register the decoders)
-from .errors import EmulationLimit, UnsupportedInstruction
-from .machine import Deadlock, ExecFault, Machine, Options, Trap
+from . import alu, control, hazards, launchcheck, memops, sync, tensor  # noqa: F401  (decoders)
+from .errors import EmulationLimit, ParseError, UnsupportedInstruction
+from .machine import Deadlock, ExecFault, Machine, Options, StepLimit, Trap
 from .memory import Allocation, DeviceMemory, device_memory
 from .program import Program, load_program
 from .tensor import TMAP_MAGIC
@@ -194,8 +194,10 @@ class RunInfo:
 
 
 class KernelOutcome(Exception):
-    """How an emulated kernel ended badly: ``kind`` is fault, deadlock, timeout, unsupported or hazard (then
-    ``hazards`` lists them and ``machine`` is the run, for its trace)."""
+    """How an emulated kernel ended badly: ``kind`` is refused (the driver would not launch it; ``error`` is the
+    driver's error name), fault, deadlock, limit (the executor's step limit or wall-clock safety net: its own limit,
+    never a verdict on the kernel), unsupported or hazard (then ``hazards`` lists them and ``machine`` is the run,
+    for its trace)."""
 
     def __init__(self, kind: str, sentence: str, error: str = "", hazards: list | None = None,
                  machine: Machine | None = None) -> None:
@@ -211,13 +213,34 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
                dyn_smem: int, args: Sequence[Any], *, cluster: tuple[int, int, int] | None = None,
                memory: DeviceMemory | None = None, module_cache: dict | None = None, regs: int = 0,
                setmaxnreg_ignored: bool = False, name: str = "", timeout: float | None = None,
-               options: Options | None = None) -> RunInfo:
-    """Run one kernel on the executor. Raises :class:`KernelOutcome` (fault / deadlock / timeout / unsupported)
-    with the plain-words sentence, or ArgumentError for arguments the kernel cannot take."""
+               options: Options | None = None, static_smem: int | None = None,
+               max_dynamic_smem: int | None = None, nonportable_cluster: bool | None = None) -> RunInfo:
+    """Run one kernel on the executor. Raises :class:`KernelOutcome` (refused / fault / deadlock / step-limit /
+    unsupported) with the plain-words sentence, or ArgumentError for arguments the kernel cannot take.
+
+    The launch is first checked as the driver checks it (:mod:`.launchcheck`): ``static_smem`` is ptxas's count
+    (default: the executor's layout), ``max_dynamic_smem`` the kernel's dynamic shared-memory attribute (default:
+    48 KB less the static), ``nonportable_cluster`` whether clusters of more than 8 are allowed (default: when the
+    launch asks for one, as helpers.gpu's launch sets the attribute then). A cluster size the kernel fixes
+    (``__cluster_dims__``) is used when the launch gives none. ``timeout`` is a wall-clock safety net in seconds
+    (None: none); the verdict on a kernel that does not finish comes from counted steps (``Options.step_limit``)."""
     import time
 
-    program = load_program(ptx, entry)
+    try:
+        program = load_program(ptx, entry)
+    except ParseError as e:
+        raise KernelOutcome("unsupported", f"the executor cannot read this kernel's PTX: {e} ({LIMIT_WORDS})") from None
     name = name or program.entry
+    if nonportable_cluster is None:
+        size = cluster[0] * cluster[1] * cluster[2] if cluster is not None else 1
+        nonportable_cluster = size > launchcheck.PORTABLE_CLUSTER
+    try:
+        cluster = launchcheck.check_launch(
+            launchcheck.bounds_of(program), tuple(grid), tuple(block), tuple(cluster) if cluster else None, dyn_smem,
+            static_smem=program.static_smem() if static_smem is None else static_smem,
+            max_dynamic_smem=max_dynamic_smem, nonportable_cluster=nonportable_cluster, registers=regs)
+    except launchcheck.LaunchRefused as e:
+        raise KernelOutcome("refused", e.reason, e.error) from None
     memory = memory or device_memory()
     params = pack_arguments(program, args, name)
     lm = load_module(program, memory, module_cache)
@@ -264,14 +287,34 @@ def _run(mach: Machine, rec: Allocation | None, opts: Options) -> KernelOutcome 
                                       f"{e.where}", e.error)
     except Deadlock as e:
         return KernelOutcome("deadlock", e.sentence)
+    except StepLimit as e:
+        return KernelOutcome("limit", step_limit_sentence(e.steps, opts.step_limit, e.where))
     except TimeoutError:
-        return KernelOutcome("timeout", f"did not finish within {opts.time_limit:g} s on the emulator (a wait that "
-                                        "nothing satisfies, or an endless loop)")
+        return KernelOutcome("limit", f"the executor stopped the kernel after {opts.time_limit:g} s of wall-clock time "
+                                      f"({mach.steps:,} warp instructions run): that is the executor's own safety "
+                                      "net on this machine, not a verdict on the kernel; the verdict on a kernel "
+                                      f"that never finishes comes from its step limit ({opts.step_limit:,} warp "
+                                      "instructions). Raise the net with executor_options(time_limit=...) or "
+                                      "HELPERS_EXECUTOR_WALL_LIMIT")
     except (UnsupportedInstruction, EmulationLimit) as e:
-        return KernelOutcome("unsupported", str(e))
+        return KernelOutcome("unsupported", f"{e} ({LIMIT_WORDS})")
     except hazards.HazardsFound:
         return None  # the checker stopped the run: its hazards are the report
     return None
+
+
+#: How every sentence about something the executor cannot do ends: the limit is the executor's.
+LIMIT_WORDS = "a limit of the executor, not a mistake in the kernel"
+
+
+def step_limit_sentence(steps: int, limit: int, where: str = "") -> str:
+    """What the executor says when a launch reaches its step limit (the same on every machine)."""
+    at = f"; the last block it ran: {where}" if where else ""
+    return (f"the kernel ran {steps:,} warp instructions on the executor without finishing: an endless loop, or a "
+            "wait that nothing satisfies (a deadlock the machine could not prove, e.g. a loop that counts while it "
+            f"waits), or more work than the executor runs in one launch. The executor's limit is {limit:,} warp "
+            "instructions, counted the same on every machine; raise it with "
+            f"helpers.gpu.executor.executor_options(step_limit=...){at}")
 
 
 class _Err:

@@ -1,0 +1,350 @@
+"""Kernels written the way published Hopper code writes them, not with the course's header: inline-asm wait loops
+with local labels inlined many times, libcu++'s ``cuda::barrier`` and ``cuda::device::experimental`` TMA calls,
+``__cluster_dims__`` launches, named barriers with a register id, CuTe-style ``elect.sync``, ``stmatrix`` /
+``ldmatrix``, a 3-D tensor map passed by pointer in global memory, a persistent loop over a schedule in global
+memory, ``%globaltimer`` / ``clock64``, local-memory arrays indexed at run time and ``printf``.
+
+:func:`cases` gives, per kernel, a function that runs it through ``helpers.gpu`` (on whichever backend is active)
+and returns its outputs, and the outputs a correct run gives. ``tests/ptx/test_foreign.py`` runs them on the
+executor; ``tools/h100/executor_vs_h100.py`` runs them on the H100 and on the executor with the same inputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+WAIT_LOOPS = r"""
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n .reg .pred P1;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               " @P1 bra.uni DONE;\n bra.uni WAIT;\n DONE:\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+extern "C" __global__ void wait_loops(int* out) {
+  __shared__ alignas(8) unsigned long long full, empty;
+  __shared__ int data[128];
+  const int t = threadIdx.x;
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(&full)), "r"(1));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(&empty)), "r"(128));
+  }
+  __syncthreads();
+  int acc = 0;
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    if (t == 0) {
+      bar_wait(smem_addr(&empty), (r & 1) ^ 1);
+      for (int i = 0; i < 128; ++i) data[i] = r * 1000 + i;
+      bar_arrive(smem_addr(&full));
+    }
+    bar_wait(smem_addr(&full), r & 1);
+    acc += data[t];
+    bar_arrive(smem_addr(&empty));
+  }
+  out[t] = acc;
+}
+"""
+
+LIBCUDACXX_TMA = r"""
+#include <cuda/barrier>
+#include <cuda/ptx>
+using barrier = cuda::barrier<cuda::thread_scope_block>;
+namespace cde = cuda::device::experimental;
+struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };  // what <cuda.h> declares
+using CUtensorMap = CUtensorMap_st;
+
+extern "C" __global__ void libcudacxx_tma(const __grid_constant__ CUtensorMap in,
+                                          const __grid_constant__ CUtensorMap out) {
+  __shared__ alignas(128) unsigned short tile[64 * 64];
+  #pragma nv_diag_suppress static_var_with_dynamic_init
+  __shared__ barrier bar;
+  const int x = blockIdx.x * 64, y = blockIdx.y * 64;
+  if (threadIdx.x == 0) {
+    init(&bar, blockDim.x);
+    cde::fence_proxy_async_shared_cta();
+  }
+  __syncthreads();
+  barrier::arrival_token token;
+  if (threadIdx.x == 0) {
+    cde::cp_async_bulk_tensor_2d_global_to_shared(tile, &in, x, y, bar);
+    token = cuda::device::barrier_arrive_tx(bar, 1, sizeof(tile));
+  } else {
+    token = bar.arrive();
+  }
+  bar.wait(std::move(token));
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) tile[i] = static_cast<unsigned short>(tile[i] * 3u + 1u);
+  cde::fence_proxy_async_shared_cta();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cde::cp_async_bulk_tensor_2d_shared_to_global(&out, x, y, tile);
+    cde::cp_async_bulk_commit_group();
+    cde::cp_async_bulk_wait_group_read<0>();
+  }
+}
+"""
+
+CLUSTER_DIMS = r"""
+extern "C" __global__ void __cluster_dims__(2, 1, 1) cluster_ranks(unsigned* out) {
+  unsigned rank, size, explicit_;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(size));
+  asm volatile("{\n .reg .pred p;\n mov.pred p, %%is_explicit_cluster;\n selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(explicit_));
+  __shared__ unsigned mine;
+  if (threadIdx.x == 0) mine = 100 + blockIdx.x;
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  unsigned peer_addr, local = static_cast<unsigned>(__cvta_generic_to_shared(&mine)), peer_val;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer_addr) : "r"(local), "r"(rank ^ 1));
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(peer_val) : "r"(peer_addr));
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (threadIdx.x == 0) {
+    out[4 * blockIdx.x] = rank;
+    out[4 * blockIdx.x + 1] = size;
+    out[4 * blockIdx.x + 2] = explicit_;
+    out[4 * blockIdx.x + 3] = peer_val;
+  }
+}
+"""
+
+WARP_IDIOMS = r"""
+__device__ __forceinline__ bool elect_one_sync() {
+  unsigned pred = 0;
+  asm volatile("{\n .reg .b32 rx;\n .reg .pred px;\n elect.sync rx|px, %1;\n @px mov.s32 %0, 1;\n}\n"
+               : "+r"(pred) : "r"(0xffffffffu));
+  return pred != 0;
+}
+extern "C" __global__ void warp_idioms(const int* in, int* out) {
+  __shared__ int s[128];
+  __shared__ int elected;
+  __shared__ alignas(16) unsigned short m[4][8][8];
+  const int t = threadIdx.x, half = t / 64;
+  if (t == 0) elected = 0;
+  s[t] = in[t];
+  __syncthreads();
+  const unsigned id = 1 + half;  // a named barrier per half, its id in a register
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(64) : "memory");
+  int v = s[half * 64 + ((t % 64) ^ 5)];
+  if (elect_one_sync()) atomicAdd(&elected, 1);
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(64) : "memory");
+  if (t < 32) {
+    unsigned r[4];
+    for (int i = 0; i < 4; ++i) r[i] = (unsigned(in[(t + i) % 128]) & 0xffffu) | (unsigned(t * 4 + i) << 16);
+    const unsigned p = static_cast<unsigned>(__cvta_generic_to_shared(&m[t / 8][t % 8][0]));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    __syncwarp();
+    unsigned q[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(p));
+    for (int i = 0; i < 4; ++i) out[256 + 4 * t + i] = static_cast<int>(q[i]);
+  }
+  __syncthreads();
+  out[t] = v;
+  out[128 + t] = elected;
+}
+"""
+
+TMAP_BY_POINTER = r"""
+extern "C" __global__ void tmap_by_pointer(const void* tmap, unsigned short* out) {
+  __shared__ alignas(128) unsigned short box[4][8][16];
+  __shared__ alignas(8) unsigned long long bar;
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(tmap) : "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&box[0][0][0]));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(int(sizeof(box))));
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];"
+                 :: "r"(dst), "l"(tmap), "r"(16 * blockIdx.x), "r"(8), "r"(1), "r"(b) : "memory");
+  }
+  asm volatile("{\n .reg .pred p;\n LOOP:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+               " @!p bra LOOP;\n}\n" :: "r"(b) : "memory");
+  for (int i = threadIdx.x; i < 4 * 8 * 16; i += blockDim.x) out[blockIdx.x * 512 + i] = (&box[0][0][0])[i];
+}
+"""
+
+PERSISTENT = r"""
+extern "C" __global__ void persistent(const int* schedule, int tiles, const float* x, float* y, int* next) {
+  __shared__ int tile;
+  for (;;) {
+    if (threadIdx.x == 0) tile = atomicAdd(next, 1);
+    __syncthreads();
+    const int k = tile;
+    __syncthreads();
+    if (k >= tiles) break;
+    const int t = schedule[k];  // the schedule's order (e.g. along a Hilbert curve), precomputed on the host
+    float acc = 0.f;
+    for (int j = 0; j < 16; ++j) acc = fmaf(x[t * 16 + j], float(j + 1), acc);
+    y[t * 64 + threadIdx.x] = acc + threadIdx.x;
+  }
+}
+"""
+
+MISC = r"""
+extern "C" __global__ void misc(const int* idx, int* out) {
+  unsigned long long g0, g1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  const long long c0 = clock64();
+  int local[24];  // indexed at run time: lives in local memory
+  for (int i = 0; i < 24; ++i) local[i] = i * i + threadIdx.x;
+  int s = 0;
+  for (int i = 0; i < 24; ++i) s += local[(idx[threadIdx.x] + 5 * i) % 24];
+  const long long c1 = clock64();
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  if (threadIdx.x == 0) printf("misc: block %d says hello\n", blockIdx.x);
+  out[threadIdx.x] = s;
+  out[32 + threadIdx.x] = (c1 > c0) + 2 * (g1 >= g0);
+}
+"""
+
+
+def _map_bytes(tmap: Any) -> np.ndarray:
+    """The 128 bytes of a tensor map, to copy into global memory (a driver CUtensorMap or the executor's map)."""
+    if hasattr(tmap, "param_bytes"):
+        return np.frombuffer(tmap.param_bytes(), np.uint8).copy()
+    return np.frombuffer(ctypes.string_at(int(tmap.getPtr()), 128), np.uint8).copy()
+
+
+def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
+    """name -> (shape, run, expected): ``run()`` launches through helpers.gpu and returns the outputs."""
+    from helpers import gpu
+
+    out: dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]] = {}
+
+    def wait_loops() -> np.ndarray:
+        k = gpu.compile(WAIT_LOOPS, "wait_loops")
+        o = gpu.poison(128, np.int32)
+        gpu.launch(k, 1, 128, 0, o)
+        return o.to_host()
+
+    out["inline-asm wait loops x16"] = ("8 phases, 128 threads", wait_loops,
+                                        (28000 + 8 * np.arange(128)).astype(np.int32))
+
+    src = np.random.default_rng(31).integers(0, 1 << 16, (128, 128)).astype(np.uint16)
+
+    def libcudacxx() -> np.ndarray:
+        k = gpu.compile(LIBCUDACXX_TMA, "libcudacxx_tma")
+        din, dout = gpu.to_device(src), gpu.poison((128, 128), np.uint16)
+        gpu.launch(k, (2, 2), 128, 0, gpu.tensor_map_2d(din, 64, 64, swizzle=0),
+                   gpu.tensor_map_2d(dout, 64, 64, swizzle=0))
+        return dout.to_host()
+
+    out["cuda::barrier + cde TMA"] = ("128x128 u16, 4 blocks", libcudacxx, (src * 3 + 1).astype(np.uint16))
+
+    def cluster() -> np.ndarray:
+        k = gpu.compile(CLUSTER_DIMS, "cluster_ranks")
+        o = gpu.poison(16, np.uint32)
+        gpu.launch(k, 4, 64, 0, o)  # no cluster argument: the kernel's __cluster_dims__ decides
+        return o.to_host()
+
+    want = np.array([[r, 2, 1, 100 + (b ^ 1)] for b, r in zip(range(4), (0, 1, 0, 1), strict=True)], np.uint32)
+    out["__cluster_dims__ launch"] = ("4 blocks, clusters of 2 from the kernel", cluster, want.ravel())
+
+    ins = np.random.default_rng(32).integers(-1000, 1000, 128).astype(np.int32)
+
+    def warp() -> np.ndarray:
+        k = gpu.compile(WARP_IDIOMS, "warp_idioms")
+        o = gpu.poison(384, np.int32)
+        gpu.launch(k, 1, 128, 0, gpu.to_device(ins), o)
+        return o.to_host()
+
+    t = np.arange(128)
+    first = ins[(t // 64) * 64 + ((t % 64) ^ 5)]
+    regs = np.array([[(int(ins[(x + i) % 128]) & 0xFFFF) | ((x * 4 + i) << 16) for i in range(4)] for x in range(32)],
+                    np.uint32)
+    # stmatrix .trans of x4 then ldmatrix (plain) of the same rows: fragment of lane l, register i holds the
+    # transposed 8x8 matrix i's elements (row l//4, columns 2*(l%4), +1)
+    mats = np.zeros((4, 8, 8), np.uint16)
+    for i in range(4):
+        frag = regs[:, i]
+        for x in range(32):
+            r, c = x // 4, 2 * (x % 4)
+            mats[i, c, r] = frag[x] & 0xFFFF
+            mats[i, c + 1, r] = frag[x] >> 16
+    q = np.zeros((32, 4), np.uint32)
+    for i in range(4):
+        for x in range(32):
+            r, c = x // 4, 2 * (x % 4)
+            q[x, i] = int(mats[i, r, c]) | (int(mats[i, r, c + 1]) << 16)
+    want = np.concatenate([first, np.full(128, 4, np.int32), q.ravel().view(np.int32)])
+    out["named barriers, elect.sync, stmatrix/ldmatrix"] = ("128 threads", warp, want)
+
+    vol = np.random.default_rng(33).integers(0, 1 << 16, (3, 16, 64)).astype(np.uint16)  # dims (z, y, x)
+
+    def by_pointer() -> np.ndarray:
+        k = gpu.compile(TMAP_BY_POINTER, "tmap_by_pointer")
+        dv = gpu.to_device(vol)
+        tmap = gpu.encode_tiled(np.uint16, dv.ptr, [64, 16, 3], [128, 16 * 128], [16, 8, 4], swizzle=0)
+        dmap = gpu.to_device(_map_bytes(tmap))
+        o = gpu.poison(4 * 512, np.uint16)
+        gpu.launch(k, 4, 64, 0, dmap, o)
+        return o.to_host()
+
+    boxes = []
+    for b in range(4):
+        box = np.zeros((4, 8, 16), np.uint16)  # z 1..4 (out of bounds at 3: zero), y 8..15, x 16b..16b+15
+        box[:2] = vol[1:3, 8:16, 16 * b:16 * b + 16]
+        boxes.append(box.ravel())
+    out["3-D tensor map passed by pointer"] = ("box 16x8x4 with an out-of-bounds plane", by_pointer,
+                                               np.concatenate(boxes))
+
+    order = _hilbert_order(4)
+    xs = np.random.default_rng(34).standard_normal(16 * 16).astype(np.float32)
+
+    def persistent() -> np.ndarray:
+        k = gpu.compile(PERSISTENT, "persistent")
+        y = gpu.poison(16 * 64, np.float32)
+        gpu.launch(k, 3, 64, 0, gpu.to_device(order), np.int32(16), gpu.to_device(xs), y, gpu.zeros(1, np.int32))
+        return y.to_host()
+
+    acc = np.zeros(16, np.float32)
+    for j in range(16):
+        acc = (xs.reshape(16, 16)[:, j].astype(np.float64) * (j + 1) + acc).astype(np.float32)  # fmaf: one rounding
+    want = (acc[:, None] + np.arange(64, dtype=np.float32)[None, :]).astype(np.float32).ravel()
+    out["persistent loop over a Hilbert schedule"] = ("16 tiles on 3 blocks", persistent, want)
+
+    idx = np.random.default_rng(35).integers(0, 24, 32).astype(np.int32)
+
+    def misc() -> np.ndarray:
+        k = gpu.compile(MISC, "misc")
+        o = gpu.poison(64, np.int32)
+        gpu.launch(k, 1, 32, 0, gpu.to_device(idx), o)
+        return o.to_host()
+
+    sums = np.array([sum(((idx[x] + 5 * i) % 24) ** 2 + x for i in range(24)) for x in range(32)], np.int32)
+    out["globaltimer, clock64, local arrays, printf"] = ("32 threads", misc,
+                                                         np.concatenate([sums, np.full(32, 3, np.int32)]))
+    return out
+
+
+def _hilbert_order(n: int) -> np.ndarray:
+    """The tiles of an n x n grid (row-major index) in the order a Hilbert curve visits them."""
+    def d2xy(d: int) -> tuple[int, int]:
+        x = y = 0
+        s, t = 1, d
+        while s < n:
+            rx = 1 & (t // 2)
+            ry = 1 & (t ^ rx)
+            if ry == 0:
+                if rx == 1:
+                    x, y = s - 1 - x, s - 1 - y
+                x, y = y, x
+            x += s * rx
+            y += s * ry
+            t //= 4
+            s *= 2
+        return x, y
+
+    return np.array([y * n + x for x, y in (d2xy(d) for d in range(n * n))], np.int32)

@@ -1,0 +1,91 @@
+"""Kernels written in the idioms of published Hopper code (tests/ptx/foreign.py) run on the executor unchanged and
+give the outputs a correct run gives, bit for bit; the same cases run on the H100 in tools/h100/executor_vs_h100.py.
+Also: the scoping of labels that made such kernels jump to the wrong place, and the launch rules the driver applies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from foreign import cases
+
+from helpers import gpu
+
+CASES = cases()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_foreign_kernel_runs_bit_for_bit(name: str) -> None:
+    _shape, run, want = CASES[name]
+    got = run()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    bad = np.flatnonzero(got.view(np.uint8) != want.view(np.uint8))
+    assert bad.size == 0, f"{bad.size} bytes differ, first at byte {bad[0]}"
+
+
+LABELS = r"""
+__device__ __forceinline__ int sign(int v) {
+  int r;
+  asm volatile("{\n .reg .pred P1;\n setp.gt.s32 P1, %1, 0;\n @P1 bra POS;\n mov.s32 %0, -1;\n bra DONE;\n"
+               " POS:\n mov.s32 %0, 1;\n DONE:\n}\n" : "=r"(r) : "r"(v));
+  return r;
+}
+extern "C" __global__ void labels(const int* x, int* out) {
+  const int t = threadIdx.x;
+  out[t] = sign(x[t]) * 10 + sign(x[t] - 5);
+}
+"""
+
+
+def test_an_asm_block_inlined_twice_keeps_its_own_labels() -> None:
+    """Two copies of one asm block define POS and DONE twice: each branch goes to its own scope's label."""
+    x = np.arange(-4, 12, dtype=np.int32)
+    o = gpu.poison(16, np.int32)
+    gpu.launch(gpu.compile(LABELS, "labels"), 1, 16, 0, gpu.to_device(x), o)
+    assert np.array_equal(o.to_host(), np.where(x > 0, 1, -1) * 10 + np.where(x > 5, 1, -1))
+
+
+def test_labels_are_scoped_in_the_parsed_program() -> None:
+    from helpers.gpu.executor.program import load_program
+
+    k = gpu.compile(LABELS, "labels")
+    labels = [name for (_f, name) in load_program(k.ptx, "labels").labels]
+    assert sorted(n.split("@")[0] for n in labels) == ["DONE", "DONE", "POS", "POS"] and len(set(labels)) == 4
+
+
+BOUNDS = r"""
+extern "C" __global__ void __cluster_dims__(2, 1, 1) fixed(int* o) { o[blockIdx.x] = 1; }
+extern "C" __global__ void __launch_bounds__(64) small(int* o) { o[threadIdx.x] = 1; }
+extern "C" __global__ void __launch_bounds__(128, 1, 2) ranked(int* o) { o[threadIdx.x] = 1; }
+extern "C" __global__ void plain(int* o) { o[threadIdx.x] = 1; }
+"""
+
+
+@pytest.mark.parametrize("kernel, grid, block, smem, cluster, error, words", [
+    ("fixed", 4, 32, 0, (4, 1, 1), "CUDA_ERROR_INVALID_VALUE", "fixes its cluster size at (2, 1, 1)"),
+    ("fixed", 3, 32, 0, None, "CUDA_ERROR_INVALID_VALUE", "not a whole number of clusters of (2, 1, 1)"),
+    ("small", 1, 128, 0, None, "CUDA_ERROR_INVALID_VALUE", "at most 64 threads a block"),
+    ("ranked", 4, 32, 0, (4, 1, 1), "CUDA_ERROR_INVALID_CLUSTER_SIZE", "at most 2 blocks a cluster"),
+    ("plain", (1, 70000), 32, 0, None, "CUDA_ERROR_INVALID_VALUE", "grid's y size is 70000"),
+])
+def test_launches_the_driver_refuses_are_refused_with_its_error(kernel: str, grid: object, block: int, smem: int,
+                                                                 cluster: object, error: str, words: str) -> None:
+    k = gpu.compile(BOUNDS, kernel)
+    with pytest.raises(gpu.LaunchError) as e:
+        gpu.launch(k, grid, block, smem, gpu.zeros(256, np.int32), cluster=cluster)
+    assert "could not be launched: " in str(e.value) and words in str(e.value) and str(e.value).endswith(f"[{error}]")
+
+
+def test_cluster_dims_from_the_kernel_when_the_launch_gives_none() -> None:
+    from helpers.gpu.executor import launchcheck
+    from helpers.gpu.executor.program import load_program
+
+    b = launchcheck.bounds_of(load_program(gpu.compile(BOUNDS, "fixed").ptx, "fixed"))
+    assert b.reqnctapercluster == (2, 1, 1) and b.explicitcluster
+    assert launchcheck.check_launch(b, (4, 1, 1), (32, 1, 1), None, 0) == (2, 1, 1)
+    assert launchcheck.check_launch(b, (4, 1, 1), (32, 1, 1), (2, 1, 1), 0) == (2, 1, 1)
+    plain = launchcheck.KernelBounds()
+    with pytest.raises(launchcheck.LaunchRefused, match="allows 49136"):
+        launchcheck.check_launch(plain, (1, 1, 1), (32, 1, 1), None, 49136 + 1, static_smem=16)
+    with pytest.raises(launchcheck.LaunchRefused, match="CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
+        launchcheck.check_launch(plain, (1, 1, 1), (1024, 1, 1), None, 0, registers=65)
+    assert launchcheck.check_launch(plain, (1, 1, 1), (1024, 1, 1), None, 0, registers=64) is None
