@@ -150,7 +150,7 @@ def test_sass_capture_claims():
 def test_sass_still_so_with_this_toolchain():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("arrive_sass", ROOT / "tools" / "lab56" / "arrive_sass.py")
+    spec = importlib.util.spec_from_file_location("arrive_sass", ROOT / "tools" / "h100" / "arrive_sass.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     nvdisasm = tool.find_nvdisasm()
