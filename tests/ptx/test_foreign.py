@@ -61,8 +61,8 @@ extern "C" __global__ void plain(int* o) { o[threadIdx.x] = 1; }
 
 
 @pytest.mark.parametrize("kernel, grid, block, smem, cluster, error, words", [
-    ("fixed", 4, 32, 0, (4, 1, 1), "CUDA_ERROR_INVALID_VALUE", "fixes its cluster size at (2, 1, 1)"),
-    ("fixed", 3, 32, 0, None, "CUDA_ERROR_INVALID_VALUE", "not a whole number of clusters of (2, 1, 1)"),
+    ("fixed", 4, 32, 0, (4, 1, 1), "CUDA_ERROR_INVALID_CLUSTER_SIZE", "fixes its cluster size at (2, 1, 1)"),
+    ("fixed", 3, 32, 0, None, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "not a whole number of clusters of (2, 1, 1)"),
     ("small", 1, 128, 0, None, "CUDA_ERROR_INVALID_VALUE", "at most 64 threads a block"),
     ("ranked", 4, 32, 0, (4, 1, 1), "CUDA_ERROR_INVALID_CLUSTER_SIZE", "at most 2 blocks a cluster"),
     ("plain", (1, 70000), 32, 0, None, "CUDA_ERROR_INVALID_VALUE", "grid's y size is 70000"),

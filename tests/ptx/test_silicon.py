@@ -50,3 +50,24 @@ def test_failure_sentences_are_the_gpus(fixture: dict) -> None:
     bad = [f"{s['demo']}:\n  gpu: {s['gpu']}\n  emulator: {s['emulator']}" for s in fixture["sentences"]
            if not (s["identical"] or (s["demo"] == "deadlock_demo" and s.get("same_but_waiter")))]
     assert not bad, "\n".join(bad)
+
+
+def test_the_executor_refuses_what_the_h100_refused(fixture: dict) -> None:
+    """Each launch the H100 was asked (tools/h100/executor_vs_h100.py, ``launch_refusals``), asked again of the
+    executor as it is now: the same verdict, the driver's error name."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("executor_vs_h100", FIXTURE.parents[2] / "tools" / "h100" /
+                                                  "executor_vs_h100.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    saved = os.environ.get("HELPERS_EXECUTOR")
+    try:
+        now = {r["launch"]: r["emulator"] for r in tool.launch_refusals()}
+    finally:
+        os.environ.pop("HELPERS_EXECUTOR", None) if saved is None else os.environ.__setitem__("HELPERS_EXECUTOR", saved)
+    assert fixture["refusals"], "the fixture holds the H100's launch verdicts"
+    differ = [f"{r['launch']}: H100 {r['gpu']}, executor {now.get(r['launch'])}" for r in fixture["refusals"]
+              if now.get(r["launch"]) != r["gpu"]]
+    assert differ == []

@@ -125,7 +125,8 @@ def check_launch(bounds: KernelBounds, grid: tuple[int, int, int], block: tuple[
         return None
     n = _prod(size)
     if any(g % c for g, c in zip(grid, size, strict=True)):
-        raise LaunchRefused(inval, f"the grid {grid} is not a whole number of clusters of {size}")
+        raise LaunchRefused("CUDA_ERROR_INVALID_CLUSTER_SIZE", f"the grid {grid} is not a whole number of clusters "
+                                                               f"of {size}")
     if bounds.maxclusterrank is not None and n > bounds.maxclusterrank:
         raise LaunchRefused("CUDA_ERROR_INVALID_CLUSTER_SIZE",
                             f"the kernel allows at most {bounds.maxclusterrank} blocks a cluster (.maxclusterrank); "
@@ -143,8 +144,8 @@ def _resolve_cluster(bounds: KernelBounds, cluster: tuple[int, int, int] | None)
     inval = "CUDA_ERROR_INVALID_VALUE"
     fixed = bounds.reqnctapercluster
     if fixed is not None and cluster is not None and tuple(cluster) != fixed:
-        raise LaunchRefused(inval, f"the kernel fixes its cluster size at {fixed} (__cluster_dims__, "
-                                   f".reqnctapercluster); the launch asks for {tuple(cluster)}")
+        raise LaunchRefused("CUDA_ERROR_INVALID_CLUSTER_SIZE", f"the kernel fixes its cluster size at {fixed} "
+                            f"(__cluster_dims__, .reqnctapercluster); the launch asks for {tuple(cluster)}")
     size = fixed if fixed is not None else (tuple(cluster) if cluster is not None else None)
     if size is None and bounds.explicitcluster:
         raise LaunchRefused(inval, "the kernel must run in clusters (.explicitcluster) and neither the kernel nor the "
