@@ -38,7 +38,8 @@ def _text(path: str) -> str:
     return "\n".join(c.source for c in _nb(path).cells)
 
 
-NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for d in ("lessons", "solutions", "labs") for p in (ROOT / d).glob("*.ipynb"))
+NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for d in ("lessons", "solutions", "labs")
+                   for p in (ROOT / d).glob("*.ipynb"))
 
 
 def _only_middle(schedule: str = "hybrid") -> list[int]:

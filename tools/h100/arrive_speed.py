@@ -38,8 +38,8 @@ def variants() -> dict[str, str]:
     src = lab7.lab6_source()
     if "hopper::mbar_arrive_cluster(" not in src:
         raise ValueError("bench/kernels/lab6_persistent.cu no longer arrives with hopper::mbar_arrive_cluster")
-    return {"plain arrive": src,
-            ".release.cluster arrive": src.replace("hopper::mbar_arrive_cluster(", "hopper::mbar_arrive_cluster_release(")}
+    release = src.replace("hopper::mbar_arrive_cluster(", "hopper::mbar_arrive_cluster_release(")
+    return {"plain arrive": src, ".release.cluster arrive": release}
 
 
 def timed(sources: dict[str, str], shapes: list[tuple[int, int, int]], rounds: int) -> dict:
@@ -50,7 +50,8 @@ def timed(sources: dict[str, str], shapes: list[tuple[int, int, int]], rounds: i
         for m, n, k in shapes:
             for _ in range(rounds):
                 for name, kernel in kernels.items():
-                    def make(a: object, b: object, c: object, kernel: object = kernel) -> object:
+                    def make(a: object, b: object, c: object, kernel: object = kernel, m: int = m, n: int = n,
+                             k: int = k) -> object:
                         grid = gpu.persistent_grid(kernel, 384, lab7.SMEM_BYTES, cluster=2,
                                                    work=math.ceil(m / 256) * math.ceil(n / 256))
                         return gpu.prepare(kernel, (grid, 1, 1), 384, lab7.SMEM_BYTES, lab7._tmap(a, 128, 64),

@@ -113,7 +113,7 @@ _FULL_OPTIONS = [
 
 #: what makes up num_consumers*128 + 1 on a full[] barrier built from cuda::barrier
 full_count = Quiz(
-    "A ring built from `cuda::barrier` with 2 consumer warpgroups initialises each `full[q]` (a `cuda::barrier`) with `2*128 + 1` "
+    "A ring built from `cuda::barrier`s with 2 consumer warpgroups initialises each `full[q]` with `2*128 + 1` "
     "arrivals. Consumers do `full[q].wait(full[q].arrive())`; the producer issues two TMA loads and "
     "`barrier_arrive_tx(full[q], 1, bytes)`. Which arrivals make up the 257?",
     judge=choice(_FULL_OPTIONS[0], {
