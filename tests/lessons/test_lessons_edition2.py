@@ -246,12 +246,12 @@ def test_the_write_ups_full_count_is_consumers_plus_the_producers_arrival():
 
 
 def test_pre_posted_empty_arrivals_equal_the_flipped_parity_wait():
-    src = next(c.source for c in _cells("02") if c.source.startswith("def write_up_producer"))
+    src = next(c.source for c in _cells("02") if c.source.startswith("def quoted_producer"))
     ns: dict = {"mbarrier": mbarrier}
     exec(src.split("\nfor forget in")[0], ns)
     for slots in (2, 3, 5):
         for forget in (None, 0, 1, 4):
-            a = ns["write_up_producer"](12, slots=slots, forget=forget)
+            a = ns["quoted_producer"](12, slots=slots, forget=forget)
             b = ns["course_producer"](12, slots=slots, forget=forget)
             assert a == b
             if forget is not None:

@@ -113,7 +113,7 @@ _FULL_OPTIONS = [
 
 #: what makes up num_consumers*128 + 1 on a full[] barrier built from cuda::barrier
 full_count = Quiz(
-    "A write-up with 2 consumer warpgroups initialises each `full[q]` (a `cuda::barrier`) with `2*128 + 1` "
+    "A ring built from `cuda::barrier`s with 2 consumer warpgroups initialises each `full[q]` with `2*128 + 1` "
     "arrivals. Consumers do `full[q].wait(full[q].arrive())`; the producer issues two TMA loads and "
     "`barrier_arrive_tx(full[q], 1, bytes)`. Which arrivals make up the 257?",
     judge=choice(_FULL_OPTIONS[0], {
@@ -143,7 +143,7 @@ overdelivery = Quiz(
     "A phase is armed with `arrive.expect_tx(8192)` (arrival count 1) and then receives 16384 bytes in one "
     "`complete_tx`. What happens to the phase?",
     judge=choice(_OVER_OPTIONS[0], {
-        _OVER_OPTIONS[1]: "that is what a common write-up claims; the H100 replay says otherwise: look at the "
+        _OVER_OPTIONS[1]: "that is a claim that circulates; the H100 replay says otherwise: look at the "
                           "tx-count after the bytes",
         _OVER_OPTIONS[2]: "the phase needs the tx-count at exactly zero, and 8192 − 16384 is not zero",
         _OVER_OPTIONS[3]: "nothing checks the count when bytes land; the count simply goes negative",

@@ -90,9 +90,9 @@ _SCALE_OPTIONS = [
     "scale-d = 1 means overwrite D; the two 0s zero the accumulators",
 ]
 
-#: what the five template arguments of a common write-up's wrapper mean
+#: what the five template arguments of a wgmma wrapper mean
 template_args = Quiz(
-    "A common write-up calls `wgmma64<1, 1, 1, 0, 0>(d, &sA[k*16], &sB[k*16])`, which fills the last five "
+    "A wrapper called as `wgmma64<1, 1, 1, 0, 0>(d, &sA[k*16], &sB[k*16])` fills the last five "
     "operands of `wgmma.mma_async` (scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b). What do they say?",
     judge=choice(_SCALE_OPTIONS[0], {
         _SCALE_OPTIONS[1]: "scale-d is not a multiplier: it chooses between D = A·B + D (true) and D = A·B (false)",

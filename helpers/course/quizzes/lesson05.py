@@ -107,15 +107,28 @@ remote_arrive = Quiz(
              "mbarrier.arrive.release.cluster.shared::cluster.b64 (after mapa)",
              "mbarrier.arrive.shared::cta.b64 on its own barrier, twice"],
     hint="what does the consumer need to publish, and at what cost does the other form publish more?",
-    explanation="the default release at CTA scope covers 'my reads are done'; the .release.cluster form put a "
-                "MEMBAR.ALL.GPU before every arrive in the K loop (547 vs 794 TFLOP/s measured at 8192³)",
+    explanation="the plain remote arrive hands a stage back the way CUTLASS's ClusterBarrier::arrive(cta_id) does "
+                "(a convention the hardware honours, not a memory-model guarantee to another block); the "
+                ".release.cluster form puts a MEMBAR.ALL.GPU before every arrive in the K loop (Lesson 05 shows "
+                "what it costs, both forms timed in one run)",
     wrong=("mbarrier.arrive.release.cluster.shared::cluster.b64 (after mapa)",
            "mbarrier.arrive.shared::cta.b64 on its own barrier, twice"))
 
 #: cooperative vs ping-pong
 pingpong = Quiz(
-    "K is short, so a tile's epilogue takes almost as long as its mainloop. Which design keeps the tensor cores "
-    "busy during epilogues?", answer="ping-pong", choices=["cooperative", "ping-pong"],
+    "K is short, so a tile's epilogue takes almost as long as its mainloop (but no longer). Which design keeps the "
+    "tensor cores busy during epilogues?", answer="ping-pong", choices=["cooperative", "ping-pong"],
     hint="in which design does one warpgroup's epilogue run while the other's mainloop uses the tensor cores?",
-    explanation="ping-pong: the consumers alternate tiles; the cost is a smaller tile per warpgroup (more bytes "
-                "loaded per FLOP)", wrong=("cooperative",))
+    explanation="ping-pong: the consumers alternate tiles, and a mainloop at least as long as an epilogue hides it "
+                "completely; the cost is a smaller tile per warpgroup (128×128, 64 FLOP/B against 85.3)",
+    wrong=("cooperative",))
+
+#: ping-pong's tile
+pingpong_intensity = Quiz(
+    "In a ping-pong kernel each consumer warpgroup owns a whole tile in its 128 fp32 accumulators per thread "
+    "(128 threads). For the largest such tile that is square, how many FLOP does each loaded bf16 byte feed?",
+    _near(64, 0.5, {51.2: "that is a 64×256 tile: the same registers, but a narrower tile feeds fewer FLOPs",
+                    85.33: "that is the cooperative's 128×256, two warpgroups' registers",
+                    128: "that is 256×256"}),
+    right="64", hint="128 × 128 accumulators = 16384 = 128 threads × 128; then BM·BN / (BM + BN)",
+    wrong=("51.2", "85.3", "128"))
