@@ -10,7 +10,8 @@ import pytest
 from helpers.course import author, labgen
 
 ANSWER = 'def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    return 2 * x\n    ### END SOLUTION\n'
-CHECK = "from helpers.course import grading\nwith grading.check('double') as c:\n    c.equal('double(2)', double(2), 4)\n"
+CHECK = ("from helpers.course import grading\nwith grading.check('double') as c:\n"
+         "    c.equal('double(2)', double(2), 4)\n")
 WRITTEN = "Why?\n\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION\n"
 
 
