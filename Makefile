@@ -9,13 +9,15 @@ PORT   ?= 8888
 WORK   := my-work
 FIRST_LESSON := lessons/00_big_picture.ipynb
 
-.PHONY: lab test lint labs check-labs validate gpu-test bench strip nbgrader clean help
+.PHONY: lab test test-fast lint labs check check-labs validate gpu-test bench strip nbgrader clean help
 
 help:
 	@echo "make lab        start JupyterLab on your copy of the course in $(WORK)/ (sets up $(VENV) first)"
 	@echo "make test       lint, check labs/ is generated, validate every notebook, run the test suite"
+	@echo "make test-fast  only what your change touches: its tests, its notebooks (SINCE=main adds your commits)"
+	@echo "make check      every authoring mistake in the notebooks, one line each with its fix (seconds)"
 	@echo "make labs       regenerate labs/ from solutions/ (keeps a lab you edited; writes the new one beside it)"
-	@echo "make validate   execute lessons, solutions (checks pass) and labs (checks fail on the stubs)"
+	@echo "make validate   execute lessons, solutions (checks pass) and labs (checks fail on the stubs); NB=lab1: one"
 	@echo "make gpu-test   the tests that need a Hopper GPU"
 	@echo "make bench      benchmarks against cuBLAS, on a Hopper GPU"
 	@echo "make strip      remove outputs from the course's notebooks before committing (never from $(WORK)/)"
@@ -50,6 +52,10 @@ lab: $(VENV)/.course-installed
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check helpers tests bench tools
 
+# `make labs` and `make validate` run the checks of `make check` first.
+check: $(VENV)/.dev-installed
+	$(PY) -m helpers.course.author check
+
 labs: $(VENV)/.dev-installed
 	$(PY) -m helpers.course.labgen generate
 
@@ -57,10 +63,13 @@ check-labs: $(VENV)/.dev-installed
 	$(PY) -m helpers.course.labgen check
 
 validate: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen validate
+	$(PY) -m helpers.course.labgen validate $(if $(NB),--only $(NB))
 
 test: lint check-labs validate
 	$(PY) -m pytest tests
+
+test-fast: $(VENV)/.dev-installed
+	$(PY) -m helpers.course.affected $(if $(SINCE),--since $(SINCE))
 
 gpu-test: $(VENV)/.gpu-installed
 	$(PY) -m pytest -m gpu -v tests

@@ -18,6 +18,10 @@ Command line (the Makefile calls these)::
     python -m helpers.course.labgen generate   # write labs/ from solutions/ (never overwrites a student's edits)
     python -m helpers.course.labgen check      # fail if labs/ is out of date with solutions/
     python -m helpers.course.labgen validate   # execute lessons, solutions and labs; assert the graded cells behave
+
+``generate`` and ``validate`` first run ``lint``: every authoring mistake found without running a notebook (the
+regions and hints, the cells' nbgrader roles, ids and points, graders that do not exist, a stale labs/), one line
+each with its fix (``make check`` runs it alone). ``validate`` fails a notebook whose output holds a warning.
 """
 
 from __future__ import annotations
@@ -45,11 +49,20 @@ MANIFEST = ".labgen.json"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
-__all__ = ["GenerationError", "student_version", "generate", "check", "validate"]
+__all__ = ["GenerationError", "Problem", "student_version", "regions", "generate", "check", "stale", "lint",
+           "report", "validate"]
 
 
 class GenerationError(ValueError):
-    """A solution notebook breaks a rule of the generator (e.g. an unclosed region or a region without hint)."""
+    """A solution notebook breaks a rule of the generator (e.g. an unclosed region or a region without hint);
+    ``fix`` says what to do about it."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+FIX_FENCES = f"close each '{BEGIN}' with '{END}' before the next one opens"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -93,12 +106,16 @@ def _region(lines: list[str], where: str, language: str) -> SolutionRegion:
             continue
         tier, text = parsed
         if tier in hints:
-            raise GenerationError(f"{where}: two '# HINT {tier}:' lines in one solution region")
+            raise GenerationError(f"{where}: two '# HINT {tier}:' lines in one solution region",
+                                  "keep one hint line per tier")
         hints[tier] = text
     if language != "markdown" and 0 not in hints:
-        raise GenerationError(f"{where}: the solution region has no '# HINT: …' line")
+        raise GenerationError(f"{where}: the solution region has no '# HINT: …' line",
+                              "add a line '# HINT: <what to do, in words>' inside the region: it becomes the stub's "
+                              "message")
     if hints and sorted(hints) != list(range(len(hints))):
-        raise GenerationError(f"{where}: hint tiers {sorted(hints)} have a gap (HINT, HINT 1, HINT 2, …)")
+        raise GenerationError(f"{where}: hint tiers {sorted(hints)} have a gap (HINT, HINT 1, HINT 2, …)",
+                              "number the hints HINT, HINT 1, HINT 2, … without a gap")
     region = SolutionRegion(hints, body, language)
     for tier in (0, 1):
         if tier in hints:
@@ -106,7 +123,8 @@ def _region(lines: list[str], where: str, language: str) -> SolutionRegion:
             if leaked:
                 name = "HINT" if tier == 0 else "HINT 1"
                 raise GenerationError(f"{where}: '# {name}:' gives the answer away: it contains the solution line "
-                                      f"{leaked[0]!r} (hints 0 and 1 say what to do and where to look, not the code)")
+                                      f"{leaked[0]!r} (hints 0 and 1 say what to do and where to look, not the code)",
+                                      f"say in words what '# {name}:' asks for; keep the code in the region")
     return region
 
 
@@ -123,24 +141,24 @@ def _clear_regions(source: str, where: str, markdown: bool, *, exercise: str | N
     for n, line in enumerate(lines, 1):
         if BEGIN_HIDDEN in line:
             if hidden:
-                raise GenerationError(f"{where}, line {n}: nested {BEGIN_HIDDEN}")
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN_HIDDEN}", FIX_FENCES)
             hidden = True
             continue
         if END_HIDDEN in line:
             if not hidden:
-                raise GenerationError(f"{where}, line {n}: {END_HIDDEN} without a begin")
+                raise GenerationError(f"{where}, line {n}: {END_HIDDEN} without a begin", FIX_FENCES)
             hidden = False
             continue
         if hidden:
             continue
         if BEGIN in line:
             if region is not None:
-                raise GenerationError(f"{where}, line {n}: nested {BEGIN}")
+                raise GenerationError(f"{where}, line {n}: nested {BEGIN}", FIX_FENCES)
             region, begin_line = [], line
             continue
         if END in line:
             if region is None:
-                raise GenerationError(f"{where}, line {n}: {END} without a begin")
+                raise GenerationError(f"{where}, line {n}: {END} without a begin", FIX_FENCES)
             indent = re.match(r"\s*", begin_line).group(0)
             language = "markdown" if markdown else ("cuda" if begin_line.strip().startswith("//") else "python")
             info = _region(region, f"{where}, line {n}", language)
@@ -159,10 +177,17 @@ def _clear_regions(source: str, where: str, markdown: bool, *, exercise: str | N
         else:
             out.append(line)
     if region is not None:
-        raise GenerationError(f"{where}: {BEGIN} is never closed")
+        raise GenerationError(f"{where}: {BEGIN} is never closed", FIX_FENCES)
     if hidden:
-        raise GenerationError(f"{where}: {BEGIN_HIDDEN} is never closed")
+        raise GenerationError(f"{where}: {BEGIN_HIDDEN} is never closed", f"close it with '{END_HIDDEN}'")
     return "\n".join(out), count
+
+
+def regions(source: str, where: str, markdown: bool) -> list[SolutionRegion]:
+    """The solution regions of one cell's source; raises GenerationError (with its fix) where a rule is broken."""
+    found: list[SolutionRegion] = []
+    _clear_regions(source, where, markdown, found=found)
+    return found
 
 
 def _strip_outputs(nb: nbformat.NotebookNode) -> None:
@@ -188,7 +213,8 @@ def student_version(solution: Path) -> str:
         cell.source = new
         regions += n
     if regions == 0:
-        raise GenerationError(f"{solution.name} has no {BEGIN} region: a lab needs at least one exercise")
+        raise GenerationError(f"{solution.name} has no {BEGIN} region: a lab needs at least one exercise",
+                              "add one: python -m helpers.course.author new-exercise")
     banner = nbformat.v4.new_markdown_cell(
         f"> **Student notebook**, generated from `solutions/{solution.name}` by `make labs`. "
         "Write your code where it says `YOUR CODE HERE`, then run the check cell below it."
@@ -255,8 +281,10 @@ def _assigned_string(source: str, variable: str, where: str) -> str:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return node.value.value
-            raise GenerationError(f"{where}: {variable} must be assigned one string literal (the kernel alone)")
-    raise GenerationError(f"{where}: the cell is marked as holding kernel {variable} but does not assign it")
+            raise GenerationError(f"{where}: {variable} must be assigned one string literal (the kernel alone)",
+                                  f'write the cell as {variable} = r"""<the kernel>"""')
+    raise GenerationError(f"{where}: the cell is marked as holding kernel {variable} but does not assign it",
+                          f"assign {variable} in that cell, or remove its labgen kernel metadata")
 
 
 def lab_data_text(root: Path = ROOT) -> str:
@@ -295,9 +323,10 @@ def generate(force: bool = False, root: Path = ROOT) -> int:
                 beside.write_text(text)
                 refused.append((target, beside))
                 continue
-        target.write_text(text)
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+            print(f"wrote {target.relative_to(root)}")
         manifest[sol.name] = _digest(text)
-        print(f"wrote {target.relative_to(root)}")
     for name in list(manifest):
         if not (root / "solutions" / name).exists():
             manifest.pop(name)
@@ -317,16 +346,22 @@ def generate(force: bool = False, root: Path = ROOT) -> int:
     return 1 if refused else 0
 
 
-def check(root: Path = ROOT) -> int:
-    """0 when every lab equals what ``generate`` would write from its solution, else 1 with the reasons."""
+def stale(root: Path = ROOT) -> list[str]:
+    """What is out of date in labs/ (and the hints file) compared with what solutions/ generates; empty when
+    nothing is."""
     problems = []
     labs = root / "labs"
+    manifest = _read_manifest(labs)
     for sol in _solutions(root):
         target = labs / sol.name
+        text = student_version(sol)
         if not target.exists():
             problems.append(f"{target.relative_to(root)} is missing")
-        elif target.read_text() != student_version(sol):
+        elif target.read_text() != text:
             problems.append(f"{target.relative_to(root)} differs from what solutions/{sol.name} generates")
+        elif manifest.get(sol.name) != _digest(text):
+            problems.append(f"labs/{MANIFEST} does not record labs/{sol.name} as generated (the next `make labs` "
+                            "after a change to its solution would keep it as a lab edited by hand)")
     data = root / LAB_DATA
     if not data.exists() or data.read_text() != lab_data_text(root):
         problems.append(f"{LAB_DATA} differs from what solutions/ generates (the hints)")
@@ -335,12 +370,234 @@ def check(root: Path = ROOT) -> int:
             continue
         if not (root / "solutions" / lab.name).exists():
             problems.append(f"{lab.relative_to(root)} has no solution in solutions/")
+    return problems
+
+
+def check(root: Path = ROOT) -> int:
+    """0 when every lab equals what ``generate`` would write from its solution, else 1 with the reasons."""
+    try:
+        problems = stale(root)
+    except GenerationError as exc:
+        print(f"✗ {exc}" + (f" — fix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
+        return 1
     for p in problems:
         print(f"labs/ out of date: {p}", file=sys.stderr)
     if problems:
         print("run `make labs` (labs/ is generated from solutions/ and never edited by hand; a student's work lives "
               "in my-work/, which `make lab` fills)", file=sys.stderr)
     return 1 if problems else 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the authoring mistakes found without running anything (make check; make labs and make validate run it first)
+# ---------------------------------------------------------------------------------------------------------
+GRADE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+AUTHOR = "python -m helpers.course.author"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One authoring mistake: the notebook (relative to the course root), the cell, what is wrong, the fix."""
+
+    path: str
+    cell: int | None
+    what: str
+    fix: str
+    grade_id: str | None = None
+
+    def __str__(self) -> str:
+        where = self.path + ("" if self.cell is None else f", cell {self.cell}")
+        where += f" ({self.grade_id})" if self.grade_id else ""
+        return f"{where}: {self.what} — fix: {self.fix}"
+
+
+def _role(meta: dict) -> str:
+    if meta.get("solution") and meta.get("grade"):
+        return "written"
+    return "answer" if meta.get("solution") else "check" if meta.get("grade") else "plain"
+
+
+def _defined_names(module: Path) -> set[str] | None:
+    """The names a module defines or imports at its top level; None when it is missing or does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(module.read_text())
+    except (OSError, SyntaxError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _mark_fix(rel: str, index: int, role: str, grade_id: str, points: float | None = None) -> str:
+    worth = "" if points is None else f" --points {points:g}"
+    return f"{AUTHOR} mark {rel} {index} --{role}{worth} --id {grade_id}"
+
+
+def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int]]:
+    """The mistakes of one solution notebook, and its exercises (exercise id -> cell of its answer)."""
+    rel = path.relative_to(root).as_posix()
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - any unreadable notebook is one plain line
+        return [Problem(rel, None, f"is not a notebook nbformat can read ({type(exc).__name__}: {exc})",
+                        "restore it with git, or open and save it in JupyterLab")], {}
+    lab = hints_mod.lab_of(path.name)
+    checks_py = Path("helpers") / "course" / "checks" / f"{lab}.py"
+    defined = _defined_names(root / checks_py)
+    problems: list[Problem] = []
+    ids: dict[str, int] = {}
+    answers: dict[str, int] = {}
+    checks: dict[str, int] = {}
+    regions = 0
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader") or {}
+        gid = meta.get("grade_id")
+        role = _role(meta)
+        code = cell.cell_type == "code"
+
+        def say(what: str, fix: str, gid: str | None = gid, i: int = i) -> None:
+            problems.append(Problem(rel, i, what, fix, gid))
+
+        where = f"{rel}, cell {i}"
+        try:
+            _, n = _clear_regions(cell.source, where, markdown=not code)
+        except GenerationError as exc:
+            say(str(exc)[len(where):].lstrip(",: "), exc.fix)
+            n = cell.source.count(BEGIN)
+        regions += n
+        if n and role == "check":
+            say("a check cell holds a solution region (nbgrader shows a check cell whole and locked)",
+                "move the region into the answer cell above it")
+        elif n and role == "plain":
+            follower = next((c for c in nb.cells[i + 1:] if c.cell_type == "code"), None)
+            next_id = (follower.metadata.get("nbgrader") or {}).get("grade_id") if follower is not None else None
+            suggested = f"{next_id}-answer" if next_id and not next_id.endswith("-answer") else f"{lab}-NAME-answer"
+            if code:
+                say("has a solution region but is not marked as an answer: nbgrader refuses the notebook and its "
+                    "hints are left out of labs.json", _mark_fix(rel, i, "answer", suggested))
+            else:
+                say("has a solution region but is not marked as a written answer: nbgrader refuses the notebook",
+                    _mark_fix(rel, i, "written", f"{lab}-NAME", 1))
+        elif not n and role in ("answer", "written") and BEGIN not in cell.source:
+            say(f"is marked as {'an answer' if role == 'answer' else 'a written answer'} but has no '{BEGIN}' "
+                "region", f"fence what students write with '{BEGIN}' / '{END}', or {AUTHOR} mark {rel} {i} --plain")
+        if not meta:
+            continue
+        if not gid:
+            say("has nbgrader metadata without a grade_id", _mark_fix(rel, i, role if role != "plain" else "answer",
+                                                                       f"{lab}-NAME"))
+            continue
+        if not GRADE_ID.match(gid):
+            say(f"grade_id {gid!r} has characters nbgrader refuses",
+                "use letters, digits, '-', '_' and '.', starting with a letter or digit")
+        if gid in ids:
+            say(f"uses the id of cell {ids[gid]}: ids are unique in a notebook (nbgrader stops at the second)",
+                _mark_fix(rel, i, role, f"{gid}-2" if role != "plain" else gid,
+                          meta.get("points") if role in ("check", "written") else None) + " (or another new id)")
+        ids.setdefault(gid, i)
+        if role in ("check", "written"):
+            points = meta.get("points")
+            if not isinstance(points, int | float) or isinstance(points, bool) or not points > 0:
+                say("is graded but worth no points", _mark_fix(rel, i, role, gid, 1))
+        if role == "check" and not code:
+            say("a check cell must be a code cell (it calls a grader)", f"{AUTHOR} mark {rel} {i} --plain")
+        if role == "written" and code:
+            say("a graded answer on a code cell: the course grades code with a check cell",
+                _mark_fix(rel, i, "answer", f"{gid}-answer" if not gid.endswith("-answer") else gid))
+        if role == "answer" and not code:
+            say("a Markdown answer is graded by hand: it is a written answer",
+                _mark_fix(rel, i, "written", hints_mod.exercise_id(gid), 1))
+        if role == "answer" and code:
+            answers.setdefault(hints_mod.exercise_id(gid), i)
+        if role == "check" and code:
+            checks.setdefault(gid, i)
+            for name in sorted(set(re.findall(rf"\b{lab}\.(\w+)\s*\(", cell.source))):
+                if defined is not None and name not in defined:
+                    say(f"calls {lab}.{name}, which {checks_py.as_posix()} does not define",
+                        f"write {name} there ({AUTHOR} new-exercise writes a grader with its tests), or correct "
+                        "the name")
+    for exercise, i in answers.items():
+        if exercise not in checks:
+            problems.append(Problem(rel, i, f"no check cell has the id {exercise!r}: an answer's id is its check's "
+                                    "id with '-answer' (students ask for hints by the check's id)",
+                                    f"give its check cell the id {exercise}, or rename this answer "
+                                    "<check id>-answer", f"{exercise}-answer"))
+    if regions == 0 and not problems:
+        problems.append(Problem(rel, None, f"has no '{BEGIN}' region: a lab needs at least one exercise",
+                                f"add one: {AUTHOR} new-exercise {lab} ID --after CELL"))
+    if not checks and not problems:
+        problems.append(Problem(rel, None, "has no graded check cell",
+                                f"mark one: {AUTHOR} mark {rel} CELL --check --points 1 --id {lab}-NAME"))
+    if not problems:
+        try:
+            from nbgrader.nbgraderformat import MetadataValidator
+        except ImportError:  # nbgrader is a dev dependency
+            pass
+        else:
+            try:
+                MetadataValidator().validate_nb(nb)
+            except Exception as exc:  # noqa: BLE001 - nbgrader's own sentence
+                problems.append(Problem(rel, None, f"nbgrader refuses its metadata: {exc}",
+                                        f"{AUTHOR} list {rel} shows every cell's role; re-mark the cell it names"))
+    return problems, answers
+
+
+def lint(root: Path = ROOT, *, labs: bool = True, only: str | None = None) -> list[Problem]:
+    """Every authoring mistake that can be found without running a notebook, in seconds: solution regions and
+    hints, cells' nbgrader roles, ids and points, check cells calling graders that do not exist, an exercise id
+    used by two labs, unreadable lessons and (with ``labs``) a stale labs/. ``only``: notebooks whose file name
+    contains it."""
+    problems: list[Problem] = []
+    owner: dict[str, str] = {}
+    for sol in _solutions(root):
+        found, exercises = _lint_solution(sol, root)
+        problems += found
+        rel = sol.relative_to(root).as_posix()
+        for exercise, i in exercises.items():
+            if exercise in owner:
+                problems.append(Problem(rel, i, f"exercise {exercise!r} is also {owner[exercise]}'s: hints are "
+                                        "looked up by exercise id across the course",
+                                        "give one of them an id starting with its own lab", f"{exercise}-answer"))
+            owner.setdefault(exercise, rel)
+    for lesson in sorted((root / "lessons").glob("*.ipynb")):
+        try:
+            nbformat.validate(nbformat.read(lesson, as_version=4))
+        except Exception as exc:  # noqa: BLE001 - one plain line
+            problems.append(Problem(lesson.relative_to(root).as_posix(), None, f"is not a valid notebook "
+                                    f"({type(exc).__name__}: {str(exc).splitlines()[0]})",
+                                    "restore it with git, or open and save it in JupyterLab"))
+    if labs and not any(p.path.startswith("solutions/") for p in problems):
+        for line in stale(root):
+            problems.append(Problem(line.split(" ", 1)[0], None, line.split(" ", 1)[1],
+                                    "make labs (labs/ is generated from solutions/)"))
+        for new in sorted((root / "labs").glob("*.new.ipynb")):
+            problems.append(Problem(new.relative_to(root).as_posix(), None, "waits beside the lab it would replace "
+                                    "(the lab there was edited by hand)", "compare the two, keep one, delete the "
+                                    "other (or python -m helpers.course.labgen generate --force)"))
+    if only:
+        problems = [p for p in problems if only in Path(p.path).name]
+    return problems
+
+
+def report(problems: list[Problem], what: str = "course notebooks") -> int:
+    """Print one line per problem (or one ✓ line); 1 when there is any."""
+    for p in problems:
+        print(f"✗ {p}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} authoring mistake{'s' if len(problems) != 1 else ''}: fix "
+              f"{'them' if len(problems) != 1 else 'it'} first (`make check` shows this list again)", file=sys.stderr)
+        return 1
+    print(f"✓ {what}: no authoring mistakes found")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -352,6 +609,29 @@ class CellResult:
     graded: bool
     grade_id: str | None
     error: str | None  # "ExceptionName: message" or None
+    warnings: list[str] = field(default_factory=list)  # "UserWarning: message", as the cell printed them
+
+
+#: A warning as Python prints it ("path.py:12: UserWarning: message"), or as a cell's own output starts it.
+_WARNING = re.compile(r"^(?:\S.*?:\d+: )?([A-Z]\w*Warning): (.+)$")
+#: What to do about a warning a widget or a lesson is known to cause.
+WARNING_FIXES = {
+    "Out of range float values are not JSON compliant":
+        "a figure holds NaN or inf, which plotly cannot send to the browser: draw None where there is no value",
+}
+
+
+def warnings_in(outputs: list) -> list[str]:
+    """The Python warnings a cell printed (its stderr stream), one "Category: message" each."""
+    found = []
+    for out in outputs:
+        if out.get("output_type") != "stream" or out.get("name") != "stderr":
+            continue
+        for line in out.get("text", "").splitlines():
+            m = _WARNING.match(line.strip())
+            if m and f"{m.group(1)}: {m.group(2)}" not in found:
+                found.append(f"{m.group(1)}: {m.group(2)}")
+    return found
 
 
 @dataclass
@@ -368,10 +648,12 @@ def _grade_info(cell) -> tuple[bool, str | None]:
     return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
 
 
-def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900) -> nbformat.NotebookNode:
+def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900,
+                 course: Path | None = None) -> nbformat.NotebookNode:
     """Execute ``nb`` in place in a fresh kernel started in ``cwd``; errors are recorded in the outputs, not
-    raised. On Linux and macOS the kernel talks over local sockets (IPC), not TCP: nothing listens on the
-    network, and the kernel has no reason to warn about unencrypted TCP."""
+    raised. ``course``: the course root whose ``helpers`` the kernel imports (first on its PYTHONPATH), whichever
+    checkout the environment was installed from. On Linux and macOS the kernel talks over local sockets (IPC),
+    not TCP: nothing listens on the network, and the kernel has no reason to warn about unencrypted TCP."""
     from nbclient import NotebookClient
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
@@ -381,13 +663,18 @@ def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900) -> nb
             client.km = client.create_kernel_manager()
             client.km.transport = "ipc"
             client.km.ip = os.path.join(sockets, "ipc")  # absolute: the kernel runs in another directory
-        client.execute()
+        if course is None:
+            client.execute()
+        else:
+            path = os.pathsep.join([str(course), *filter(None, [os.environ.get("PYTHONPATH")])])
+            client.execute(env=dict(os.environ, PYTHONPATH=path))
     return nb
 
 
-def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list[CellResult]:
+def execute(path: Path, timeout: int = 900, save_to: Path | None = None,
+            course: Path | None = None) -> list[CellResult]:
     """Run a notebook top to bottom in a fresh kernel (errors recorded, not fatal); one result per code cell."""
-    nb = run_notebook(nbformat.read(path, as_version=4), path.parent, timeout)
+    nb = run_notebook(nbformat.read(path, as_version=4), path.parent, timeout, course)
     if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
         save_to.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")
@@ -401,7 +688,7 @@ def execute(path: Path, timeout: int = 900, save_to: Path | None = None) -> list
             if out.get("output_type") == "error":
                 err = f"{out.get('ename')}: {out.get('evalue')}"
                 break
-        results.append(CellResult(i, graded, gid, err))
+        results.append(CellResult(i, graded, gid, err, warnings_in(cell.get("outputs", []))))
     return results
 
 
@@ -411,6 +698,11 @@ def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
     graded = [c for c in cells if c.graded]
     if kind in ("solution", "lab") and not graded:
         problems.append("has no graded check cell")
+    for c in cells:  # a warning in a notebook is a failure: students read it as one
+        for w in c.warnings:
+            fix = next((f for text, f in WARNING_FIXES.items() if text in w), "")
+            problems.append(f"cell {c.index}{' (' + c.grade_id + ')' if c.grade_id else ''} printed a warning: {w}"
+                            + (f" — fix: {fix}" if fix else ""))
     if kind in ("lesson", "solution"):
         for c in cells:
             if c.error:
@@ -459,7 +751,7 @@ def validate(
         t0 = time.time()
         res = NotebookResult(path, kind)
         try:
-            res.cells = execute(path, save_to=save_to)
+            res.cells = execute(path, save_to=save_to, course=root)
             res.problems = judge(path, kind, res.cells)
         except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
             res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
@@ -552,11 +844,16 @@ def main(argv: list[str] | None = None) -> int:
         return strip()
     if args.cmd == "nbgrader":
         return nbgrader_layout()
-    if args.cmd == "generate":
-        return generate(force=args.force)
-    if args.cmd == "check":
-        return check()
-    return validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs, save_to=args.save_executed)
+    try:
+        if args.cmd == "generate":  # the authoring mistakes first, each in one line
+            return report(lint(labs=False), "solutions/ and lessons/") or generate(force=args.force)
+        if args.cmd == "check":
+            return check()
+        return report(lint(only=args.only), f"notebooks matching {args.only!r}" if args.only else "course notebooks") \
+            or validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs, save_to=args.save_executed)
+    except GenerationError as exc:
+        print(f"✗ {exc}" + (f" — fix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -386,7 +386,7 @@ def test_release_fetch_work_submit_collect_autograde_and_the_gradebook(hub, page
     points = json.loads(gradebook.stdout.strip().splitlines()[-1])
     graded = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(ROOT / "solutions" / f"{LAB}.ipynb", 4).cells
               if c.metadata.get("nbgrader", {}).get("grade")]
-    assert len(graded) == 10 and {"lab1-map-args", "lab1-tile-coords"} <= set(graded)
+    assert {"lab1-map-args", "lab1-tile-coords"} <= set(graded)  # the rest read from the notebook, as many as it has
     zero = {g: 0 for g in graded if g not in ("lab1-map-args", "lab1-tile-coords")}
     assert points[ALICE] == {"lab1-map-args": 2, "lab1-tile-coords": 2, **zero}, points
     assert points[BOB] == {"lab1-map-args": 2, "lab1-tile-coords": 0, **zero}, points

@@ -124,3 +124,229 @@ def test_the_course_solutions_read_back_with_their_roles():
         roles = {author.role_of(c) for c in nb.cells}
         assert {"answer", "check"} <= roles, path.name
         assert len(author.describe(nb)) == len(nb.cells)
+
+
+def test_an_answer_region_make_labs_would_refuse_is_refused_now():
+    nb = _notebook()
+    nb.cells[2].source = ANSWER.replace("    # HINT: times two\n", "")
+    with pytest.raises(author.AuthorError, match=r"no '# HINT: …' line: add a line '# HINT: <what to do"):
+        author.mark(nb, 2, "answer", "lab0-double-answer")
+    assert "nbgrader" not in nb.cells[2].metadata
+
+
+def test_cells_are_found_by_grade_id_too():
+    nb = _notebook()
+    author.mark(nb, 3, "check", "lab0-double", 1)
+    assert author.find_cell(nb, "lab0-double") == 3
+
+
+# ------------------------------------------------------------------------------------------ scaffolds, end to end
+COURSE_PARTS = ("helpers", "solutions", "labs", "lessons", "tests/labs", "tests/platform", "tests/conftest.py",
+                "pyproject.toml")
+
+
+def _course_copy(tmp_path):
+    """A copy of the course's parts a scaffold touches, so the real notebooks and modules stay as they are."""
+    import shutil
+
+    root = tmp_path / "course"
+    for part in COURSE_PARTS:
+        source, target = labgen.ROOT / part, root / part
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.new.ipynb"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    return root
+
+
+def _run(root, *args: str, timeout: int = 600):
+    """A command in the copy (its own helpers first on the path), with a hard timeout."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _ruff_codes(root) -> str:
+    """The rule codes ruff reports in the two files a scaffold appends to, sorted (line numbers left out)."""
+    done = _run(root, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
+                "helpers/course/checks/lab1.py", "tests/labs/test_lab1.py")
+    return "\n".join(sorted(line.split(": ")[1].split(" ")[0] for line in done.stdout.splitlines() if ": " in line
+                            and line.startswith(("helpers", "tests"))))
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory):
+    """A course copy with exercise lab1-tile-bytes scaffolded after Exercise 1's check, and `make labs` run."""
+    root = _course_copy(tmp_path_factory.mktemp("scaffold"))
+    root.joinpath("ruff-before.txt").write_text(_ruff_codes(root))
+    assert author.main(["new-exercise", "lab1", "tile-bytes", "--after", "lab1-map-args", "--points", "2",
+                        "--root", str(root)]) == 0
+    assert labgen.generate(root=root) == 0
+    return root
+
+
+def test_new_exercise_writes_cells_grader_and_tests_that_fit_together(scaffolded, capsys):
+    nb = nbformat.read(scaffolded / "solutions" / "lab1_tma.ipynb", as_version=4)
+    at = author.find_cell(nb, "lab1-map-args")
+    spec, answer, check = nb.cells[at + 1:at + 4]
+    assert spec.source.startswith("## Exercise 2 · Tile bytes") and spec.cell_type == "markdown"
+    assert [author.role_of(c) for c in (answer, check)] == ["answer", "check"]
+    assert answer.metadata.nbgrader.grade_id == "lab1-tile-bytes-answer" and check.metadata.nbgrader.points == 2
+    assert check.source == "lab1.check_tile_bytes(tile_bytes)"
+    student = nbformat.read(scaffolded / "labs" / "lab1_tma.ipynb", as_version=4)
+    assert "raise NotImplementedError(\"rows times columns times the bytes of one element (stuck? " \
+           "lab1.hint('lab1-tile-bytes', 1))\")" in student.cells[at + 3].source
+    from helpers.course import hints
+
+    data = scaffolded / labgen.LAB_DATA
+    assert "a bf16 element is 16 bits wide" in hints.hint_text("lab1-tile-bytes", 1, data)
+    assert labgen.lint(scaffolded) == []
+    assert _ruff_codes(scaffolded) == (scaffolded / "ruff-before.txt").read_text()  # ruff finds nothing new
+    checks = (scaffolded / "helpers" / "course" / "checks" / "lab1.py").read_text()
+    assert '"check_tile_bytes",\n]' in checks and "def check_tile_bytes(student: Callable[[int, int], int]" in checks
+
+
+def test_the_scaffolded_tests_pass_with_the_solution_and_fail_on_a_wrong_one(scaffolded):
+    args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/labs/test_lab1.py", "-k", "tile_bytes")
+    done = _run(scaffolded, *args)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout
+    sol = scaffolded / "solutions" / "lab1_tma.ipynb"
+    right = sol.read_text()
+    try:
+        sol.write_text(right.replace("return rows * cols * 2", "return rows * cols"))
+        done = _run(scaffolded, *args)
+        assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, done.stdout
+        assert "test_tile_bytes_solution_passes_and_stub_fails" in done.stdout, done.stdout
+    finally:
+        sol.write_text(right)
+
+
+@pytest.mark.slow
+def test_make_validate_nb_lab1_passes_after_the_scaffold(scaffolded):
+    done = _run(scaffolded, "-m", "helpers.course.labgen", "validate", "--only", "lab1")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "ok   solutions/lab1_tma.ipynb (solution: 11 graded checks pass" in out
+    assert "ok   labs/lab1_tma.ipynb (lab: 11 graded checks fail on the stubs" in out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["lab9", "x", "--after", "3"], "no lab 'lab9' in solutions/"),
+    (["lab1", "map-args", "--after", "3"], "id 'lab1-map-args-answer' is already cell 6's in lab1_tma.ipynb"),
+    (["lab1", "other", "--after", "3", "--function", "tile_coords"], "already defines tile_coords()"),
+    (["lab1", "x", "--after", "0"], "before the notebook's imports"),
+    (["lab1", "x-answer", "--after", "3"], "not ending in '-answer'"),
+    (["lab1", "x", "--after", "3", "--function", "class"], "not a Python name"),
+    (["lab1", "x", "--after", "3", "--points", "0"], "worth points"),
+])
+def test_new_exercise_refuses_in_one_line_and_writes_nothing(tmp_path, capsys, args, needle):
+    root = tmp_path / "course"
+    for part in ("solutions", "helpers/course/checks"):
+        (root / part).mkdir(parents=True)
+    for name in ("solutions/lab1_tma.ipynb", "helpers/course/checks/lab1.py"):
+        (root / name).write_bytes((labgen.ROOT / name).read_bytes())
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert author.main(["new-exercise", *args, "--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_new_widget_registers_it_where_the_widget_tests_and_gallery_look(tmp_path, capsys):
+    root = _course_copy(tmp_path)
+    assert author.main(["new-widget", "chunk_order", "--lesson", "01", "--after", "3", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "tests/platform/widgets.json: chunk_order registered" in out and "lessons/01_tma.ipynb: cell 4" in out
+    lesson = nbformat.read(root / "lessons" / "01_tma.ipynb", as_version=4)
+    assert lesson.cells[4].source.endswith("chunk_order.chunk_order_widget()")
+    assert json.loads((root / author.WIDGET_REGISTRY).read_text())["chunk_order"]["function"] == "chunk_order_widget"
+    done = _run(root, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/platform/test_widgets.py", "-k",
+                "chunk_order")
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+    gallery = _run(root, "-c", "import sys; sys.path.insert(0, 'tests/platform'); import widget_gallery as g; "
+                   "print(g.GALLERY['chunk_order']); print(g.SETUP.splitlines()[-1])")
+    assert gallery.stdout.split("\n")[:2] == ["chunk_order.chunk_order_widget()",
+                                              "from helpers.course.widgets import chunk_order"], gallery.stderr
+    assert author.main(["new-widget", "chunk_order", "--root", str(root)]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ author check
+LAB_ANSWER = 'def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    return 2 * x\n    ### END SOLUTION\n'
+
+
+def _lab_course(root, *, answer=LAB_ANSWER, answer_id="lab0-double-answer", check_meta=None,
+                call="lab0.check_double(double)"):
+    """A one-exercise course: solutions/lab0_tiny.ipynb, its grader module, and labs/ generated when it can be."""
+    for part in ("solutions", "labs", "lessons", "helpers/course/checks"):
+        (root / part).mkdir(parents=True, exist_ok=True)
+    (root / "helpers/course/checks/lab0.py").write_text("def check_double(f):\n    assert f(2) == 4\n")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Lab 0"),
+                nbformat.v4.new_code_cell("from helpers.course.checks import lab0"),
+                nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell(call)]
+    if answer_id:  # set as JSON, the way JupyterLab's metadata editor does: unchecked
+        nb.cells[2].metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False,
+                                            "grade_id": answer_id, "schema_version": 3}
+    nb.cells[3].metadata["nbgrader"] = check_meta or {"grade": True, "solution": False, "locked": True,
+                                                      "grade_id": "lab0-double", "points": 1, "schema_version": 3}
+    nbformat.write(nb, root / "solutions" / "lab0_tiny.ipynb")
+    return root
+
+
+def test_check_passes_a_sound_course_and_the_real_one(tmp_path, capsys):
+    root = _lab_course(tmp_path)
+    labgen.generate(root=root)
+    assert labgen.lint(root) == []
+    assert author.main(["check", "--root", str(root)]) == 0
+    assert "✓ course notebooks: no authoring mistakes found" in capsys.readouterr().out
+    assert labgen.lint() == []
+
+
+CHECK_META = {"grade": True, "solution": False, "locked": True, "grade_id": "lab0-double", "schema_version": 3}
+
+
+@pytest.mark.parametrize("mistake, course, needles", [
+    ("a region with no # HINT: line", dict(answer=LAB_ANSWER.replace("    # HINT: times two\n", "")),
+     ["cell 2 (lab0-double-answer): line 4: the solution region has no '# HINT: …' line", "fix: add a line"]),
+    ("an answer cell left unmarked", dict(answer_id=None),
+     ["cell 2: has a solution region but is not marked as an answer", "hints are left out of labs.json",
+      "fix: python -m helpers.course.author mark solutions/lab0_tiny.ipynb 2 --answer --id lab0-double-answer"]),
+    ("a grade_id used twice", dict(answer_id="lab0-double"),
+     ["cell 3 (lab0-double): uses the id of cell 2", "mark solutions/lab0_tiny.ipynb 3 --check --points 1 --id "
+      "lab0-double-2"]),
+    ("a check without points", dict(check_meta=CHECK_META),
+     ["cell 3 (lab0-double): is graded but worth no points", "mark solutions/lab0_tiny.ipynb 3 --check --points 1"]),
+    ("a grader that does not exist", dict(call="lab0.check_dubble(double)"),
+     ["cell 3 (lab0-double): calls lab0.check_dubble, which helpers/course/checks/lab0.py does not define"]),
+    ("an answer whose check has another id", dict(check_meta=dict(CHECK_META, grade_id="lab0-twice", points=1)),
+     ["cell 2 (lab0-double-answer): no check cell has the id 'lab0-double'"]),
+])
+def test_check_reports_each_mistake_in_one_plain_line(tmp_path, capsys, mistake, course, needles):
+    root = _lab_course(tmp_path, **course)
+    assert author.main(["check", "--root", str(root)]) == 1, mistake
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("✗ ")]
+    assert len(lines) == 1 and lines[0].startswith("✗ solutions/lab0_tiny.ipynb, cell "), err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert "Traceback" not in err
+
+
+def test_check_reports_a_stale_lab_and_list_flags_the_mistakes(tmp_path, capsys):
+    root = _lab_course(tmp_path)
+    labgen.generate(root=root)
+    sol = root / "solutions" / "lab0_tiny.ipynb"
+    sol.write_text(sol.read_text().replace("times two", "double it"))
+    assert author.main(["check", "--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "✗ labs/lab0_tiny.ipynb: differs from what solutions/lab0_tiny.ipynb generates — fix: make labs" in err
+    _lab_course(root, answer_id="lab0-double")
+    assert author.main(["list", str(sol)]) == 0
+    out = capsys.readouterr().out
+    assert "✗ solutions/lab0_tiny.ipynb, cell 3 (lab0-double): uses the id of cell 2" in out

@@ -300,3 +300,67 @@ def test_the_course_labs_hold_no_hint_beyond_tier_0_and_no_answer():
         if ex.lab in ("lab1", "lab2", "lab3"):  # (the later labs may add theirs: hint 1 is optional)
             assert ex.tiers >= 2, f"{ex.id} has no first hint"
     assert labgen.check() == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# warnings in a notebook's output, the generated-labs record, and the rules' fixes
+# ---------------------------------------------------------------------------------------------------------
+PLOTLY_NAN = ("/venv/lib/python3.12/site-packages/plotly/io/_json.py:120: UserWarning: Out of range float values "
+              "are not JSON compliant\n  warnings.warn(\n")
+
+
+def test_a_warning_in_the_output_is_a_failure_with_its_fix():
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "UserWarning: printed on purpose\n"},
+               {"output_type": "stream", "name": "stderr", "text": PLOTLY_NAN}]
+    assert labgen.warnings_in(outputs) == ["UserWarning: Out of range float values are not JSON compliant"]
+    R = labgen.CellResult
+    problems = labgen.judge(Path("x"), "lesson", [R(3, False, None, None, labgen.warnings_in(outputs))])
+    assert problems == ["cell 3 printed a warning: UserWarning: Out of range float values are not JSON compliant "
+                        "— fix: a figure holds NaN or inf, which plotly cannot send to the browser: draw None where "
+                        "there is no value"]
+    assert labgen.judge(Path("x"), "lesson", [R(3, False, None, None)]) == []
+
+
+@pytest.mark.slow
+def test_validate_fails_a_lesson_that_warns_and_runs_it_with_the_courses_own_modules(tmp_path, capsys):
+    (tmp_path / "lessons").mkdir()
+    (tmp_path / "course_probe.py").write_text("HERE = True\n")  # importable only with the course root on the path
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import course_probe\nassert course_probe.HERE"),
+                nbformat.v4.new_code_cell("import warnings\nwarnings.warn('Out of range float values are not JSON "
+                                          "compliant', UserWarning)")]
+    nbformat.write(nb, tmp_path / "lessons" / "09_probe.ipynb")
+    assert labgen.validate(kinds=("lesson",), root=tmp_path) == 1
+    out = capsys.readouterr().out
+    assert "FAIL lessons/09_probe.ipynb" in out and "cell 0" not in out, out
+    assert "cell 1 printed a warning: UserWarning: Out of range float values are not JSON compliant — fix:" in out
+
+
+def test_a_stale_record_of_the_generated_labs_is_reported(tmp_path, capsys):
+    make_course(tmp_path)
+    assert labgen.generate(root=tmp_path) == 0 and labgen.stale(tmp_path) == []
+    (tmp_path / "labs" / labgen.MANIFEST).write_text('{"lab0_tiny.ipynb": "0"}\n')
+    assert labgen.stale(tmp_path) == ["labs/.labgen.json does not record labs/lab0_tiny.ipynb as generated (the "
+                                      "next `make labs` after a change to its solution would keep it as a lab "
+                                      "edited by hand)"]
+    assert labgen.check(root=tmp_path) == 1
+    capsys.readouterr()
+    assert labgen.generate(root=tmp_path) == 0 and labgen.stale(tmp_path) == []
+    assert "wrote labs/lab0_tiny.ipynb" not in capsys.readouterr().out  # unchanged labs are not rewritten
+
+
+def test_each_refusal_of_the_generator_says_its_fix():
+    for source in ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "### BEGIN SOLUTION\n# HINT: h\nx = 1\n",
+                   "x = 1\n### END SOLUTION", "### BEGIN HIDDEN TESTS\nx = 1\n"):
+        with pytest.raises(labgen.GenerationError) as info:
+            labgen.regions(source, "cell 0", markdown=False)
+        assert info.value.fix, source
+
+
+def test_the_lint_report_is_one_line_per_mistake(tmp_path, capsys):
+    problem = labgen.Problem("solutions/lab0_tiny.ipynb", 3, "is graded but worth no points", "give it points",
+                             "lab0-x")
+    assert labgen.report([problem]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == ("✗ solutions/lab0_tiny.ipynb, cell 3 (lab0-x): is graded "
+                                                       "but worth no points — fix: give it points")
+    assert labgen.report([]) == 0

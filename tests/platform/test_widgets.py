@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from widget_registry import builders
 
 from helpers.course.widgets import barrier, figure, fragments, registers, swizzle, tensormap_builder, tiles
 from helpers.course.widgets import pipeline as timeline
@@ -21,6 +22,7 @@ WIDGETS = {
     "pipeline_timeline": lambda: timeline.pipeline_widget(),
     "register_budget": lambda: registers.register_budget_widget(),
 }
+WIDGETS.update(builders())  # the widgets registered in widgets.json (author new-widget)
 
 
 @pytest.mark.parametrize("name", WIDGETS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import nbformat
+from widget_registry import gallery_cells, setup_imports
 
 SETUP = """\
 from helpers.course import grading
@@ -13,6 +14,7 @@ from helpers.course.quizzes import lesson00
 from helpers.course.widgets import barrier, fragments, swizzle, tensormap_builder, tiles
 from helpers.course.widgets import pipeline as timeline
 from helpers.course.widgets import cluster, epilogue, registers, roofline, scheduler, seqbar, streamk, striped, trace"""
+SETUP += setup_imports()  # the widgets registered in widgets.json
 
 #: name -> the cell that shows it (the screenshot is saved as test-artifacts/browser/<name>.png)
 GALLERY: dict[str, str] = {
@@ -40,6 +42,7 @@ GALLERY: dict[str, str] = {
     "check_report": "with grading.check('Lab 0 · a failing check', seed=7) as c:\n    c.ok('a first comparison')\n"
                     "    c.equal('bytes of a 64×64 bf16 box', 4096, 8192, hint='rows × columns × 2 bytes')",
 }
+GALLERY.update(gallery_cells())  # the widgets registered in widgets.json (author new-widget)
 
 
 def gallery_notebook() -> nbformat.NotebookNode:
