@@ -67,15 +67,8 @@ struct OrderCursor {
   int group, index;
   unsigned phase;
 
-  // ### BEGIN SOLUTION
-  // HINT: wait on this group's slot of the current section for the cursor's phase (Lesson 07, the ordered sequence barrier; HOPPER_WAIT)
-  // HINT 1: the slot is order[index * CONSUMERS + group]; HOPPER_WAIT takes the array, the slot number and the parity
   __device__ __forceinline__ void wait() const { HOPPER_WAIT(order, index * CONSUMERS + group, phase); }
-  // ### END SOLUTION
 
-  // ### BEGIN SOLUTION
-  // HINT: hand this section to the next group (arrive on its slot), then move the cursor to the next section (Lesson 07: the phase flips when the index wraps)
-  // HINT 1: every thread of the warpgroup arrives once on order[index * CONSUMERS + the next group, modulo CONSUMERS]; then the index steps on, and when it reaches ORDER_DEPTH it goes back to 0 and the phase flips
   __device__ __forceinline__ void arrive() {
     hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);
     if (++index == ORDER_DEPTH) {
@@ -83,7 +76,6 @@ struct OrderCursor {
       phase ^= 1;
     }
   }
-  // ### END SOLUTION
 };
 }  // namespace lab8
 
@@ -127,11 +119,7 @@ lab8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
       hopper::mbar_init(&full[s], 1);
       hopper::mbar_init(&empty[s], CLUSTER);  // the one consumer that reads the stage, in every block
     }
-    // ### BEGIN SOLUTION
-    // HINT: initialise every slot of the sequence barrier with its participant count: who arrives on a slot to complete one phase? (Lesson 07)
-    // HINT 1: ORDER_DEPTH × CONSUMERS slots; every thread of the warpgroup that leaves a section arrives on the next group's slot, so a phase needs a whole warpgroup's arrivals
     for (int i = 0; i < ORDER_DEPTH * CONSUMERS; ++i) hopper::mbar_init(&order[i], 128);
-    // ### END SOLUTION
     hopper::mbar_fence_init();
   }
   if (CLUSTER == 2) {
@@ -167,18 +155,10 @@ lab8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     hopper::setmaxnreg_inc<240>();
     const int c = wg - 1;
     unsigned char* bufs = cbuf + c * 2 * SUB_BYTES;
-    // ### BEGIN SOLUTION
-    // HINT: this consumer's cursor: which group it is, the first section, and the phase it starts with (Lesson 07: who holds the first turn?)
-    // HINT 1: group c starts at section 0; the first group's phase is the one a fresh barrier has already completed, the other's is the phase it must wait for
     OrderCursor seq{order, c, 0, c == 0 ? 1u : 0u};
-    // ### END SOLUTION
     float d[2][BN / 2];  // the whole 128×BN tile: rows 0-63 and 64-127 of it, one m64 wgmma each
-    // ### BEGIN SOLUTION
-    // HINT: the consumers take the cluster's tiles in turn: this one's are every CONSUMERS-th, starting at its own number (the comment at the top)
-    // HINT 1: j runs from c while j < mine, in steps of CONSUMERS; tile j's first ring position is j · steps
     for (int j = c; j < mine; j += CONSUMERS) {
       int it = j * steps;
-      // ### END SOLUTION
       int pm, pn;
       pair_coords(cluster_id + j * clusters, pairs_m, pairs_n, pm, pn);
       const int m0 = pm * CLUSTER * BM + rank * BM, n0 = pn * BN;
@@ -188,11 +168,7 @@ lab8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 #pragma unroll
         for (int x = 0; x < BN / 2; ++x) d[h][x] = 0.0f;
 #endif
-      // ### BEGIN SOLUTION
-      // HINT: the mainloop is a section of the sequence barrier: enter it in turn (the cursor)
-      // HINT 1: the cursor's wait, before the first wait on full
       seq.wait();
-      // ### END SOLUTION
       for (int k = 0; k < steps; ++k, ++it) {
         const int s = it % STAGES;
         HOPPER_WAIT(full, s, (it / STAGES) & 1);
@@ -210,21 +186,13 @@ lab8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         hopper::wgmma_wait<1>();
         if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
       }
-      // ### BEGIN SOLUTION
-      // HINT: every wgmma of this tile is issued: hand the tensor cores to the other consumer before waiting for your own to finish
-      // HINT 1: the cursor's arrive, right after the K loop (before wgmma_wait<0>)
       seq.arrive();
-      // ### END SOLUTION
       hopper::wgmma_wait<0>();
       hopper::wgmma_fence_operands(d[0]);
       hopper::wgmma_fence_operands(d[1]);
       if (tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
 
-      // ### BEGIN SOLUTION
-      // HINT: the epilogue is the second section: enter it in turn
-      // HINT 1: the cursor's wait again, before the first sub-tile is written
       seq.wait();
-      // ### END SOLUTION
       // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA stores
 #pragma unroll
       for (int sub = 0; sub < 2 * (BN / SUB); ++sub) {
@@ -240,11 +208,7 @@ lab8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           hopper::tma_store_commit();
         }
       }
-      // ### BEGIN SOLUTION
-      // HINT: leave the epilogue section: the other consumer's epilogue may start
-      // HINT 1: the cursor's arrive, after the last sub-tile's store is issued
       seq.arrive();
-      // ### END SOLUTION
     }
     if (tid == 0) hopper::tma_store_wait<0>();
   }
