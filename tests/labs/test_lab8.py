@@ -107,19 +107,32 @@ def test_cursor_written_differently_passes():
 
 
 # ------------------------------------------------------------------------------------------- 2 · the kernel, PTX
+def both_in_the_epilogue(src: str) -> str:
+    """The epilogue is no section: its wait and its arrive left out."""
+    return swap(swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"), EPI_ARRIVE,
+                "      // ### END SOLUTION\n    }")
+
+
 def wrong_static(src: str) -> dict[str, tuple[str, str]]:
     """Wrong kernels the PTX shows: name -> (source, words the failure must hold)."""
     return {
         "participant count 1": (swap(src, "hopper::mbar_init(&order[i], 128)", "hopper::mbar_init(&order[i], 1)"),
                                 "count of 1 completes a phase"),
         "no wait before the mainloop": (swap(src, "      seq.wait();\n      // ### END SOLUTION\n      for (int k",
-                                             "      // ### END SOLUTION\n      for (int k"), "every wgmma is issued in turn"),
+                                             "      // ### END SOLUTION\n      for (int k"),
+                                        "every wgmma is issued in turn"),
         "no wait before the epilogue": (swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"),
                                         "both consumers can be in the epilogue together"),
         "the mainloop handed on after wgmma_wait<0>": (
             swap(swap(src, MMA_ARRIVE, "      // ### END SOLUTION\n      hopper::wgmma_wait<0>();"),
                  "      hopper::wgmma_fence_operands(d[1]);\n", "      hopper::wgmma_fence_operands(d[1]);\n"
                  "      seq.arrive();\n"), "before wgmma_wait<0>"),
+        "only one thread of the warpgroup arrives": (
+            swap(src, "    hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);",
+                 "    if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % "
+                 "CONSUMERS]);"), "its phase never completes"),
+        "both warpgroups in the epilogue together (its wait and arrive left out)": (both_in_the_epilogue(src),
+                                                                                   "in the epilogue together"),
     }
 
 
@@ -151,18 +164,14 @@ def test_solution_passes_statically(no_gpu, capsys):
 # ------------------------------------------------------------------------------------------- the kernel, run
 def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each."""
-    one_thread = swap(src, "    hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);",
-                      "    if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % "
-                      "CONSUMERS]);")
     return {
         "the two warpgroups' order inverted": (swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
                                                ("read before the barrier phase that delivers it completed",)),
         "a slot reused a lap early (the phase never flips)": (swap(src, "      phase ^= 1;\n", ""),
                                                               ("read before the barrier phase",)),
-        "a warpgroup that never arrives (one thread of 128)": (one_thread, ("deadlock", "order")),
-        "both warpgroups in the epilogue together": (
-            swap(swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"), EPI_ARRIVE,
-                 "      // ### END SOLUTION\n    }"), ("in the (mainloop|epilogue) together",)),
+        "a warpgroup that never arrives on the other's slot (it arrives on its own)": (
+            swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
+            ("deadlock", "order")),
     }
 
 
@@ -181,10 +190,19 @@ def test_run_only_wrong_kernels(name, monkeypatch):
     with contextlib.redirect_stdout(io.StringIO()):
         lab8.check_pingpong_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    if "together" in name:  # the run's results are right: the trace's order check rejects it
-        rejects(lab8.check_pingpong_kernel, src, *needles, seeds=None, benchmark=False)
-    else:
-        rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+    rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+
+
+def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
+    """Beside the PTX's finding, the run's own trace shows the mistake: the results are right, the order is not."""
+    m, n, k = 520, 392, 136
+    rng = grading.SeededRng(0)
+    cases = [lab8.C.make_operands(rng, m, n, k)]
+    out = lab8._pingpong_trial(both_in_the_epilogue(SOL["LAB8_SRC"]), cases)
+    problems = lab8.order_problems(out["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
+    assert problems and "together" in problems[0], problems
+    ok = lab8._pingpong_trial(SOL["LAB8_SRC"], cases)
+    assert not lab8.order_problems(ok["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
 
 
 @pytest.mark.gpu

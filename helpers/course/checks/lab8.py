@@ -160,10 +160,14 @@ def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
     mmas = [i.index for i in flow.ins if i.opcode.startswith("wgmma.mma_async")]
     late = flow.reach(mmas, lambda i: i.opcode.startswith("wgmma.wait_group") and i.ops()[:1] == ["0"],
                       lambda i: i.index in {a.index for a in arrives})
-    out.append(("the mainloop is handed on as soon as its last wgmma is issued (an arrive before wgmma_wait<0>)",
-                late is None,
-                "arrive right after the K loop, before wgmma_wait<0>: the other consumer's wgmmas then follow yours "
-                "on the tensor cores while yours finish; waiting first leaves the tensor cores idle"))
+    skipped = late is not None and any(max(mmas) < a.index < late.index for a in arrives)
+    why = ("arrive right after the K loop, before wgmma_wait<0>: the other consumer's wgmmas then follow yours on the "
+           "tensor cores while yours finish; waiting first leaves the tensor cores idle")
+    if skipped:
+        why = ("some threads skip the arrive (it is under a condition): every thread of the warpgroup arrives, the "
+               "slot counts 128 arrivals, and with fewer its phase never completes: the other consumer waits forever")
+    out.append(("the mainloop is handed on as soon as its last wgmma is issued, by every thread (an arrive before "
+                "wgmma_wait<0> on every path)", late is None, why))
     return out
 
 
