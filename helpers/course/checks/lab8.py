@@ -99,10 +99,6 @@ def check_cursor(advance: Callable[[int, int, int], tuple[int, int]], *, seed: i
             if n == 2 * 2 - 1:
                 c.ok("the depth-2 ring of the kernel (mainloop, epilogue): both slots, both phases")
         c.ok(f"rings of depth 1, 3 and 4 (every slot, both phases) and {len(cases) - 20} random deeper ones")
-        bar = seqbar.SeqBarStepper(2, 2)
-        steps = bar.run([["wait", "arrive"] * 6] * 2)
-        c.true("the model's two groups, 3 tiles each with your rule: every section in turn, no lap",
-               all(s.kind in ("passes", "arrive", "unblocked", "blocked") for s in steps))
 
 
 # =========================================================================================================
