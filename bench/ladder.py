@@ -90,9 +90,16 @@ def make_lab7(k, a, b, c):  # noqa: ANN001, ANN201
     return gpu_matmul.launcher(k, a, b, c)
 
 
+def make_lab8(k, a, b, c):  # noqa: ANN001, ANN201 - the launch Lab 8's grader makes (every co-resident cluster)
+    from helpers.course.checks import lab8
+
+    return lab8.LAUNCH.launcher(k, a, b, c)
+
+
 SQUARE = [(4096, 4096, 4096), (8192, 8192, 8192)]
 NONSQUARE = [(8192, 4096, 8192), (4096, 8192, 2048)]
 WAVE_QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]
+SHORT_K = [(8192, 8192, 512), (4096, 4096, 1024)]  # few K steps per tile: the epilogue weighs most
 
 # ------------------------------------------------------------------------------------------- the labs' own kernels
 def _solution(nb: str) -> dict:
@@ -143,9 +150,11 @@ RUNGS = [
     Rung("lab5", "Lab 5 · TMA-store epilogue, bf16 C", "lab5_epilogue.cu", "lab5_gemm", gpu.bfloat16, make_lab5,
          (8, 8, 8), NONSQUARE),
     Rung("lab6", "Lab 6 · persistent, 2-block clusters, B multicast", "lab6_persistent.cu", "lab6_gemm",
-         gpu.bfloat16, make_lab6, (8, 8, 8), NONSQUARE + WAVE_QUANTIZED),
+         gpu.bfloat16, make_lab6, (8, 8, 8), NONSQUARE + WAVE_QUANTIZED + SHORT_K),
     Rung("lab7", "Lab 7 · Stream-K on Lab 6 (whole tiles, then Stream-K over the last waves)", "lab7_streamk.cu",
          "lab7_gemm", gpu.bfloat16, make_lab7, (8, 8, 8), NONSQUARE + WAVE_QUANTIZED),
+    Rung("lab8", "Lab 8 · ping-pong: two consumers with a 128×128 tile each, taking turns (sequence barrier)",
+         "lab8_pingpong.cu", "lab8_gemm", gpu.bfloat16, make_lab8, (8, 8, 8), NONSQUARE + SHORT_K),
     Rung("ref64", "reference · bench/kernels/gemm_64x64.cu (Lab 3, first edition: one barrier, no overlap)",
          "gemm_64x64.cu", "gemm_64x64", np.float32, make_64x64, (64, 64, 64)),
 ]

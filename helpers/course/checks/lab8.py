@@ -1,0 +1,410 @@
+"""Graders of Lab 8 (ping-pong: two consumer warpgroups, each with a tile of its own, taking turns through an ordered
+sequence barrier): the sequence barrier's cursor (exactly, on every ring depth), and the CUDA kernel (compiled and read
+in its PTX everywhere: the slots' participant count, every wgmma and every epilogue write entered in turn, the
+mainloop handed on before its last wgmma retires; run against fp64 wherever kernels run: on the H100 on every
+co-resident cluster, on the course's PTX executor in hazard mode on two clusters with several tiles per consumer,
+where the executor's trace also shows the two consumers' mainloops and epilogues alternating, one at a time; timed
+beside Lab 6, the cooperative kernel, and cuBLAS on square and short-K shapes on the H100 only).
+
+Units: a *pair* is the 256×BN block of C a 2-block cluster computes (block r: rows 128·r … of it, BN = 128); the
+pairs of a cluster go to its consumers in turn, tile j of a block to consumer j % 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from helpers.course import grading
+from helpers.course.hints import answer, hint
+from helpers.hopper import seqbar
+
+from . import _common as C
+from ._ptxflow import Flow, Ins
+
+__all__ = [
+    "KERNEL_NAME", "SMEM_BYTES", "LAUNCH", "BN", "SQUARE", "SHORT_K", "check_cursor", "check_pingpong_kernel",
+    "ptx_order", "sections", "order_problems", "emulator_cases", "kernel_changes", "timeline", "lab8_source",
+    "lab6_source", "measured", "hint", "answer",
+]
+
+ROOT = Path(__file__).resolve().parents[3]
+KERNEL_NAME = "lab8_gemm"
+BN = 128  # columns of a consumer's tile (LAB8_BN)
+STAGES = 6  # what fits beside the epilogue buffers with 32 KiB stages
+SMEM_BYTES = STAGES * (128 * 64 + BN * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024  # stages, 2 × 2 C buffers, slack
+#: how the lab's kernel is launched (bench/ladder.py's make_lab8 is the same): a persistent grid of 2-block clusters
+LAUNCH = C.GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (BN // 2, 64), (64, 64), out_bf16=True, cluster=2,
+                      persistent_unit=(256, BN))
+SQUARE = [(4096, 4096, 4096), (8192, 8192, 8192)]
+SHORT_K = [(8192, 8192, 512), (4096, 4096, 1024)]
+
+
+def lab8_source() -> str:
+    """The Lab 8 reference kernel (bench/kernels/lab8_pingpong.cu)."""
+    return (ROOT / "bench" / "kernels" / "lab8_pingpong.cu").read_text()
+
+
+def lab6_source() -> str:
+    """The Lab 6 kernel (the cooperative one: both consumers on one tile), the step this lab starts from."""
+    return (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+
+
+def kernel_changes() -> Any:
+    """What this lab changes in Lab 6's kernel: Lab 6's kernel as solved, this lab's as you get it (each part you
+    write is one ``// ✎`` line), with Lab 6's speed on the H100."""
+    return C.lab_diff("lab6", "lab8", prev_label="Lab 6's kernel (cooperative)")
+
+
+# =========================================================================================================
+# 1 · the cursor
+# =========================================================================================================
+def _cursor_hint(got: tuple[int, int], index: int, phase: int, depth: int) -> str:
+    nxt = index + 1
+    if nxt == depth and got == (0, phase):
+        return ("the index wrapped but the phase did not flip: on its next lap the group would wait for a phase of "
+                "the slot that completed a lap ago, and enter out of turn (a slot reused a lap early)")
+    if got == (nxt % depth, phase ^ 1):
+        return "the phase flips only when the index wraps around the ring, not at every step"
+    if nxt == depth and got[0] == depth:
+        return f"index {depth} is past the ring's last slot ({depth - 1}): wrap to 0"
+    if nxt == depth - 1 and got == (0, phase ^ 1):
+        return "you wrapped one slot early: the ring has `depth` slots, 0 … depth - 1"
+    return "the next slot; when the index reaches depth it goes back to 0 and the phase flips"
+
+
+def check_cursor(advance: Callable[[int, int, int], tuple[int, int]], *, seed: int | None = None) -> None:
+    """Grade ``advance(index, phase, depth) -> (index, phase)``: every slot and phase of rings of depth 1 to 4, then
+    random deeper rings, against the model's :class:`helpers.hopper.seqbar.Cursor`."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 8 · the sequence barrier's cursor", seed=rng.seed) as c:
+        cases = [(i, p, d) for d in (2, 1, 3, 4) for i in range(d) for p in (0, 1)]
+        cases += [(int(rng.integers(0, d)), int(rng.integers(0, 2)), d) for d in rng.integers(5, 17, size=8)]
+        for n, (index, phase, depth) in enumerate(cases):
+            what = f"advance(index={index}, phase={phase}, depth={depth})"
+            got = C.call(c, what, advance, index, phase, depth)
+            want = seqbar.Cursor(index, phase).advance(depth)
+            try:
+                got_t = tuple(int(x) for x in got)
+            except (TypeError, ValueError):
+                c.fail(what, (want.index, want.phase), got, hint="return the pair (index, phase)")
+            if len(got_t) != 2:
+                c.fail(what, (want.index, want.phase), got, hint="return the pair (index, phase)")
+            if got_t != (want.index, want.phase):
+                c.fail(what, (want.index, want.phase), got_t, hint=_cursor_hint(got_t, index, phase, depth))
+            if n == 2 * 2 - 1:
+                c.ok("the depth-2 ring of the kernel (mainloop, epilogue): both slots, both phases")
+        c.ok(f"rings of depth 1, 3 and 4 (every slot, both phases) and {len(cases) - 20} random deeper ones")
+
+
+# =========================================================================================================
+# 2 · the kernel: its PTX
+# =========================================================================================================
+def _order_ops(flow: Flow) -> tuple[list[Ins], list[Ins], list[Ins]]:
+    """The mbarrier inits, waits and arrivals on the sequence barrier (a shared variable named ``order``)."""
+    def on_order(ins: Ins) -> bool:
+        addr = next((o for o in ins.ops() if o.startswith("[")), "")
+        return any("order" in s for s in flow.symbols(addr))
+
+    ops = [i for i in flow.find(lambda i: i.opcode.startswith("mbarrier.")) if on_order(i)]
+    inits = [i for i in ops if i.opcode.startswith("mbarrier.init")]
+    waits = [i for i in ops if i.opcode.startswith(("mbarrier.try_wait", "mbarrier.test_wait"))]
+    arrives = [i for i in ops if i.opcode.startswith("mbarrier.arrive")]
+    return inits, waits, arrives
+
+
+def _is_epilogue_write(ins: Ins) -> bool:
+    return ins.opcode.startswith("st.shared") or (ins.opcode.startswith("cp.async.bulk.tensor")
+                                                  and ".global.shared" in ins.opcode)
+
+
+def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
+    """Static checks of the sequence barrier in the kernel's PTX: (what, passed, hint), in order."""
+    flow = Flow(ptx, KERNEL_NAME)
+    inits, waits, arrives = _order_ops(flow)
+    wait_set = {i.index for i in waits}
+    out: list[tuple[str, bool, str]] = []
+    counts = {C.resolve(ptx, i.ops()[-1]) for i in inits}
+    out.append(("the sequence barrier's slots are initialised (mbarrier.init on order)", bool(inits),
+                "init every slot of order[] in the block's set-up, before the cluster barrier"))
+    if inits:
+        why = ("a phase completes when the warpgroup that leaves the section has arrived: every one of its 128 "
+               "threads arrives once, so the participant count is 128")
+        if counts == {"1"}:
+            why = ("a count of 1 completes a phase at the first thread's arrival: the other 127 arrivals run the "
+                   "slot on by 127 more phases. " + why)
+        out.append(("each slot counts a whole warpgroup's arrivals (participant count 128)", counts == {"128"}, why))
+    out.append(("the consumers wait (mbarrier.try_wait on order) and arrive on the sequence barrier",
+                bool(waits) and bool(arrives), "OrderCursor::wait and OrderCursor::arrive, called by both consumers"))
+    if not (waits and arrives):
+        return out
+    starts: list[int | None] = [None, *[i.index for i in arrives]]
+    mma = flow.reach(starts, lambda i: i.opcode.startswith("wgmma.mma_async"), lambda i: i.index in wait_set)
+    out.append(("every wgmma is issued in turn: none is reachable from the start or from a hand-off without a wait "
+                "on order", mma is None,
+                f"{flow.where(mma, source) if mma else ''}: wait for the mainloop's turn (seq.wait()) before the K "
+                "loop; without it both consumers' mainloops can run at once"))
+    epi = flow.reach(starts, _is_epilogue_write, lambda i: i.index in wait_set)
+    out.append(("every epilogue write happens in turn: none is reachable from a hand-off without a wait on order",
+                epi is None,
+                f"{flow.where(epi, source) if epi else ''}: the epilogue is the second section: seq.wait() before "
+                "its first sub-tile, or both consumers can be in the epilogue together"))
+    mmas = [i.index for i in flow.ins if i.opcode.startswith("wgmma.mma_async")]
+    late = flow.reach(mmas, lambda i: i.opcode.startswith("wgmma.wait_group") and i.ops()[:1] == ["0"],
+                      lambda i: i.index in {a.index for a in arrives})
+    skipped = late is not None and any(max(mmas) < a.index < late.index for a in arrives)
+    why = ("arrive right after the K loop, before wgmma_wait<0>: the other consumer's wgmmas then follow yours on the "
+           "tensor cores while yours finish; waiting first leaves the tensor cores idle")
+    if skipped:
+        why = ("some threads skip the arrive (it is under a condition): every thread of the warpgroup arrives, the "
+               "slot counts 128 arrivals, and with fewer its phase never completes: the other consumer waits forever")
+    out.append(("the mainloop is handed on as soon as its last wgmma is issued, by every thread (an arrive before "
+                "wgmma_wait<0> on every path)", late is None, why))
+    return out
+
+
+# =========================================================================================================
+# 3 · the kernel: the run, and the order the trace shows
+# =========================================================================================================
+def sections(trace: Any) -> dict[tuple[int, ...], dict[str, list[tuple[int, int, int, int]]]]:
+    """Per block of an executor trace, the runs of each kind of work by consumer: ``{"mainloop": [...],
+    "epilogue": [...]}``, each run ``(consumer, first cycle, last cycle, events)``: wgmma issues for the mainloop,
+    TMA stores for the epilogue. A run ends where the other consumer's event of the same kind comes."""
+    out: dict[tuple[int, ...], dict[str, list[tuple[int, int, int, int]]]] = {}
+    for cta in trace.blocks():
+        runs: dict[str, list[list[int]]] = {"mainloop": [], "epilogue": []}
+        for e in trace.block(cta).events:
+            if e.warp < 4 or e.kind not in ("wgmma_issue", "store_issue"):
+                continue
+            kind = "mainloop" if e.kind == "wgmma_issue" else "epilogue"
+            g = e.warp // 4 - 1
+            r = runs[kind]
+            if r and r[-1][0] == g:
+                r[-1][2], r[-1][3] = e.time, r[-1][3] + 1
+            else:
+                r.append([g, e.time, e.time, 1])
+        out[tuple(cta)] = {k: [tuple(x) for x in v] for k, v in runs.items()}
+    return out
+
+
+def _tiles_of(m: int, n: int, cta: int, clusters: int) -> int:
+    pairs = math.ceil(m / 256) * math.ceil(n / BN)
+    cluster = cta // 2
+    return max(0, -(-(pairs - cluster) // clusters))
+
+
+def order_problems(secs: dict, m: int, n: int, clusters: int) -> list[str]:
+    """What the trace's runs break: consumer 0 first, the two in turn, one run per tile (a run cut in two means
+    the other consumer's work of the same kind came in between: the two were in that section together)."""
+    problems = []
+    for cta, kinds in secs.items():
+        tiles = _tiles_of(m, n, cta[0], clusters)
+        for kind, runs in kinds.items():
+            who = [g for g, *_ in runs]
+            if runs and who[0] != 0:
+                problems.append(f"block {cta[0]}: consumer 1 ran the first {kind} (cycle {runs[0][1]}): the order is "
+                                "inverted, consumer 0 holds the first turn")
+            elif len(runs) > tiles:
+                cut = next((i for i in range(1, len(runs) - 1) if runs[i + 1][0] == runs[i - 1][0]), 1)
+                g, start = runs[cut][0], runs[cut][1]
+                problems.append(f"block {cta[0]}: the two consumers were in the {kind} together: {len(runs)} runs of "
+                                f"{kind} work for {tiles} tiles (consumer {g}'s at cycle {start} cut into the other's)")
+            elif len(runs) < tiles:
+                problems.append(f"block {cta[0]}: {len(runs)} runs of {kind} work for {tiles} tiles: a consumer ran "
+                                "two tiles' worth back to back, the turns do not alternate")
+            if problems:
+                break
+    return problems
+
+
+def _pingpong_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """(Runs in the isolated child on the H100, in this process on the executor.) C poisoned, the kernel on each
+    case; on the executor also the trace's runs of mainloop and epilogue work."""
+    from helpers import gpu
+
+    kernel = gpu.compile(source, KERNEL_NAME)
+    outs, secs = [], []
+    for a, b in cases:
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
+        launch = LAUNCH.launcher(kernel, da, db, dc)
+        if gpu.executor_active():
+            from helpers.gpu.executor import executor_options, runtime
+            from helpers.gpu.executor.trace import Trace
+
+            with executor_options(trace=True):
+                launch()
+            secs.append(sections(Trace.from_machine(runtime.LAST)))
+        else:
+            launch()
+            gpu.wait()
+            secs.append(None)
+        outs.append(dc.to_host())
+    return {"outs": outs, "sections": secs}
+
+
+#: clusters of a run on the course's PTX executor (C.EMULATED_CLUSTERS)
+EMULATED_CLUSTERS = C.EMULATED_CLUSTERS
+
+
+def emulator_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Shapes for the PTX executor (two clusters): 520×392×400 has 3 × 4 pairs (6 per cluster, 3 tiles per consumer),
+    partial tiles in M, N and K, and 7 K steps, one more than the ring's 6 stages (a consumer that enters out of
+    turn then waits on a stage a lap ahead); then a random shape with 2 or 3 tiles per consumer and 1 to 3 K steps
+    (an epilogue as long as the mainloop)."""
+    shapes = [(520, 392, 400)]
+    while len(shapes) < 2:
+        pm, pn = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+        m = 256 * pm - 8 * int(rng.integers(0, 16))
+        n = BN * pn - 8 * int(rng.integers(0, 8))
+        k = 8 * int(rng.integers(2, 25))
+        if pm * pn >= 4 and len({m, n, k}) == 3:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def _gpu_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    shapes = [(2056, 1160, 4104), (1032, 3080, 520)]
+    while len(shapes) < 4:
+        m, n, k = (8 * int(x) for x in rng.integers(16, 640, size=3))
+        if len({m, n, k}) == 3:
+            shapes.append((m, n, k))
+    return shapes
+
+
+def _tolerance(a: np.ndarray, b: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    acc = grading.gemm_tolerance(a, b.astype(np.float64).T)
+    return acc + (np.abs(ref) + acc) * 2.0**-8  # fp32 accumulation, then bf16 rounding (half an ulp)
+
+
+def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, m: int, n: int) -> str:
+    bad = np.isnan(got) | (np.abs(got - ref) > tol)
+    rows = sorted({int(r) // 128 for r in np.argwhere(bad)[:, 0]})
+    if np.isnan(got[bad]).all():
+        return (f"NaN: tiles never written (tile rows {rows[:6]} of 128): every tile of the cluster goes to one "
+                "consumer, j = c, c + 2, …, and every consumer runs its epilogue")
+    return ("wrong values: a consumer read a stage of another tile — tile j's K steps are ring positions "
+            "j·steps … j·steps + steps - 1 — or entered its mainloop out of turn")
+
+
+def _speed_child(source: str, shapes: list[tuple[int, int, int]], repeat: int = 30) -> list[dict]:
+    """(Runs in the isolated child.) Lab 8 and Lab 6 at each shape, each interleaved with cuBLAS."""
+    from helpers import gpu
+    from helpers.gpu import matmul
+
+    k8 = gpu.compile(source, KERNEL_NAME)
+    k6 = matmul.course_kernel("lab6")
+    out = []
+    for m, n, k in shapes:
+        r8 = gpu.gemm_benchmark(lambda a, b, c: LAUNCH.launcher(k8, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
+                                repeat=repeat)
+        r6 = gpu.gemm_benchmark(lambda a, b, c: matmul.launcher(k6, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
+                                repeat=repeat)
+        out.append({"shape": (m, n, k), "lab8": r8.tflops, "lab6": r6.tflops, "cublas8": r8.cublas_tflops,
+                    "cublas6": r6.cublas_tflops, "ratio8": r8.ratio, "ratio6": r6.ratio})
+    return out
+
+
+def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
+    """Compile the ping-pong kernel and read its sequence barrier in the PTX (:func:`ptx_order`). Wherever kernels
+    run, C poisoned, against fp64: on the H100 on every co-resident cluster (random shapes), on the course's PTX
+    executor in hazard mode on two clusters (:func:`emulator_cases`), where the trace must also show consumer 0
+    first and the two consumers' mainloops and epilogues in turn, one at a time. On the H100 then timing beside
+    Lab 6 (the cooperative kernel) and cuBLAS, square and short-K."""
+    rng = grading.fresh_rng(seed)
+    with grading.check("Lab 8 · the ping-pong kernel", seed=rng.seed) as c:
+        kernel = C.compile_student(source, KERNEL_NAME, what="your kernel")
+        report = kernel.report
+        c.ok(f"compiles: {report.summary()}")
+        C.check_no_accumulator_spills(c, report, hint="each consumer holds 128 accumulators (its 128×128 tile): index "
+                                      "d[][] only with compile-time constants")
+        c.true("setmaxnreg kept (24 for the producer, 240 for the consumers)", report.uses_setmaxnreg,
+               hint="keep __launch_bounds__(384, 1) and the setmaxnreg calls")
+        for what, ok, why in ptx_order(kernel.ptx, source):
+            c.true(f"PTX: {what}", ok, hint=why)
+        if not C.runnable(kernel, checked="the sequence barrier in the PTX (above)"):
+            return
+        hardware = C.on_h100()
+        shapes = _gpu_cases(rng) if hardware else emulator_cases(rng)
+        cases = [C.make_operands(rng, m, n, k) for m, n, k in shapes]
+        try:
+            out = C.run(_pingpong_trial, source, cases, what="your kernel", timeout=300,
+                        hint="a deadlock names the slot of order[] (section · 2 + consumer) and the parity waited for: "
+                             "who should have arrived there?")
+        except RuntimeError as exc:
+            c.fail(f"your kernel failed when it ran: {exc}")
+        where = C.where()
+        for (m, n, k), (a, b), got, secs in zip(shapes, cases, out["outs"], out["sections"], strict=True):
+            ref = a.astype(np.float64) @ b.astype(np.float64).T
+            got64 = got.astype(np.float64)
+            tol = _tolerance(a, b, ref)
+            pairs = math.ceil(m / 256) * math.ceil(n / BN)
+            c.array(f"{m}×{n}×{k} {where}: {pairs} pairs of 128×{BN} tiles, {math.ceil(k / 64)} K steps, C poisoned "
+                    "first: every element against fp64", got64, ref, atol=tol, hint=_result_hint(got64, ref, tol, m, n))
+            if secs is not None:
+                problems = order_problems(secs, m, n, EMULATED_CLUSTERS)
+                first = next(iter(secs.values()))
+                c.true(f"{m}×{n}×{k}: the trace shows consumer 0 first, then the two in turn, one mainloop and one "
+                       f"epilogue at a time ({len(first['mainloop'])} mainloops, {len(first['epilogue'])} epilogues in "
+                       "block 0)", not problems, detail="    " + "\n    ".join(problems[:3]),
+                       hint="every section is entered with seq.wait() and left with seq.arrive(); consumer 0 starts "
+                            "with the phase a fresh barrier has completed")
+        if not benchmark:
+            return
+        if not hardware:
+            print("timing skipped: Lab 8 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
+                  "above)")
+            return
+        try:
+            speeds = C.run(_speed_child, source, SQUARE + SHORT_K, what="the timing run", timeout=400)
+        except RuntimeError as exc:
+            c.fail(f"the timing run failed: {exc}")
+        for s in speeds:
+            m, n, k = s["shape"]
+            c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 6 {s['lab6']:.0f} "
+                 f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab6']:.2f}")
+
+
+def measured() -> str:
+    """Lab 8 beside Lab 6 and cuBLAS on the H100, from the newest ``bench/results/*pingpong*.json`` that
+    ``tools/h100/pingpong.py`` wrote (GPU, driver and date inside); says so when there is none yet."""
+    import json
+
+    runs = sorted((ROOT / "bench" / "results").glob("*pingpong*.json"))
+    if not runs:
+        return ("not measured on an H100 yet: `bash tools/h100/run.sh pingpong` times Lab 8, Lab 6 and cuBLAS "
+                "interleaved on 4096³, 8192³ and two short-K shapes")
+    data = json.loads(runs[-1].read_text())
+    meta = data.get("meta", {})
+    lines = [f"{runs[-1].name}: {meta.get('gpu', '?')}, driver {meta.get('driver', '?')}, {meta.get('date', '?')}"]
+    for r in data.get("shapes", []):
+        m, n, k = r["shape"]
+        lines.append(f"  {m}×{n}×{k}: Lab 8 {r['lab8_tflops']:.0f} TFLOP/s, Lab 6 {r['lab6_tflops']:.0f}, cuBLAS "
+                     f"{r['cublas_tflops']:.0f}; Lab 8 / Lab 6 {r['lab8_vs_lab6']:.3f}, Lab 8 / cuBLAS "
+                     f"{r['lab8_vs_cublas']:.3f}")
+    return "\n".join(lines)
+
+
+def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
+    """Run a kernel with the ping-pong launch once on the executor (trace on) and return block 0's runs of mainloop
+    and epilogue work, in cycles, as text: what each consumer did when."""
+    from helpers import gpu
+    from helpers.gpu.executor.trace import Trace
+
+    m, n, k = shape
+    kernel = C.compile_student(source, KERNEL_NAME, what="the kernel")
+    a, b = C.make_operands(np.random.default_rng(0), m, n, k)
+    res = gpu.run_on_executor(kernel, (2 * EMULATED_CLUSTERS, 1, 1), 384, SMEM_BYTES,
+                              gpu.TensorMapArg(a, LAUNCH.box_a), gpu.TensorMapArg(b, LAUNCH.box_b),
+                              gpu.TensorMapArg(np.zeros((m, n), gpu.bfloat16), LAUNCH.box_c),
+                              np.int32(m), np.int32(n), np.int32(k), cluster=(2, 1, 1), hazards=False, trace=True)
+    secs = sections(Trace.from_machine(res.machine))
+    kinds = next(iter(secs.values()))
+    rows = sorted([(s, e, g, kind) for kind, runs in kinds.items() for g, s, e, _ in runs])
+    lines = [f"{m}×{n}×{k}, block 0 on the emulator (cycles): which consumer did what"]
+    lines += [f"  {s:>7}–{e:<7} consumer {g}: {kind}" for s, e, g, kind in rows]
+    return "\n".join(lines)

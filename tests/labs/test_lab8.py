@@ -1,0 +1,211 @@
+"""Lab 8 (ping-pong) graders, both ways: the solution passes; the stubs and named plausible wrong answers fail, each
+with a message that names the mistake (the cursor on every one of 200 seeds). The kernel's wrong versions are the
+solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
+course's PTX executor (two clusters, three tiles per consumer, hazard mode): the two warpgroups' order inverted, a
+sequence barrier slot reused a lap early, a warpgroup whose arrivals never complete a slot, both warpgroups in the
+epilogue together. The run on an H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, lab_exercises
+from labtools import rejected_by_the_run, rejects, swap
+
+from helpers.course import grading, labgen
+from helpers.course.checks import lab8
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTION = ROOT / "solutions" / "lab8_pingpong.ipynb"
+SOL = labgen.solution_namespace(SOLUTION)
+STUB = labgen.solution_namespace(ROOT / "labs" / "lab8_pingpong.ipynb")
+
+EPI_WAIT = "      seq.wait();\n      // ### END SOLUTION\n      // epilogue"
+EPI_ARRIVE = "      seq.arrive();\n      // ### END SOLUTION\n    }"
+MMA_ARRIVE = "      seq.arrive();\n      // ### END SOLUTION\n      hopper::wgmma_wait<0>();"
+
+
+# ------------------------------------------------------------------------------------------- the notebook
+def test_notebook_kernel_is_the_bench_kernel():
+    """The notebook's kernel is the code of bench/kernels/lab8_pingpong.cu (the ladder's); only comments differ."""
+    assert code_of(SOL["LAB8_SRC"]) == code_of(lab8.lab8_source())
+
+
+def test_notebook_has_a_graded_check_per_step():
+    nb = json.loads(SOLUTION.read_text())
+    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
+              if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert graded == ["lab8-cursor", "lab8-kernel"]
+
+
+def test_every_exercise_has_tiered_hints():
+    assert_tiered("lab8", ["lab8-cursor", "lab8-kernel"])
+    assert len(lab_exercises("lab8")["lab8-kernel"].regions) == 9
+
+
+def test_the_stubs_show_tier_0_only():
+    assert assert_stubs_show_tier_0_only("lab8_pingpong.ipynb", "lab8") == 10
+
+
+def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
+    text = repr(lab8.kernel_changes())
+    assert text.startswith("Lab 6's kernel (cooperative) -> Lab 8's kernel")
+    assert "+lab8_gemm(" in text and "-lab6_gemm(" in text
+    for region in lab_exercises("lab8")["lab8-kernel"].regions:
+        assert f"// ✎ {region.hints[0]}" in text
+    for needle in ("phase ^= 1", "mbar_init(&order[i], 128)", "c == 0 ? 1u : 0u", "j += CONSUMERS"):
+        assert needle not in text
+
+
+# ------------------------------------------------------------------------------------------- 1 · the cursor
+def test_cursor_solution_passes():
+    for seed in (None, 1, 2):
+        lab8.check_cursor(SOL["advance"], seed=seed)
+
+
+def test_cursor_stub_fails():
+    grading.assert_rejects(lambda f: lab8.check_cursor(f), STUB["advance"], "not written yet", "hint")
+
+
+def _no_flip(i, p, d):
+    return (i + 1) % d, p
+
+
+def _flip_always(i, p, d):
+    return (i + 1) % d, p ^ 1
+
+
+def _no_wrap(i, p, d):
+    return (i + 1, p ^ 1) if i + 1 == d else (i + 1, p)
+
+
+def _early_wrap(i, p, d):
+    return (0, p ^ 1) if i + 1 >= d - 1 else (i + 1, p)
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (_no_flip, "a slot reused a lap early"),
+    (_flip_always, "only when the index wraps"),
+    (_no_wrap, "past the ring's last slot"),
+    (_early_wrap, "one slot early"),
+    (lambda i, p, d: i + 1, "return the pair"),
+])
+def test_cursor_wrong_answers(wrong, needle):
+    rejects(lab8.check_cursor, wrong, needle)
+
+
+def test_cursor_written_differently_passes():
+    def divmod_cursor(i, p, d):
+        laps, index = divmod(i + 1, d)
+        return index, (p + laps) % 2
+
+    lab8.check_cursor(divmod_cursor, seed=3)
+
+
+# ------------------------------------------------------------------------------------------- 2 · the kernel, PTX
+def both_in_the_epilogue(src: str) -> str:
+    """The epilogue is no section: its wait and its arrive left out."""
+    return swap(swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"), EPI_ARRIVE,
+                "      // ### END SOLUTION\n    }")
+
+
+def wrong_static(src: str) -> dict[str, tuple[str, str]]:
+    """Wrong kernels the PTX shows: name -> (source, words the failure must hold)."""
+    return {
+        "participant count 1": (swap(src, "hopper::mbar_init(&order[i], 128)", "hopper::mbar_init(&order[i], 1)"),
+                                "count of 1 completes a phase"),
+        "no wait before the mainloop": (swap(src, "      seq.wait();\n      // ### END SOLUTION\n      for (int k",
+                                             "      // ### END SOLUTION\n      for (int k"),
+                                        "every wgmma is issued in turn"),
+        "no wait before the epilogue": (swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"),
+                                        "both consumers can be in the epilogue together"),
+        "the mainloop handed on after wgmma_wait<0>": (
+            swap(swap(src, MMA_ARRIVE, "      // ### END SOLUTION\n      hopper::wgmma_wait<0>();"),
+                 "      hopper::wgmma_fence_operands(d[1]);\n", "      hopper::wgmma_fence_operands(d[1]);\n"
+                 "      seq.arrive();\n"), "before wgmma_wait<0>"),
+        "only one thread of the warpgroup arrives": (
+            swap(src, "    hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);",
+                 "    if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % "
+                 "CONSUMERS]);"), "its phase never completes"),
+        "both warpgroups in the epilogue together (its wait and arrive left out)": (both_in_the_epilogue(src),
+                                                                                   "in the epilogue together"),
+    }
+
+
+def test_kernel_stub_fails():
+    msg = grading.assert_rejects(lambda s: lab8.check_pingpong_kernel(s, benchmark=False), STUB["LAB8_SRC"],
+                                 "not written yet", "hint")
+    assert "(stuck? lab8.hint('lab8-kernel', 1))" in msg
+
+
+def test_reference_ptx_order_all_pass():
+    from helpers import gpu
+
+    k = gpu.compile(lab8.lab8_source(), lab8.KERNEL_NAME)
+    checks = lab8.ptx_order(k.ptx)
+    assert len(checks) == 6 and all(ok for _, ok, _ in checks), checks
+
+
+@pytest.mark.parametrize("name", list(wrong_static(SOL["LAB8_SRC"])))
+def test_wrong_kernels_fail_statically(name, no_gpu):
+    src, needle = wrong_static(SOL["LAB8_SRC"])[name]
+    rejects(lab8.check_pingpong_kernel, src, needle, seeds=None, benchmark=False)
+
+
+def test_solution_passes_statically(no_gpu, capsys):
+    lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=False)
+    assert "run skipped" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------- the kernel, run
+def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each."""
+    return {
+        "the two warpgroups' order inverted": (swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
+                                               ("read before the barrier phase that delivers it completed",)),
+        "a slot reused a lap early (the phase never flips)": (swap(src, "      phase ^= 1;\n", ""),
+                                                              ("read before the barrier phase",)),
+        "a warpgroup that never arrives on the other's slot (it arrives on its own)": (
+            swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
+            ("deadlock", "order")),
+    }
+
+
+def test_solution_kernel_passes_on_the_executor(executor, capsys):
+    lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=True, seed=5)
+    out = capsys.readouterr().out
+    assert out.count("against fp64") == 2 and "hazard mode" in out
+    assert "consumer 0 first, then the two in turn" in out and "timing skipped" in out
+
+
+@pytest.mark.parametrize("name", list(wrong_run_only(SOL["LAB8_SRC"])))
+def test_run_only_wrong_kernels(name, monkeypatch):
+    src, needles = wrong_run_only(SOL["LAB8_SRC"])[name]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab8.check_pingpong_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+
+
+def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
+    """Beside the PTX's finding, the run's own trace shows the mistake: the results are right, the order is not."""
+    m, n, k = 520, 392, 136
+    rng = grading.SeededRng(0)
+    cases = [lab8.C.make_operands(rng, m, n, k)]
+    out = lab8._pingpong_trial(both_in_the_epilogue(SOL["LAB8_SRC"]), cases)
+    problems = lab8.order_problems(out["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
+    assert problems and "together" in problems[0], problems
+    ok = lab8._pingpong_trial(SOL["LAB8_SRC"], cases)
+    assert not lab8.order_problems(ok["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
+
+
+@pytest.mark.gpu
+def test_solution_kernel_on_the_h100(capsys):
+    lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=True)
+    print(capsys.readouterr().out)
