@@ -35,8 +35,8 @@ from helpers import gpu  # noqa: E402
 from helpers.course import labgen  # noqa: E402
 from helpers.course.checks import lab8  # noqa: E402
 from helpers.course.checks._common import GemmLaunch  # noqa: E402
-from helpers.gpu import matmul  # noqa: E402
 from helpers.gpu.clocks import Telemetry  # noqa: E402
+from helpers.gpu.matmul import course_kernel, launcher  # noqa: E402
 from helpers.gpu.timing import gemm_inputs, interleave, rounds_for, time_runs  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (4096, 4096, 1024)]
@@ -156,11 +156,11 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # noqa: BLE001 - recorded, the timing still runs
             result["grader"] = f"FAILED: {exc}"
     (out_dir / "pingpong_grader.txt").write_text(buf.getvalue())
-    k6 = matmul.course_kernel("lab6")
+    k6 = course_kernel("lab6")
     lab8_make = make_launch(kernel, ())
     result["shapes"] = []
     for shape in SHAPES:
-        r = compare(shape, {"lab8": lab8_make, "lab6": lambda a, b, c: matmul.launcher(k6, a, b, c), "cublas": None})
+        r = compare(shape, {"lab8": lab8_make, "lab6": lambda a, b, c: launcher(k6, a, b, c), "cublas": None})
         r["lab8_tflops"] = statistics.median([r["lab8 vs lab6"]["lab8_tflops"], r["lab8 vs cublas"]["lab8_tflops"]])
         r["lab6_tflops"] = r["lab8 vs lab6"]["lab6_tflops"]
         r["cublas_tflops"] = r["lab8 vs cublas"]["cublas_tflops"]
