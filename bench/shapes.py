@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import json
 import math
 import sys
@@ -27,8 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import ladder  # noqa: E402
 
 from helpers import gpu  # noqa: E402
-
-gpu_matmul = importlib.import_module("helpers.gpu.matmul")  # the module (gpu.matmul is the function)
+from helpers.gpu import gemm as gpu_matmul  # noqa: E402 - gpu.matmul, the function, lives here
 
 HIDDEN, FFN, KV = 4096, 14336, 1024  # a transformer layer: hidden 4096, FFN 14336, grouped K/V of 8 heads × 128
 

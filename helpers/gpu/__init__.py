@@ -51,7 +51,7 @@ _EXPORTS = {
     "diagnostics": ("StuckRecord", "describe_error"),
     "occupancy": ("max_active_clusters", "persistent_grid"),
     "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz", "current_power_watts", "Telemetry"),
-    "matmul": ("matmul",),
+    "gemm": ("matmul",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 

@@ -29,7 +29,7 @@ def test_the_set_holds_the_squares_the_layer_and_the_wave_quantized_shapes():
         assert {(t, 4096, 4096), (t, 1024, 4096), (t, 14336, 4096), (t, 4096, 14336)} <= got
     quantized = [s for _, g, s in shapes.SHAPES if g == "wave-quantized"]
     assert len(quantized) == 3
-    from helpers.gpu.matmul import wave_efficiency
+    from helpers.gpu.gemm import wave_efficiency
 
     assert all(wave_efficiency(m, n) < 0.75 for m, n, _ in quantized)
     assert len({n for n, _, _ in shapes.SHAPES}) == len(shapes.SHAPES) and set(shapes.QUICK) <= {

@@ -36,7 +36,7 @@ from helpers.course import labgen  # noqa: E402
 from helpers.course.checks import lab8  # noqa: E402
 from helpers.course.checks._common import GemmLaunch  # noqa: E402
 from helpers.gpu.clocks import Telemetry  # noqa: E402
-from helpers.gpu.matmul import course_kernel, launcher  # noqa: E402
+from helpers.gpu.gemm import course_kernel, launcher  # noqa: E402
 from helpers.gpu.timing import gemm_inputs, interleave, rounds_for, time_runs  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (4096, 4096, 1024)]

@@ -294,15 +294,15 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, m: int, n: i
 def _speed_child(source: str, shapes: list[tuple[int, int, int]], repeat: int = 30) -> list[dict]:
     """(Runs in the isolated child.) Lab 8 and Lab 6 at each shape, each interleaved with cuBLAS."""
     from helpers import gpu
-    from helpers.gpu import matmul
+    from helpers.gpu import gemm
 
     k8 = gpu.compile(source, KERNEL_NAME)
-    k6 = matmul.course_kernel("lab6")
+    k6 = gemm.course_kernel("lab6")
     out = []
     for m, n, k in shapes:
         r8 = gpu.gemm_benchmark(lambda a, b, c: LAUNCH.launcher(k8, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
-        r6 = gpu.gemm_benchmark(lambda a, b, c: matmul.launcher(k6, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
+        r6 = gpu.gemm_benchmark(lambda a, b, c: gemm.launcher(k6, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
         out.append({"shape": (m, n, k), "lab8": r8.tflops, "lab6": r6.tflops, "cublas8": r8.cublas_tflops,
                     "cublas6": r6.cublas_tflops, "ratio8": r8.ratio, "ratio6": r6.ratio})
