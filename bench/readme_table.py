@@ -31,6 +31,7 @@ ROWS = [
     (5, "TMA-store epilogue, bf16 C", "lab5"),
     (6, "persistent tiles, 2-block clusters with TMA multicast, raster order", "lab6"),
     (7, "Stream-K over the last waves", "lab7"),
+    (8, "ping-pong: two consumers, each with its own 128×128 tile, in turns set by a sequence barrier", "lab8"),
 ]
 SQUARES = ((4096, 4096, 4096), (8192, 8192, 8192))
 QUANTIZED = (1024, 1024, 16384)
@@ -76,8 +77,13 @@ def table(ladder: dict[str, Any], lab2: dict[str, Any] | None) -> str:
               f"{ladder.get('date', '?')}, by `make bench` (`bench/ladder.py`): {how}, same output type, random normal "
               f"bf16 inputs, SM clock logged (`{ladder.get('source', LADDER.name)}`). The H100 is power-bound, so "
               "cuBLAS itself varies from run to run; compare only within one run."]
+    floor = [f"{'×'.join(map(str, n['shape']))}: {n['ratio']:.3f} [{n['ratio_range'][0]:.3f}–{n['ratio_range'][1]:.3f}]"
+             for n in ladder.get("noise_floor", []) if n.get("ratio_range")]
+    if floor:
+        lines[-1] += f" What a ratio is worth: cuBLAS against itself, measured the same way, gave {'; '.join(floor)}."
     if lab2:
-        lines[-1] += f" ¹ Lab 2 measured the same day by `tools/h100/lab_speeds.py` (`bench/results/{LAB2.name}`)."
+        day = str(lab2.get("meta", {}).get("date", ""))[:10]
+        lines[-1] += f" ¹ Lab 2 measured on {day} by `tools/h100/lab_speeds.py` (`bench/results/{LAB2.name}`)."
     lines.append(END)
     return "\n".join(lines)
 

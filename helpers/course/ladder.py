@@ -23,6 +23,7 @@ STEPS = [
     ("lab5", "Lab 5", "TMA-store epilogue, bf16 C"),
     ("lab6", "Lab 6", "persistent, 2-block clusters multicasting B, grouped raster"),
     ("lab7", "Lab 7", "Stream-K over the last waves (whole tiles before)"),
+    ("lab8", "Lab 8", "ping-pong: two consumers with their own 128×128 tiles, in turns"),
 ]
 
 

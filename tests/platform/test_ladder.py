@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_step_of_the_course_is_in_the_ladder_in_order():
     keys = [k for k, _, _ in ladder.STEPS]
-    assert keys == ["lab3", "lab4a", "lab4b", "lab5", "lab6", "lab7"]
+    assert keys == ["lab3", "lab4a", "lab4b", "lab5", "lab6", "lab7", "lab8"]
 
 
 def test_measured_figures_come_from_a_committed_run_on_a_named_gpu():
