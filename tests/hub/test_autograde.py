@@ -94,7 +94,7 @@ TAMPERING = {
 def test_tampering_with_the_graders_is_graded_as_failed(tmp_path, how):
     cells = [(TILE_SETUP, None), (TILE_WRONG + "\n" + TAMPERING[how], ANSWER), (TILE_CHECK, CHECK)]
     path = make_notebook(tmp_path, cells)
-    fooled = grade(path, tamper_guard=False)
+    fooled = grade(path, tamper_guard=False, referee=False)
     assert fooled.points == 1, f"not a real attack: without the guard it did not pass\n{fooled.summary()}"
     caught = grade(path)
     (cell,) = caught.cells
@@ -107,7 +107,7 @@ def test_monkeypatched_numpy_is_graded_as_failed(tmp_path):
              "np.abs = lambda x, *a, **k: np.asarray(x) * 0")
     path = make_notebook(tmp_path, [("import numpy as np\nfrom helpers.course.checks import lab3", None),
                                     (wrong + patch, ANSWER), ("lab3.check_one_product(one_product)", CHECK)])
-    assert grade(path, tamper_guard=False).points == 1, "without the guard, the patched numpy fools the check"
+    assert grade(path, tamper_guard=False, referee=False).points == 1, "without the guard, the patched numpy fools the check"
     (cell,) = grade(path).cells
     assert cell.points == 0 and "numpy.abs" in cell.error and "numpy.allclose" in cell.error, cell.error
 

@@ -84,6 +84,9 @@ class IsolatedExecute(Execute):
         "group); empty: as the grader itself")).tag(config=True)
     work_root = Unicode("", help="where the per-notebook sandboxes are made (default: the temp directory)"
                         ).tag(config=True)
+    referee = Bool(True, help=(
+        "decide each graded cell again in two fresh jails, the check apart from the student's code "
+        "(helpers.course.autograde.referee); a cell passes only when both say so")).tag(config=True)
     #: the tests switch the guard off to prove each tampering they try would fool the checks without it
     tamper_guard = Bool(True, help="compare the graders' fingerprint around every graded cell")
 
@@ -96,6 +99,8 @@ class IsolatedExecute(Execute):
         self._baseline: guard.Snapshot | None = None
         try:
             nb, resources = super().preprocess(nb, resources, km=km)
+            if self.referee:
+                self._apply_referee(nb)
             changed = self._box.tampered_files()
             if changed and self.tamper_guard:
                 self._fail_graded(nb, "TamperingDetected", f"the submission changed the grader's copy of the "
@@ -103,6 +108,20 @@ class IsolatedExecute(Execute):
         finally:
             self._box.close()
         return nb, resources
+
+    def _apply_referee(self, nb: NotebookNode) -> None:
+        from .referee import judge
+
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "PATH"}
+        env = self._box.jail_env(env)
+        seconds = max(60.0, self._deadline - time.monotonic() + 120)
+        verdicts = judge(self._box, nb, self._limits(), env, seconds)
+        for cell in nb.cells:
+            if _is_graded_code(cell) and not _has_error(cell):
+                why = verdicts.get(cell.metadata["nbgrader"]["grade_id"])
+                if why is not None:
+                    cell.outputs.append(_error("RefereeFailed", "graded again apart from the notebook's own "
+                                               f"process, this check failed: {why}"))
 
     def _limits(self) -> dict[str, Any]:
         which = self.memory_rlimit

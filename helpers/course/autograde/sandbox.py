@@ -87,6 +87,8 @@ class Sandbox:
         self.kernels = self.root / "kernels"
         self.name = f"{self.root.name}-{secrets.token_hex(4)}"
         self.uid, self.gid = 65534, 65534
+        self.jails: list[str] = []
+        self.leftovers: list[str] = []
         self.group = None
         if run_as:
             try:
@@ -132,22 +134,42 @@ class Sandbox:
             names.add(info.name)
         return names
 
+    def _jail_spec(self, suffix: str, limits: dict, env: dict[str, str]) -> dict:
+        return {"name": f"{self.name}-{suffix}", "grader": str(self.grader), "submission": str(self.work),
+                "sockets": str(self.sockets), "home": HOME, "work": WORK, "uid": self.uid, "gid": self.gid,
+                "tmp_mb": limits.get("tmp_mb", 0), "env": env, "devices": _gpu_devices(),
+                "limits": {k: limits.get(k) for k in ("memory_mb", "max_processes", "cpus", "file_mb")}}
+
+    def jail_argv(self, command: list[str], suffix: str, limits: dict, env: dict[str, str] | None = None
+                  ) -> list[str]:
+        """The command line that runs ``command`` in a fresh jail of this sandbox (its own control group)."""
+        spec = self._jail_spec(suffix, limits, env if env is not None else self.jail_env())
+        argv = [sys.executable, "-P", "-s", "-c", jail.BOOT, str(self.grader), json.dumps(spec), "--", *command]
+        if self.run_as and os.geteuid() != 0:
+            argv = ["sudo", "-n", "-u", self.run_as, "--", *argv]
+        self.jails.append(spec["name"])
+        return argv
+
+    def jail_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment inside a jail: fresh folders for IPython, Jupyter and caches, the grader's course."""
+        return {"HOME": HOME, "IPYTHONDIR": "/tmp/.ipython", "JUPYTER_CONFIG_DIR": "/tmp/.jupyter",
+                "JUPYTER_DATA_DIR": "/tmp/.jupyter-data", "MPLCONFIGDIR": "/tmp/.matplotlib",
+                "PYTHONPATH": str(self.grader), "HELPERS_CUBIN_CACHE": "/tmp/.cubins", **(extra or {})}
+
+    jail_work = WORK
+
+    def cleanup_jail(self, suffix: str) -> None:
+        """Kill what is left of one jail's processes and remove its control group."""
+        self.leftovers += jail.cleanup(f"{self.name}-{suffix}")
+
     def kernel_spec(self, limits: dict, env: dict[str, str]) -> Path:
         """Write the kernel spec that starts :mod:`helpers.course.autograde.kernel` in the jail (through sudo with
         ``run_as`` when the grader is not root)."""
-        inner = {"limits": limits, "submission": jail.SUBMISSION,
-                 "env": {"HOME": HOME, "IPYTHONDIR": "/tmp/.ipython", "JUPYTER_CONFIG_DIR": "/tmp/.jupyter",
-                         "JUPYTER_DATA_DIR": "/tmp/.jupyter-data", "MPLCONFIGDIR": "/tmp/.matplotlib",
-                         "PYTHONPATH": str(self.grader), "HELPERS_CUBIN_CACHE": "/tmp/.cubins", **env}}
+        jail_env = self.jail_env(env)
+        inner = {"limits": limits, "submission": jail.SUBMISSION, "env": jail_env}
         command = [sys.executable, "-P", "-s", "-c", kernel.BOOT, str(self.grader), json.dumps(inner),
                    "-f", "{connection_file}", "--HistoryManager.hist_file=:memory:"]
-        outer = {"name": self.name, "grader": str(self.grader), "submission": str(self.work),
-                 "sockets": str(self.sockets), "home": HOME, "work": WORK, "uid": self.uid, "gid": self.gid,
-                 "tmp_mb": limits.get("tmp_mb", 0), "env": inner["env"], "devices": _gpu_devices(),
-                 "limits": {k: limits.get(k) for k in ("memory_mb", "max_processes", "cpus", "file_mb")}}
-        argv = [sys.executable, "-P", "-s", "-c", jail.BOOT, str(self.grader), json.dumps(outer), "--", *command]
-        if self.run_as and os.geteuid() != 0:
-            argv = ["sudo", "-n", "-u", self.run_as, "--", *argv]
+        argv = self.jail_argv(command, "kernel", limits, jail_env)
         path = self.kernels / KERNEL_NAME
         path.mkdir(parents=True)
         (path / "kernel.json").write_text(json.dumps(
@@ -178,7 +200,8 @@ class Sandbox:
     def close(self) -> None:
         """Kill whatever the submission left running (its control group) and remove the whole folder."""
         self.log.close()
-        self.leftovers = jail.cleanup(self.name)
+        for name in self.jails:
+            self.leftovers += jail.cleanup(name)
 
         def writable(func, path, _exc):  # read-only copies and folders the kernel made: open them up and retry
             with contextlib.suppress(OSError):
