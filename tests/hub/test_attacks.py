@@ -163,3 +163,49 @@ def test_the_kernel_sees_no_home_no_instructor_files_and_only_a_copy_of_the_subm
     assert bad.notebook.cells[0].outputs[0]["text"].strip() == "['student'] False False True"
     assert not (tmp_path / "attack" / "written.txt").exists(), "the kernel wrote into the submitted folder"
     assert os.path.exists(path)
+
+
+# ------------------------------------------------------------------------------------------ the verdict from outside
+CONTEXTLIB = ("import contextlib\n_exit = contextlib._GeneratorContextManager.__exit__\n"
+              "def _quiet(self, typ, value, tb):\n    _exit(self, typ, value, tb) if typ is None else None\n"
+              "    return typ is not None\ncontextlib._GeneratorContextManager.__exit__ = _quiet\n")
+TRANSFORMER = ("ip = get_ipython()\n"
+               "ip.input_transformers_post.append(lambda lines: ['pass\\n'] if any('check_' in l for l in lines)"
+               " else lines)\n")
+REPLAY = ("import json\nfrom helpers.course.checks import lab1\n_dumps = json.dumps\n_first = []\n"
+          "def _replay(obj, *a, **k):\n    if isinstance(obj, dict) and 'fingerprint' in obj:\n"
+          "        if not _first:\n            _first.append(_dumps(obj, *a, **k))\n"
+          "            lab1.check_tile_coords = lambda student: None\n        return _first[0]\n"
+          "    return _dumps(obj, *a, **k)\njson.dumps = _replay\n")
+HELPER = ("from helpers.course.checks import lab1\n"
+          "def tensor_map_args(a, box_rows, box_cols):\n    return lab1._map_args_expected(a, box_rows, box_cols)\n")
+
+IN_PROCESS = {"contextlib's __exit__ swallows the check's error": CONTEXTLIB,
+              "an input transformer blanks the check cell": TRANSFORMER,
+              "the tamper guard's fingerprint replayed": REPLAY}
+
+
+@pytest.mark.parametrize("how", list(IN_PROCESS))
+def test_a_submission_cannot_fool_the_verdict_from_inside_its_own_process(tmp_path, how):
+    path = make_notebook(tmp_path / "attack", [(TILE_SETUP, None), (TILE_WRONG + "\n" + IN_PROCESS[how], ANSWER),
+                                               (TILE_CHECK, CHECK)])
+    fooled = grade_notebook(path, timeout=60, referee=False)
+    assert fooled.points == 1, f"not a real attack: without the referee it did not pass\n{fooled.summary()}"
+    bad, _ = grade_class(path, tmp_path)
+    (cell,) = bad.cells
+    assert cell.points == 0 and "RefereeFailed" in cell.error, bad.summary()
+
+
+def test_an_answer_that_calls_the_graders_reference_helper_fails_saying_so(tmp_path, monkeypatch):
+    from helpers.course.autograde.referee import reference_helpers_used
+
+    assert reference_helpers_used([HELPER], {"helpers.course.checks.lab1"}) == ["lab1._map_args_expected"]
+    assert reference_helpers_used(["s = 'hopper::tma_load_2d(dst, map, bar, x, y);'"], set(), {"lab1"}) == \
+        ["hopper::tma_load_2d"]
+    assert reference_helpers_used(["// the header's hopper::tma_load_2d is the reference"], set(), {"lab1"}) == []
+    path = make_notebook(tmp_path / "attack", [(TILE_SETUP, None), (HELPER, ANSWER),
+                                               ("lab1.check_map_args(tensor_map_args)", CHECK)])
+    assert grade_notebook(path, timeout=60, referee=False).points == 1, "not a real attack: it passes the check"
+    bad, _ = grade_class(path, tmp_path)
+    (cell,) = bad.cells
+    assert cell.points == 0 and "the graders' own reference lab1._map_args_expected" in cell.error, cell.error
