@@ -209,3 +209,30 @@ def test_an_answer_that_calls_the_graders_reference_helper_fails_saying_so(tmp_p
     bad, _ = grade_class(path, tmp_path)
     (cell,) = bad.cells
     assert cell.points == 0 and "the graders' own reference lab1._map_args_expected" in cell.error, cell.error
+
+
+# ------------------------------------------------------------------------------------------ collect
+def test_collect_copies_regular_files_only_and_names_what_it_refuses(tmp_path):
+    from helpers.course.autograde.exchange import UnsafeSubmission, copy_regular_files
+
+    secret = tmp_path / "instructor" / "source.ipynb"
+    secret.parent.mkdir()
+    secret.write_text("the solution")
+    honest_dir = tmp_path / "honest"
+    (honest_dir / "data").mkdir(parents=True)
+    (honest_dir / "lab1_tma.ipynb").write_text("{}")
+    (honest_dir / "data" / "x.npy").write_bytes(b"x")
+    copy_regular_files(str(honest_dir), str(tmp_path / "honest-copy"))
+    assert (tmp_path / "honest-copy" / "data" / "x.npy").read_bytes() == b"x"
+    attacks = {
+        "symlink": lambda d: (d / "lab1_tma.ipynb").symlink_to(secret),
+        "symlinked folder": lambda d: (d / "runtime").symlink_to(secret.parent, target_is_directory=True),
+        "hard link": lambda d: os.link(secret, d / "lab1_tma.ipynb"),
+        "fifo": lambda d: os.mkfifo(d / "pipe"),
+    }
+    for how, make in attacks.items():
+        folder = tmp_path / how.replace(" ", "-")
+        folder.mkdir()
+        make(folder)
+        with pytest.raises(UnsafeSubmission, match=r"(lab1_tma.ipynb|runtime|pipe) is "):
+            copy_regular_files(str(folder), str(tmp_path / f"{folder.name}-copy"))
