@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_autograde import ANSWER, CHECK, TILE_CHECK, TILE_RIGHT, TILE_SETUP, TILE_WRONG, make_notebook
 
 from helpers.course.autograde import grade_notebook
-
-from test_autograde import ANSWER, CHECK, TILE_CHECK, TILE_RIGHT, TILE_SETUP, TILE_WRONG, make_notebook
 
 
 def _bwrap_missing() -> str | None:
@@ -99,7 +98,8 @@ def test_a_fork_flood_is_capped_for_the_whole_submission_and_leaves_nothing(tmp_
 
 def test_memory_is_limited_for_the_whole_submission_not_per_process(tmp_path):
     """Two children of 700 MB each, each under the per-process limit (1 GB), together over the submission's."""
-    hog = ("import subprocess, sys\nchild = 'import numpy, time; x = numpy.ones(700 << 20, numpy.uint8); time.sleep(3)'\n"
+    hog = ("import subprocess, sys\n"
+           "child = 'import numpy, time; x = numpy.ones(700 << 20, numpy.uint8); time.sleep(3)'\n"
            "procs = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(2)]\n"
            "codes = [p.wait() for p in procs]\nprint('exit codes', codes)\nassert codes == [0, 0]")
     path = make_notebook(tmp_path / "attack", [(TILE_SETUP, None), (TILE_RIGHT, ANSWER), (hog, CHECK),
@@ -144,7 +144,8 @@ def test_startup_files_and_configuration_submitted_beside_the_notebook_are_not_l
     startup.mkdir(parents=True)
     cheat = "from helpers.course.checks import lab1\nlab1.check_tile_coords = lambda student: None\n"
     (startup / "00-cheat.py").write_text(cheat)
-    (folder / "ipython_kernel_config.py").write_text(f"c = get_config()\nc.InteractiveShellApp.exec_lines = {[cheat]!r}\n")
+    config = f"c = get_config()\nc.InteractiveShellApp.exec_lines = {[cheat]!r}\n"
+    (folder / "ipython_kernel_config.py").write_text(config)
     (folder / "ipython_config.py").write_text((folder / "ipython_kernel_config.py").read_text())
     (folder / ".config").mkdir()
     path = make_notebook(folder, [(TILE_SETUP, None), (TILE_WRONG, ANSWER), (TILE_CHECK, CHECK)])

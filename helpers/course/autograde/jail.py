@@ -233,8 +233,8 @@ def main(argv: list[str]) -> None:
     limits = dict(spec.get("limits", {}))
     if "pids" not in applied and limits.get("max_processes"):
         limits["nproc"] = limits["max_processes"]  # per account: the grading account runs one submission at a time
-    sys.stderr.write(f"jail: cgroup v{version} limits {', '.join(applied) or 'none'}; "
-                     f"{'root, dropping to uid ' + str(spec.get('uid', 65534)) if os.geteuid() == 0 else 'user namespace'}\n")
+    who = f"root, dropping to uid {spec.get('uid', 65534)}" if os.geteuid() == 0 else "user namespace"
+    sys.stderr.write(f"jail: cgroup v{version} limits {', '.join(applied) or 'none'}; {who}\n")
     sys.stderr.flush()
     apply_limits({k: v for k, v in limits.items() if k in ("nproc", "file_mb")})
     os.execvp("bwrap", bwrap_argv(spec, command))

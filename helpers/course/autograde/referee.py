@@ -20,8 +20,8 @@ course header's ``hopper::`` reference functions in a lab's own wrapper) with a 
 from __future__ import annotations
 
 import ast
-import contextlib
 import base64
+import contextlib
 import ctypes
 import inspect
 import json
@@ -106,7 +106,7 @@ class Peer:
                 type(value) is np.ndarray and value.dtype.name == "bfloat16"):
             if value.size and not value.flags.c_contiguous and all(st > 0 for st in value.strides) \
                     and value.strides[-1] % value.itemsize == 0:  # a view: its strides matter (a row pitch)
-                span = sum((n - 1) * st for n, st in zip(value.shape, value.strides)) // value.itemsize + 1
+                span = sum((n - 1) * st for n, st in zip(value.shape, value.strides, strict=True)) // value.itemsize + 1
                 flat = np.lib.stride_tricks.as_strided(value, shape=(span,), strides=(value.itemsize,))
                 return {"view": [value.dtype.name, list(value.shape), list(value.strides),
                                  base64.b64encode(flat.tobytes()).decode()]}
@@ -147,7 +147,7 @@ class Peer:
             return {self.decode(k, depth + 1): self.decode(v, depth + 1) for k, v in body}
         if kind == "view":
             flat = np.frombuffer(base64.b64decode(body[3]), _dtype(body[0])).copy()
-            if any(st <= 0 for st in body[2]) or sum((n - 1) * st for n, st in zip(body[1], body[2])) \
+            if any(st <= 0 for st in body[2]) or sum((n - 1) * st for n, st in zip(body[1], body[2], strict=True)) \
                     >= flat.nbytes and flat.size:
                 raise ValueError("an array view that does not fit its data")
             return np.lib.stride_tricks.as_strided(flat, shape=body[1], strides=body[2])
@@ -189,7 +189,7 @@ class Peer:
                 raise RemoteError(msg["error"])
             else:
                 reply = self.decode(msg["value"])
-                for mine, after in zip(sent or [], self.decode(msg.get("arrays", {"list": []}))):
+                for mine, after in zip(sent or [], self.decode(msg.get("arrays", {"list": []})), strict=False):
                     if _is_array(mine) and _is_array(after) and mine.shape == after.shape and mine.flags.writeable:
                         mine[...] = after
                 return reply

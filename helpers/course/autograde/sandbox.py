@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import grp
-import secrets
-import subprocess
 import hashlib
 import json
 import os
 import pkgutil
 import pwd
+import secrets
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
