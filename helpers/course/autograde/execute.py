@@ -115,7 +115,7 @@ class IsolatedExecute(Execute):
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "PATH"}
         env = self._box.jail_env(env)
         seconds = max(60.0, self._deadline - time.monotonic() + 120)
-        verdicts = judge(self._box, nb, self._limits(), env, seconds)
+        verdicts = judge(self._box, nb, self._limits(), env, seconds, cell_seconds=self.timeout or 0)
         for cell in nb.cells:
             if _is_graded_code(cell) and not _has_error(cell):
                 why = verdicts.get(cell.metadata["nbgrader"]["grade_id"])
@@ -260,6 +260,8 @@ class IsolatedExecute(Execute):
     def _death_reason(self) -> str:
         proc = getattr(getattr(self.km, "provisioner", None), "process", None)
         code = proc.poll() if proc is not None else None
+        if code is not None and code > 128 and code - 128 in (signal.SIGXCPU, signal.SIGKILL):
+            code = 128 - code  # the jail reports a signal's end as 128 + the signal
         if code in (-signal.SIGXCPU, -signal.SIGKILL):
             return f"it used up its CPU time ({self.cpu_seconds} s), or the machine ran out of memory"
         if code == 124:

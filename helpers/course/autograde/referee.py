@@ -27,6 +27,7 @@ import inspect
 import json
 import os
 import re
+import signal
 import sys
 import traceback
 from typing import Any
@@ -247,11 +248,18 @@ def _answer(spec: dict) -> None:
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the cells print goes nowhere; the pipe to the referee is `out`
+    def late(*_: Any) -> None:
+        raise TimeoutError("the cell ran past its time limit")
+
+    signal.signal(signal.SIGALRM, late)
     for source in spec["cells"]:
+        signal.alarm(int(spec.get("cell_seconds") or 0))
         try:
             exec(compile(transform(source), "<answer>", "exec"), namespace)  # noqa: S102 - the jailed answer
         except BaseException:  # noqa: BLE001 - a failing cell fails only the checks that need what it made
             continue
+        finally:
+            signal.alarm(0)
     peer = Peer(sys.stdin.buffer, out, share_objects=False)
     while True:
         try:
@@ -401,9 +409,13 @@ def main(argv: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- the grader side
-def judge(box: Any, nb: Any, limits: dict, env: dict[str, str], seconds: float) -> dict[str, str | None]:
+def judge(box: Any, nb: Any, limits: dict, env: dict[str, str], seconds: float, cell_seconds: int = 0
+          ) -> dict[str, str | None]:
     """Grade ``nb``'s graded cells in two fresh jails of ``box`` (a Sandbox); grade_id → None (passed) or the
-    reason it failed. Lines from the referee go to the answer process and back through this process."""
+    reason it failed. Lines from the referee go to the answer process and back through this process.
+
+    ``nb`` is the notebook as the kernel ran it: code cells that failed or ran out of time there are not run again.
+    """
     import subprocess
     import threading
     import time
@@ -414,11 +426,12 @@ def judge(box: Any, nb: Any, limits: dict, env: dict[str, str], seconds: float) 
               if c.cell_type == "code" and nbg_utils.is_grade(c)]
     if not graded:
         return {}
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and not nbg_utils.is_grade(c)]
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and not nbg_utils.is_grade(c)
+             and not any(o.get("output_type") == "error" for o in c.get("outputs", []))]
     answers = [c.source for c in nb.cells if c.cell_type == "code" and nbg_utils.is_solution(c)]
     common = {"env": env, "limits": {k: v for k, v in limits.items() if k in ("memory_mb", "memory_rlimit",
                                                                             "cpu_seconds", "file_mb")}}
-    answer_spec = dict(common, cells=cells, work=box.jail_work)
+    answer_spec = dict(common, cells=cells, work=box.jail_work, cell_seconds=cell_seconds)
     referee_spec = dict(common, graded=graded, answers=answers, modules=sorted(box.modules))
     boot = [sys.executable, "-P", "-s", "-c", BOOT, str(box.grader)]
     answer = subprocess.Popen(box.jail_argv([*boot, "answer", json.dumps(answer_spec)], "answer", limits),

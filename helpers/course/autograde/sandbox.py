@@ -173,7 +173,7 @@ class Sandbox:
         path = self.kernels / KERNEL_NAME
         path.mkdir(parents=True)
         (path / "kernel.json").write_text(json.dumps(
-            {"argv": argv, "display_name": "Grading kernel", "language": "python", "interrupt_mode": "signal"}))
+            {"argv": argv, "display_name": "Grading kernel", "language": "python", "interrupt_mode": "message"}))
         return self.kernels
 
     def share_file(self, path: Path) -> None:
