@@ -29,8 +29,8 @@ say() { printf '== %s\n' "$*"; }
 die() { printf 'hub/setup.sh: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (it creates accounts): sudo make hub"
-for tool in python3 node npm sudo useradd chpasswd runuser; do
-  command -v "$tool" >/dev/null || die "needs $tool (Debian: apt-get install sudo nodejs npm)"
+for tool in python3 node npm sudo useradd chpasswd runuser bwrap setpriv; do
+  command -v "$tool" >/dev/null || die "needs $tool (Debian: apt-get install sudo nodejs npm bubblewrap)"
 done
 
 runuser -u nobody -- "$BASE_PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null \
@@ -57,6 +57,17 @@ done
 id -u "$GRADER" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
   --shell /usr/sbin/nologin "$GRADER"
 usermod -a -G "$GRADER" "$INSTRUCTOR"  # the grader shares its sandboxes with the grading account's group
+
+# each submission's jail makes its control group under hopper-grading/, handed to the grading account
+# (helpers.course.autograde.jail); where no hierarchy is writable, RLIMIT_NPROC of the account stands in
+CG=/sys/fs/cgroup
+if [ -f "$CG/cgroup.controllers" ]; then
+  mkdir -p "$CG/hopper-grading" 2>/dev/null && chown -R "$GRADER" "$CG/hopper-grading" || true
+else
+  for c in memory pids cpu; do
+    [ -d "$CG/$c" ] && mkdir -p "$CG/$c/hopper-grading" 2>/dev/null && chown -R "$GRADER" "$CG/$c/hopper-grading" || true
+  done
+fi
 
 PASSWORDS=${HOPPER_HUB_PASSWORDS:-$ROOT/state/passwords.txt}
 if [ ! -f "$PASSWORDS" ]; then

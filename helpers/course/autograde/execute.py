@@ -21,7 +21,7 @@ from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils as nbg_utils
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Enum, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from . import guard
 from .sandbox import KERNEL_NAME, Sandbox
@@ -69,7 +69,14 @@ class IsolatedExecute(Execute):
         "which limit bounds memory: 'as' (address space) or 'data' (heap and private mappings, what a machine "
         "with an NVIDIA driver needs: the driver reserves address space it never uses); 'auto' picks 'data' "
         "where /dev/nvidiactl exists")).tag(config=True)
-    cpu_seconds = Integer(900, help="CPU-time limit of the grading kernel, seconds (0: none)").tag(config=True)
+    cpu_seconds = Integer(900, help="CPU-time limit of each process of the submission, seconds (0: none)"
+                          ).tag(config=True)
+    max_processes = Integer(256, help=(
+        "processes and threads the whole submission may have at once (the jail's control group; where no cgroup is "
+        "writable, RLIMIT_NPROC of the grading account)")).tag(config=True)
+    cpus = Float(1.0, help="CPUs the whole submission may use at once (the jail's control group)").tag(config=True)
+    tmp_mb = Integer(512, help="size of each of the jail's tmpfs folders (/tmp, HOME, the working folder), MB"
+                     ).tag(config=True)
     notebook_seconds = Integer(1800, help="wall-clock limit for the whole notebook, seconds").tag(config=True)
     file_mb = Integer(256, help="largest file the notebook may write, MB (0: no limit)").tag(config=True)
     run_as = Unicode("", help=(
@@ -77,6 +84,9 @@ class IsolatedExecute(Execute):
         "group); empty: as the grader itself")).tag(config=True)
     work_root = Unicode("", help="where the per-notebook sandboxes are made (default: the temp directory)"
                         ).tag(config=True)
+    referee = Bool(True, help=(
+        "decide each graded cell again in two fresh jails, the check apart from the student's code "
+        "(helpers.course.autograde.referee); a cell passes only when both say so")).tag(config=True)
     #: the tests switch the guard off to prove each tampering they try would fool the checks without it
     tamper_guard = Bool(True, help="compare the graders' fingerprint around every graded cell")
 
@@ -89,6 +99,8 @@ class IsolatedExecute(Execute):
         self._baseline: guard.Snapshot | None = None
         try:
             nb, resources = super().preprocess(nb, resources, km=km)
+            if self.referee:
+                self._apply_referee(nb)
             changed = self._box.tampered_files()
             if changed and self.tamper_guard:
                 self._fail_graded(nb, "TamperingDetected", f"the submission changed the grader's copy of the "
@@ -97,22 +109,38 @@ class IsolatedExecute(Execute):
             self._box.close()
         return nb, resources
 
+    def _apply_referee(self, nb: NotebookNode) -> None:
+        from .referee import judge
+
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "PATH"}
+        env = self._box.jail_env(env)
+        seconds = max(60.0, self._deadline - time.monotonic() + 120)
+        verdicts = judge(self._box, nb, self._limits(), env, seconds, cell_seconds=self.timeout or 0)
+        for cell in nb.cells:
+            if _is_graded_code(cell) and not _has_error(cell):
+                why = verdicts.get(cell.metadata["nbgrader"]["grade_id"])
+                if why is not None:
+                    cell.outputs.append(_error("RefereeFailed", "graded again apart from the notebook's own "
+                                               f"process, this check failed: {why}"))
+
     def _limits(self) -> dict[str, Any]:
         which = self.memory_rlimit
         if which == "auto":
             which = "data" if os.path.exists("/dev/nvidiactl") else "as"
         return {"memory_mb": self.memory_mb, "memory_rlimit": which, "cpu_seconds": self.cpu_seconds,
-                "file_mb": self.file_mb, "wall_seconds": self.notebook_seconds + 60}
+                "file_mb": self.file_mb, "wall_seconds": self.notebook_seconds + 60,
+                "max_processes": self.max_processes, "cpus": self.cpus, "tmp_mb": self.tmp_mb}
 
     def create_kernel_manager(self) -> AsyncKernelManager:
-        if self.run_as:
+        if self.run_as and os.geteuid() != 0:
             self._check_sudo()
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         kernels = self._box.kernel_spec(self._limits(), env)
         self.kernel_name = KERNEL_NAME
         ksm = KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
-        km = _SandboxKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm,
-                                   connection_file=str(self._box.root / "connection.json"))
+        km = _SandboxKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm, transport="ipc",
+                                   ip=str(self._box.sockets / "k"),
+                                   connection_file=str(self._box.sockets / "connection.json"))
         km.sandbox = self._box
         self.km = km
         return km
@@ -133,7 +161,7 @@ class IsolatedExecute(Execute):
                 "Python that account can run (hub/setup.sh sets up both; see docs/hub.md)")
 
     async def async_start_new_kernel(self, **kwargs: Any) -> None:
-        kwargs["cwd"] = str(self._box.work)
+        kwargs["cwd"] = str(self._box.root)
         kwargs["stdout"] = kwargs["stderr"] = self._box.log
         await super().async_start_new_kernel(**kwargs)
 
@@ -232,6 +260,8 @@ class IsolatedExecute(Execute):
     def _death_reason(self) -> str:
         proc = getattr(getattr(self.km, "provisioner", None), "process", None)
         code = proc.poll() if proc is not None else None
+        if code is not None and code > 128 and code - 128 in (signal.SIGXCPU, signal.SIGKILL):
+            code = 128 - code  # the jail reports a signal's end as 128 + the signal
         if code in (-signal.SIGXCPU, -signal.SIGKILL):
             return f"it used up its CPU time ({self.cpu_seconds} s), or the machine ran out of memory"
         if code == 124:

@@ -47,6 +47,9 @@ def apply_limits(limits: dict) -> None:
     cpu = limits.get("cpu_seconds")
     if cpu:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU at the soft limit, SIGKILL at the hard
+    nproc = limits.get("nproc")
+    if nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     fsize = limits.get("file_mb")
     if fsize:
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize << 20, fsize << 20))
@@ -83,8 +86,30 @@ def preload() -> list[str]:
     return names
 
 
+def copy_submission(src: str, dest: str) -> None:
+    """Copy the submitted files (read-only in the jail) into the working folder, regular files only."""
+    import shutil
+    from pathlib import Path
+
+    top = Path(src)
+    for p in sorted(top.rglob("*")) if top.is_dir() else []:
+        target = Path(dest) / p.relative_to(top)
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif p.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
+
+
 def main(argv: list[str]) -> None:
-    """Apply the spec (environment, limits), load the graders, then run an IPython kernel with ``argv[1:]``."""
+    """Apply the spec (environment, limits), load the graders, then run an IPython kernel with ``argv[1:]``.
+
+    The kernel is set up in an empty folder (IPython reads configuration files from the working folder), then
+    moves to the working folder with the copy of the submission: no file submitted beside the notebook is read as
+    configuration, profile or startup file.
+    """
     spec = json.loads(argv[0])
     for var in ("PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT"):
         os.environ.pop(var, None)
@@ -96,5 +121,14 @@ def main(argv: list[str]) -> None:
     preload()
     from ipykernel.kernelapp import IPKernelApp
 
+    work = os.getcwd()
+    if spec.get("submission"):
+        copy_submission(spec["submission"], work)
+    empty = os.path.join(os.environ.get("IPYTHONDIR", "/tmp/.ipython") + "-boot")
+    os.makedirs(empty, exist_ok=True)
+    os.chdir(empty)
     sys.argv = ["grading-kernel", *argv[1:]]
-    IPKernelApp.launch_instance(argv=argv[1:])
+    app = IPKernelApp.instance()
+    app.initialize(argv[1:])
+    os.chdir(work)
+    app.start()
