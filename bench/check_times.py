@@ -1,0 +1,114 @@
+"""How long each graded check of every lab takes where it runs (on a machine without a GPU: the PTX executor, in
+hazard mode, as the student's check cell runs it), one table per lab.
+
+    python bench/check_times.py [--only lab2] [--repeat 1] [--cores 1] [--write bench/results/NAME]
+
+Each graded check cell of ``solutions/labN_*.ipynb`` runs after the notebook's imports and solution cells, as a
+student's correct answer would; the first run of a check compiles (NVRTC cache cold for that source), later ones
+reuse the cache. ``--cores 1`` pins the process to one core, as a laptop's single Python process is. The course's
+aim is every check under 10 s on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+AIM_S = 10.0
+
+
+def graded_checks(path: Path) -> tuple[dict, list[tuple[str, str]]]:
+    """The notebook's namespace (imports and solution cells) and its graded check cells: [(grade_id, source)]."""
+    import nbformat
+
+    from helpers.course import labgen
+
+    ns = labgen.solution_namespace(path)
+    nb = nbformat.read(path, as_version=4)
+    checks = [(c.metadata["nbgrader"]["grade_id"], c.source) for c in nb.cells if c.cell_type == "code"
+              and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    return ns, checks
+
+
+def time_lab(path: Path, repeat: int) -> list[dict]:
+    """Every graded check of one solution notebook, ``repeat`` times: seconds of each run and whether it passed."""
+    here = os.getcwd()
+    os.chdir(path.parent)  # later labs read the student's earlier notebooks beside them
+    try:
+        ns, checks = graded_checks(path)
+        rows = []
+        for gid, source in checks:
+            runs = []
+            for _ in range(repeat):
+                out = io.StringIO()
+                t0 = time.perf_counter()
+                try:
+                    with contextlib.redirect_stdout(out):
+                        exec(compile(source, f"<{gid}>", "exec"), dict(ns))  # noqa: S102 - the course's own cell
+                    passed = True
+                except Exception:  # noqa: BLE001 - a failing check is a row of the table, not a crash
+                    passed = False
+                runs.append({"seconds": round(time.perf_counter() - t0, 2), "passed": passed})
+            rows.append({"check": gid, "runs": runs, "median_s": statistics.median(r["seconds"] for r in runs),
+                         "passed": all(r["passed"] for r in runs)})
+        return rows
+    finally:
+        os.chdir(here)
+
+
+def table(lab: str, rows: list[dict]) -> str:
+    lines = [f"### {lab}", "", "| check | seconds (median) | runs | passed |", "|---|---:|---|---|"]
+    for r in rows:
+        flag = "" if r["median_s"] <= AIM_S else f" (over {AIM_S:g} s)"
+        lines.append(f"| `{r['check']}` | {r['median_s']:.1f}{flag} | {', '.join(str(x['seconds']) for x in r['runs'])}"
+                     f" | {'yes' if r['passed'] else 'NO'} |")
+    total = sum(r["median_s"] for r in rows)
+    slowest = max((r["median_s"] for r in rows), default=0)
+    lines += ["", f"{len(rows)} checks, {total:.0f} s in all; slowest {slowest:.1f} s", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="+", default=None, help="labs, e.g. lab2 lab7")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--cores", type=int, default=1, help="pin to this many cores (0: leave as is)")
+    p.add_argument("--write", type=Path, default=None, help="write NAME.md and NAME.json")
+    args = p.parse_args(argv)
+    if args.cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.cores])
+    from helpers import gpu
+
+    where = "the H100" if gpu.hopper_available() else "the PTX executor (no sm_90 GPU; hazard mode)"
+    head = [f"# Graded checks: seconds each ({time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}"
+            f", {args.cores or os.cpu_count()} core(s), on {where})", ""]
+    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "where": where, "cores": args.cores, "labs": {}}
+    text = list(head)
+    for path in sorted((ROOT / "solutions").glob("lab*.ipynb")):
+        lab = path.stem.split("_")[0]
+        if args.only and lab not in args.only:
+            continue
+        rows = time_lab(path, args.repeat)
+        result["labs"][lab] = rows
+        text.append(table(lab, rows))
+        print(text[-1], flush=True)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.with_suffix(".md").write_text("\n".join(text))
+        args.write.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    return 0 if all(r["passed"] for rows in result["labs"].values() for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
