@@ -212,6 +212,32 @@ def _first_wave_only(v, clusters, wave, K):
     return f.bytes_a, f.bytes_b
 
 
+def _one_more_pair(v, clusters, wave, K):
+    """The wave plus the next wave's first pair."""
+    chunk = v[wave * clusters:(wave + 1) * clusters + 1]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+def _one_pair_short(v, clusters, wave, K):
+    """The wave without its last pair."""
+    chunk = v[wave * clusters:min((wave + 1) * clusters, len(v)) - 1]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+def _full_waves_only(v, clusters, wave, K):
+    """Wraps round to the first pairs when the last wave is partial."""
+    idx = [(wave * clusters + i) % len(v) for i in range(clusters)]
+    chunk = v[idx]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+@pytest.mark.parametrize("wrong", [_one_more_pair, _one_pair_short, _full_waves_only])
+def test_footprint_wave_boundaries_are_deterministic(monkeypatch, wrong):
+    """A wave one pair too long or too short, or a last wave filled up: rejected on every seed, on the fixed
+    boundary cases, with a hint about the wave's pairs."""
+    rejected_on_every_seed(monkeypatch, lab6.check_wave_footprint, wrong, "of the visit order")
+
+
 @pytest.mark.parametrize("wrong, needle", [(_per_pair, "distinct"), (_elements, "2 bytes"),
                                            (_swapped, "A panels follow"), (_first_wave_only, "wave 3"),
                                            (lambda v, c, w, K: None, "return (bytes of A")])

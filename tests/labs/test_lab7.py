@@ -226,6 +226,39 @@ def load_add_that_writes(ws, regs):
     return out
 
 
+def load_add_in_place(ws, regs):
+    """Adds into the registers it was given (the caller's array changes) and returns them: bits right."""
+    T, R = regs.shape
+    regs += ws[:T * R].reshape(R, T).T
+    return regs
+
+
+def load_add_in_float64(ws, regs):
+    """The right sums, returned as float64 registers."""
+    return _ok_load_add(ws, regs).astype(np.float64)
+
+
+def load_add_flat(ws, regs):
+    """The right registers, flattened."""
+    return _ok_load_add(ws, regs).reshape(-1)
+
+
+def store_that_scales_its_registers(ws, regs):
+    """Stores right, but halves the registers it was given on the way."""
+    _ok_store(ws, regs)
+    regs *= 0.5
+
+
+@pytest.mark.parametrize("store, load_add, needles", [
+    (_ok_store, load_add_in_place, ("changed the registers it was given", "not an addition into regs in place")),
+    (_ok_store, load_add_in_float64, ("dtype", "float32")),
+    (_ok_store, load_add_flat, ("shape",)),
+    (store_that_scales_its_registers, _ok_load_add, ("changed the registers it was given",)),
+])
+def test_striped_inputs_dtype_and_shape(store, load_add, needles):
+    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), *needles)
+
+
 @pytest.mark.parametrize("store, load_add, needle", [
     (blocked_store, _ok_load_add, "t·R + j"),
     (last_stripe_left_out, _ok_load_add, "never written"),

@@ -309,7 +309,10 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
             extra = int(rng.integers(1, 64))
             ws = np.full(T * R + extra, np.nan, np.float32)
             what = f"striped_store(ws of {ws.size}, registers {T}×{R})"
-            _call(c, what, striped_store, ws, regs.copy(), hint="write ws[j·T + t] = regs[t, j] in place")
+            given = regs.copy()
+            _call(c, what, striped_store, ws, given, hint="write ws[j·T + t] = regs[t, j] in place")
+            if not np.array_equal(given.view(np.uint32), regs.view(np.uint32)):
+                c.fail(f"{what} changed the registers it was given", hint="a store only reads the registers")
             want = np.full_like(ws, np.nan)
             striped.store(want, regs)
             if not np.isnan(ws[T * R:]).all():
@@ -320,13 +323,20 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
             acc = (rng.standard_normal((T, R)) * np.exp2(rng.integers(-20, 20, size=(T, R)))).astype(np.float32)
             ws_before = ws.copy()
             what = f"striped_load_add(ws, registers {T}×{R})"
-            got = _call(c, what, striped_load_add, ws, acc.copy(), hint="return regs[t, j] + ws[j·T + t]")
-            try:
-                got_a = np.asarray(got, dtype=np.float32)
-            except (TypeError, ValueError):
-                c.fail(what, f"an array of shape {(T, R)}", type(got).__name__, hint="return the new registers")
-            if got_a.shape != (T, R):
-                c.fail(what + " (shape)", (T, R), got_a.shape, hint="return the registers, (threads, registers)")
+            given = acc.copy()
+            got = _call(c, what, striped_load_add, ws, given, hint="return regs[t, j] + ws[j·T + t]")
+            if not isinstance(got, np.ndarray):
+                c.fail(what, f"a float32 array of shape {(T, R)}", type(got).__name__, hint="return the new registers")
+            if got.shape != (T, R):
+                c.fail(what + " (shape)", (T, R), got.shape, hint="return the registers, (threads, registers)")
+            if got.dtype != np.float32:
+                c.fail(what + " (dtype)", "float32", str(got.dtype),
+                       hint="the kernel's registers are fp32: add in float32 and return float32 (a float64 sum is not "
+                            "what the kernel computes)")
+            if not np.array_equal(given.view(np.uint32), acc.view(np.uint32)):
+                c.fail(f"{what} changed the registers it was given (the caller's array)",
+                       hint="return a new array: regs + the stripes, not an addition into regs in place")
+            got_a = got
             if not np.array_equal(ws, ws_before, equal_nan=True):
                 c.fail(f"{what} changed the workspace", hint="a load only reads the workspace")
             expect = striped.load_add(ws_before, acc)
@@ -339,7 +349,7 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
                     hint = "the registers came back unchanged: add the workspace's stripes to them"
                 c.array(what, got_a, expect, hint=hint)
             c.ok(f"{T} threads × {R} registers: store lands at j·T + t bit for bit, nothing past T·R; load-add "
-                 "bit for bit, workspace untouched")
+                 "bit for bit, float32 of the registers' shape, workspace and the registers given untouched")
 
 
 # =========================================================================================================
