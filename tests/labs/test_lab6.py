@@ -478,3 +478,30 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
         lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
     rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
+
+
+# ------------------------------------------------------------------------------------------- the work
+_LOOP = "for (int p = cluster_id; p < pairs; p += clusters)"
+_M0 = "const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"
+WORK_MISTAKES = {
+    "every cluster takes every pair from its own on (++p)": (
+        lambda s: _swap(s, _LOOP, "for (int p = cluster_id; p < pairs; ++p)"),
+        ("was computed and stored 2 times", "block (0,0) (cluster 0, rank 0), block (2,0) (cluster 1, rank 0)",
+         "step by the number of clusters")),
+    "two clusters swap their pairs": (
+        lambda s: _swap(s, _LOOP, "for (int p = clusters - 1 - cluster_id; p < pairs; p += clusters)"),
+        ("pair 0, which the schedule gives cluster 0", "was stored by block (2,0) (cluster 1, rank 0)")),
+    "each CTA computes the other CTA's rows": (
+        lambda s: _swap(s, _M0, "const int m0 = pm * 2 * BM + (1 - rank) * BM, n0 = pn * BN;"),
+        ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",)),
+}
+
+
+@pytest.mark.parametrize("name", list(WORK_MISTAKES))
+def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatch, name):
+    """C comes out right (the run's ✓ says so); the work does not: a tile computed twice or by the wrong block."""
+    change, needles = WORK_MISTAKES[name]
+    _executor(monkeypatch)
+    text = rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), change(sol["LAB6_SRC"]),
+                          *needles)
+    assert "C is right" in text or "the schedule gives it to" in text

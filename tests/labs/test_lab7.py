@@ -516,3 +516,16 @@ def test_answers_breaking_several_rules_at_once():
     _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
     _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed),
                             (last_stripe_left_out, blocked_load_add), "never written")
+
+
+def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
+    """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
+    what the launch before left there. The hint names that mistake, not the K order."""
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    src = (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
+    old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
+    assert old in src
+    text = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=1),
+                                  src.replace(old, "        {"), "1 more launch gave the same bits",
+                                  "a later one is wrong", "only stores its sum")
+    assert "K order" not in text
