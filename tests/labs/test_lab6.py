@@ -456,9 +456,10 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     _executor(monkeypatch)
     lab6.check_persistent_kernel(sol["LAB6_SRC"])
     out = capsys.readouterr().out
-    each = re.findall(r"on the emulator \((\d+) pairs on 2 clusters of 2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)",
-                      out)
+    each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) pairs on 2 clusters of "
+                      r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
     assert len(each) == 2 and all(int(least) >= 2 for _, least in each), out
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -816,11 +816,11 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
                 f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
                 atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
         more = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
-        c.true(f"{m}×{n}×{k}: {more} gave the same bits", same, hint=_same_bits_hint(again, ref, k, clusters))
-        c.true(f"{m}×{n}×{k}: every flag is 0 again after the launches", left == 0,
+        c.true(f"{where}: {m}×{n}×{k}: {more} gave the same bits", same, hint=_same_bits_hint(again, ref, k, clusters))
+        c.true(f"{where}: {m}×{n}×{k}: every flag is 0 again after the launches", left == 0,
                hint="the final split resets its flag (*flag = 0)")
         want = owner_slots(m, n, k, clusters)
-        c.true(f"{m}×{n}×{k}: the partial sums went through the workspace slots of the split pairs' owners "
+        c.true(f"{where}: {m}×{n}×{k}: the partial sums went through the workspace slots of the split pairs' owners "
                f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
         if run is not None and run.log is not None:
             words, store_owner, mma_owner = _work_owners(m, n, k, clusters)
