@@ -374,12 +374,35 @@ def test_a_wrong_init_count_is_rejected_by_the_run(sol2, executor):
     rejected_by_the_run(lab2.check_init_arrive, src, "deadlock|differ|failed", "arrival count")
 
 
-def test_a_wait_that_tries_once_passes_the_run_and_fails_on_the_ptx(sol2, executor):
-    """try_wait parks a thread until the phase completes or a time limit passes; in the self-test the tile lands
-    first, so one try is enough there (on the H100 too). The PTX shows the missing loop all the same."""
+def test_a_wait_that_tries_once_is_rejected_by_the_run(sol2, executor):
+    """try_wait may return false before the phase completes (its time limit is the hardware's): hazard mode answers
+    the first try with false, so a wait that tries once reads the tile before it lands; the PTX names the loop."""
     src = swap(sol2["MBAR_TX_WAIT"], "  while (!my_mbar_try_wait(bar, parity)) {",
                "  if (!my_mbar_try_wait(bar, parity)) {")
-    text = rejects(lab2.check_tx_wait, src, "a loop around try_wait", "the run above gave the right result", seeds=None)
+    rejected_by_the_run(lab2.check_tx_wait, src, "hazard mode", "read before the barrier phase that delivers it",
+                        "a loop around try_wait")
+
+
+def test_a_wait_that_ignores_the_predicate_is_rejected_by_the_run(sol2, executor):
+    """selp always 1: the loop leaves after the first try_wait whatever it answered, and the tile is read early."""
+    src = swap(sol2["MBAR_TX_WAIT"], "selp.u32 %0, 1, 0, p;", "selp.u32 %0, 1, 1, p;")
+    rejected_by_the_run(lab2.check_tx_wait, src, "hazard mode", "read before the barrier phase that delivers it",
+                        "tile byte 0")
+
+
+def test_a_test_wait_used_once_is_rejected_by_the_run(sol2, executor):
+    """test_wait answers at once; used once, without a loop, the tile is read before it lands."""
+    src = swap(sol2["MBAR_TX_WAIT"], "mbarrier.try_wait.parity", "mbarrier.test_wait.parity")
+    src = swap(src, "  while (!my_mbar_try_wait(bar, parity)) {", "  if (!my_mbar_try_wait(bar, parity)) {")
+    rejected_by_the_run(lab2.check_tx_wait, src, "read before the barrier phase that delivers it",
+                        "uses mbarrier.test_wait")
+
+
+def test_a_test_wait_in_a_loop_passes_the_run(sol2, executor):
+    """A loop on test_wait is a correct (if wasteful) wait: the run passes; the PTX asks for try_wait."""
+    src = swap(sol2["MBAR_TX_WAIT"], "mbarrier.try_wait.parity", "mbarrier.test_wait.parity")
+    text = rejects(lab2.check_tx_wait, src, "uses mbarrier.test_wait", "the run above gave the right result",
+                   seeds=None)
     assert "ran on the emulator" not in text.split("\n", 1)[0]
 
 

@@ -65,6 +65,12 @@ def test_descriptor_wrong_answers():
         rejects(lab3.check_descriptor, lambda s, lbo, sbo, sw, t=table: ref(s, lbo, sbo, 0) | t[sw] << 62,
                 "bits 62-63")
     rejects(lab3.check_descriptor, lambda *a: 0x4000004000010740, "expected")
+    modes = {0: 0, 128: 1, 64: 2, 32: 3}
+    no_start_mask = lambda s, lbo, sbo, sw: (s >> 4) | ref(0, lbo, sbo, sw)  # noqa: E731
+    rejects(lab3.check_descriptor, no_start_mask, "0xfffffff0", "low 18 bits")
+    no_mask = lambda s, lbo, sbo, sw: (s >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | modes[sw] << 62  # noqa: E731
+    rejects(lab3.check_descriptor, no_mask, "low 18 bits")
+    rejects(lab3.check_descriptor, lambda s, lbo, sbo, sw: ref(s & 0x3FFFF, lbo & 0xFFFF, sbo, sw), "expected")
     rejects(lab3.check_descriptor, lambda *a: float(ref(*a)), "an int")
 
 

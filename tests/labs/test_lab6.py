@@ -212,6 +212,32 @@ def _first_wave_only(v, clusters, wave, K):
     return f.bytes_a, f.bytes_b
 
 
+def _one_more_pair(v, clusters, wave, K):
+    """The wave plus the next wave's first pair."""
+    chunk = v[wave * clusters:(wave + 1) * clusters + 1]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+def _one_pair_short(v, clusters, wave, K):
+    """The wave without its last pair."""
+    chunk = v[wave * clusters:min((wave + 1) * clusters, len(v)) - 1]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+def _full_waves_only(v, clusters, wave, K):
+    """Wraps round to the first pairs when the last wave is partial."""
+    idx = [(wave * clusters + i) % len(v) for i in range(clusters)]
+    chunk = v[idx]
+    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
+
+
+@pytest.mark.parametrize("wrong", [_one_more_pair, _one_pair_short, _full_waves_only])
+def test_footprint_wave_boundaries_are_deterministic(monkeypatch, wrong):
+    """A wave one pair too long or too short, or a last wave filled up: rejected on every seed, on the fixed
+    boundary cases, with a hint about the wave's pairs."""
+    rejected_on_every_seed(monkeypatch, lab6.check_wave_footprint, wrong, "of the visit order")
+
+
 @pytest.mark.parametrize("wrong, needle", [(_per_pair, "distinct"), (_elements, "2 bytes"),
                                            (_swapped, "A panels follow"), (_first_wave_only, "wave 3"),
                                            (lambda v, c, w, K: None, "return (bytes of A")])
@@ -430,9 +456,10 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     _executor(monkeypatch)
     lab6.check_persistent_kernel(sol["LAB6_SRC"])
     out = capsys.readouterr().out
-    each = re.findall(r"on the emulator \((\d+) pairs on 2 clusters of 2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)",
-                      out)
+    each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) pairs on 2 clusters of "
+                      r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
     assert len(each) == 2 and all(int(least) >= 2 for _, least in each), out
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -452,3 +479,30 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
         lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
     rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
+
+
+# ------------------------------------------------------------------------------------------- the work
+_LOOP = "for (int p = cluster_id; p < pairs; p += clusters)"
+_M0 = "const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"
+WORK_MISTAKES = {
+    "every cluster takes every pair from its own on (++p)": (
+        lambda s: _swap(s, _LOOP, "for (int p = cluster_id; p < pairs; ++p)"),
+        ("was computed and stored 2 times", "block (0,0) (cluster 0, rank 0), block (2,0) (cluster 1, rank 0)",
+         "step by the number of clusters")),
+    "two clusters swap their pairs": (
+        lambda s: _swap(s, _LOOP, "for (int p = clusters - 1 - cluster_id; p < pairs; p += clusters)"),
+        ("pair 0, which the schedule gives cluster 0", "was stored by block (2,0) (cluster 1, rank 0)")),
+    "each CTA computes the other CTA's rows": (
+        lambda s: _swap(s, _M0, "const int m0 = pm * 2 * BM + (1 - rank) * BM, n0 = pn * BN;"),
+        ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",)),
+}
+
+
+@pytest.mark.parametrize("name", list(WORK_MISTAKES))
+def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatch, name):
+    """C comes out right (the run's ✓ says so); the work does not: a tile computed twice or by the wrong block."""
+    change, needles = WORK_MISTAKES[name]
+    _executor(monkeypatch)
+    text = rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), change(sol["LAB6_SRC"]),
+                          *needles)
+    assert "C is right" in text or "the schedule gives it to" in text

@@ -226,6 +226,39 @@ def load_add_that_writes(ws, regs):
     return out
 
 
+def load_add_in_place(ws, regs):
+    """Adds into the registers it was given (the caller's array changes) and returns them: bits right."""
+    T, R = regs.shape
+    regs += ws[:T * R].reshape(R, T).T
+    return regs
+
+
+def load_add_in_float64(ws, regs):
+    """The right sums, returned as float64 registers."""
+    return _ok_load_add(ws, regs).astype(np.float64)
+
+
+def load_add_flat(ws, regs):
+    """The right registers, flattened."""
+    return _ok_load_add(ws, regs).reshape(-1)
+
+
+def store_that_scales_its_registers(ws, regs):
+    """Stores right, but halves the registers it was given on the way."""
+    _ok_store(ws, regs)
+    regs *= 0.5
+
+
+@pytest.mark.parametrize("store, load_add, needles", [
+    (_ok_store, load_add_in_place, ("changed the registers it was given", "not an addition into regs in place")),
+    (_ok_store, load_add_in_float64, ("dtype", "float32")),
+    (_ok_store, load_add_flat, ("shape",)),
+    (store_that_scales_its_registers, _ok_load_add, ("changed the registers it was given",)),
+])
+def test_striped_inputs_dtype_and_shape(store, load_add, needles):
+    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), *needles)
+
+
 @pytest.mark.parametrize("store, load_add, needle", [
     (blocked_store, _ok_load_add, "t·R + j"),
     (last_stripe_left_out, _ok_load_add, "never written"),
@@ -381,7 +414,8 @@ def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
     lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
     assert "bar.sync lies between the workspace stores and the release" in out
-    assert out.count(" on the emulator, ") == 3 and out.count("on 3 clusters") == 3, out
+    assert out.count("✓ ran on the emulator (") == 12 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("the work, as the emulator recorded it: each of the") == 3, out
     assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
     assert "timing skipped" in out
 
@@ -483,3 +517,16 @@ def test_answers_breaking_several_rules_at_once():
     _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
     _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed),
                             (last_stripe_left_out, blocked_load_add), "never written")
+
+
+def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
+    """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
+    what the launch before left there. The hint names that mistake, not the K order."""
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    src = (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
+    old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
+    assert old in src
+    text = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=1),
+                                  src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
+                                  "a later one is wrong", "only stores its sum")
+    assert "K order" not in text

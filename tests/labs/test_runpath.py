@@ -3,6 +3,9 @@ as the explanation of a run (Explanation)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -88,3 +91,66 @@ def test_a_run_function_runs_here_on_the_emulator(executor, monkeypatch):
     assert C.run(np.add, 2, 3, what="add", timeout=5) == 5
     with pytest.raises(RuntimeError, match="the isolated run raised ZeroDivisionError"):
         C.run(divmod, 1, 0, what="divmod", timeout=5)
+
+
+# ------------------------------------------------------------------------------------------- on an H100 (simulated)
+class _Bench:
+    def __init__(self, tflops: float) -> None:
+        self.tflops = tflops
+
+    def summary(self) -> str:
+        return f"{self.tflops:.0f} TFLOP/s"
+
+
+def _pretend_h100(monkeypatch, student_tflops: float, course_tflops: float) -> list:
+    """The Lab 5-6 run path as on an H100: the GPU's run gives the exact C, timing gives these speeds; the executor
+    runs for real (inside ``emulated``). Returns the list the GPU runs are recorded in."""
+    from helpers import gpu
+
+    calls: list = []
+    real = C.run_gemm
+
+    def forced() -> bool:
+        return os.environ.get("HELPERS_EXECUTOR") == "force"
+
+    def run_gemm(source, spec, cases, *, work=False, **kw):
+        if forced():
+            return real(source, spec, cases, work=work, **kw)
+        calls.append([a.shape for a, _ in cases])
+        return [(a.astype(np.float64) @ b.astype(np.float64).T).astype(gpu.bfloat16) for a, b in cases]
+
+    monkeypatch.setenv("HELPERS_EXECUTOR", "auto")
+    monkeypatch.setattr(C, "run_gemm", run_gemm)
+    monkeypatch.setattr(C, "on_h100", lambda: not forced())
+    monkeypatch.setattr(gpu, "hopper_available", lambda: True)
+    monkeypatch.setattr(gpu, "device_info", lambda: type("I", (), {"name": "NVIDIA H100 80GB HBM3"})())
+    monkeypatch.setattr(C, "time_gemm", lambda source, spec, sizes, **kw: [
+        (_Bench(student_tflops), "SM clock 1980 MHz", _Bench(course_tflops)) for _ in sizes])
+    from helpers.course.checks import lab5
+
+    monkeypatch.setattr(lab5, "on_h100", C.on_h100)
+    return calls
+
+
+def test_on_an_h100_the_kernel_also_runs_on_the_executor_in_hazard_mode(monkeypatch, capsys):
+    """A student with a GPU gets the executor's verdict too: the GPU's shapes, then a small shape on the executor in
+    hazard mode with the work checked, then the speed floor against the course's kernel timed in the same run."""
+    from helpers.course.checks import lab5
+
+    src = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
+    calls = _pretend_h100(monkeypatch, 590.0, 600.0)
+    lab5.check_epilogue_kernel(src, sizes=(4096,))
+    out = capsys.readouterr().out
+    assert calls and "✓ ran on the H100: M=" in out, out
+    assert "ran on the emulator (beside the H100, the same kernel on a small shape; hazard mode): M=392, N=520" in out
+    assert "the work, as the emulator recorded it" in out
+    assert "your kernel 590 TFLOP/s, the course's 600 TFLOP/s in the same run (0.98×; the floor is 0.80×)" in out
+
+
+def test_on_an_h100_a_slow_kernel_fails_the_speed_floor(monkeypatch):
+    from helpers.course.checks import lab5
+
+    src = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
+    _pretend_h100(monkeypatch, 11.0, 600.0)
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,)), src,
+                           "your kernel runs at 0.02× the course's (11 against 600 TFLOP/s, 98% slower)")

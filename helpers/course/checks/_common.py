@@ -62,6 +62,10 @@ __all__ = [
     "opening",
     "run_gemm",
     "time_gemm",
+    "gemm_work_child",
+    "emulated",
+    "SPEED_FLOOR",
+    "check_speed_floor",
 ]
 
 HELPERS = Path(__file__).resolve().parents[2]
@@ -216,7 +220,10 @@ def where(*, timing: bool = False, hazards: bool = True) -> str:
         info = gpu.device_info()
         m = re.search(r"\b(H\d{3})\b", getattr(info, "name", "") or "")
         return f"ran on the {m.group(1)}" if m else "ran on the GPU"
-    why = "HELPERS_EXECUTOR=force" if gpu.hopper_available() else "no sm_90 GPU"
+    if _BESIDE["on"]:
+        why = "beside the H100, the same kernel on a small shape"
+    else:
+        why = "HELPERS_EXECUTOR=force" if gpu.hopper_available() else "no sm_90 GPU"
     mode = "; hazard mode" if hazards and hazard_mode() else ""
     return f"ran on the emulator ({why}{mode}{'; not timed: the emulator does not time kernels' if timing else ''})"
 
@@ -776,32 +783,107 @@ def gemm_cases_child(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]]
     return out
 
 
-def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[Any]) -> list[tuple[Any, str]]:
+def gemm_speed_child(source: str, spec: GemmLaunch, sizes: list[Any], reference: str | None = None) -> list[tuple]:
     """(Runs in the isolated child.) The kernel at each size (n: n³, or (m, n, k)) beside cuBLAS (same output
-    type, same run), with the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary)]."""
+    type, same run), with the SM clock sampled while it ran: [(gpu.GemmBenchmark, clock summary, the course's
+    ``reference`` kernel's GemmBenchmark at the same size in the same run, or None)]."""
     from helpers import gpu
 
     kernel = gpu.compile(source, spec.name)
+    ref_kernel = gpu.compile(reference, spec.name) if reference else None
+    out_dtype = gpu.bfloat16 if spec.out_bf16 else np.float32
     out = []
     for size in sizes:
         m, n, k = (size, size, size) if isinstance(size, int) else size
         with gpu.sm_clock() as clk:
-            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), m, n, k,
-                                       out_dtype=gpu.bfloat16 if spec.out_bf16 else np.float32)
-        out.append((bench, clk.summary()))
+            bench = gpu.gemm_benchmark(lambda a, b, c: spec.launcher(kernel, a, b, c), m, n, k, out_dtype=out_dtype)
+            ref = None if ref_kernel is None else gpu.gemm_benchmark(
+                lambda a, b, c: spec.launcher(ref_kernel, a, b, c), m, n, k, out_dtype=out_dtype)
+        out.append((bench, clk.summary(), ref))
     return out
 
 
+#: a speed lab's floor: the student's kernel at least this fraction of the course's kernel, timed in the same run
+SPEED_FLOOR = 0.8
+
+
+def check_speed_floor(c: grading.Check, bench: Any, ref: Any, size: Any, hint: str) -> None:
+    """The student's kernel (``bench``) is at least :data:`SPEED_FLOOR` of the course's (``ref``), both timed in the
+    same run at ``size``; the message says how far off it is."""
+    ratio = bench.tflops / ref.tflops if ref.tflops else 0.0
+    c.true(f"{size}: your kernel {bench.tflops:.0f} TFLOP/s, the course's {ref.tflops:.0f} TFLOP/s in the same run "
+           f"({ratio:.2f}×; the floor is {SPEED_FLOOR:.2f}×)", ratio >= SPEED_FLOOR,
+           hint=f"your kernel runs at {ratio:.2f}× the course's ({bench.tflops:.0f} against {ref.tflops:.0f} "
+                f"TFLOP/s, {100 * (1 - ratio):.0f}% slower): {hint}")
+
+
+def gemm_work_child(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]]) -> dict:
+    """(Runs on the executor, in this process.) :func:`gemm_cases_child`, keeping each launch's work log: ``{"c":
+    [C, …], "work": [Launched, …]}``."""
+    from helpers import gpu
+    from helpers.gpu import executor
+
+    from ._work import Launched
+
+    kernel = gpu.compile(source, spec.name)
+    out, work = [], []
+    for a, b in cases:
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16 if spec.out_bf16 else np.float32)
+        spec.launcher(kernel, da, db, dc)()
+        gpu.wait()
+        last = executor.last_run()
+        work.append(Launched(last.work if last is not None else None, int(da.ptr), int(db.ptr), int(dc.ptr)))
+        out.append(dc.to_host())
+    return {"c": out, "work": work}
+
+
 def run_gemm(source: str, spec: GemmLaunch, cases: list[tuple[Any, Any]], *, what: str, timeout: float = 180.0,
-             hint: str = "") -> list[Any]:
+             hint: str = "", work: bool = False) -> Any:
     """A student's GEMM on every (A, B) case, C poisoned, through :func:`run` (the one run path); returns the C of
-    each case."""
+    each case. ``work`` (the executor only): ``{"c": [C, …], "work": [Launched, …]}`` with each launch's work log."""
+    if work and gpu_executor_active():
+        return run_isolated_call(gemm_work_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
     return run_isolated_call(gemm_cases_child, source, spec, cases, what=what, timeout=timeout, hint=hint)
 
 
-def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0) -> list[Any]:
-    """The kernel timed beside cuBLAS at each size (n: n³, or (m, n, k); the H100 only), through :func:`run`."""
-    return run_isolated_call(gemm_speed_child, source, spec, sizes, what=what, timeout=timeout)
+def gpu_executor_active() -> bool:
+    """Whether kernels run on the course's PTX executor here (no H100, forced, or inside :func:`emulated`)."""
+    from helpers import gpu
+
+    return gpu.executor_active()
+
+
+#: set inside :func:`emulated` on a machine with an H100: the ✓ lines say the run is the emulator's, beside the GPU's
+_BESIDE = {"on": False}
+
+
+@contextlib.contextmanager
+def emulated() -> Iterator[None]:
+    """Kernels launched inside the block run on the course's PTX executor, in hazard mode, even beside an H100: on
+    a GPU the graders run the student's kernel there too (a small shape), so a student with a GPU and one without
+    get the same verdict on races and on the work."""
+    from helpers import gpu
+
+    saved = os.environ.get("HELPERS_EXECUTOR")
+    beside = gpu.hopper_available()
+    os.environ["HELPERS_EXECUTOR"] = "force"
+    old, _BESIDE["on"] = _BESIDE["on"], beside
+    try:
+        yield
+    finally:
+        _BESIDE["on"] = old
+        if saved is None:
+            os.environ.pop("HELPERS_EXECUTOR", None)
+        else:
+            os.environ["HELPERS_EXECUTOR"] = saved
+
+
+def time_gemm(source: str, spec: GemmLaunch, sizes: list[Any], *, what: str, timeout: float = 300.0,
+              reference: str | None = None) -> list[Any]:
+    """The kernel timed beside cuBLAS (and the course's ``reference`` kernel, when given) at each size (n: n³, or
+    (m, n, k); the H100 only), through :func:`run`: [(bench, clock, reference bench or None)]."""
+    return run_isolated_call(gemm_speed_child, source, spec, sizes, reference, what=what, timeout=timeout)
 
 
 class Opening:

@@ -130,6 +130,10 @@ def _descriptor_hint(got: int, start: int, lbo: int, sbo: int, swizzle: int) -> 
         return "LBO and SBO are swapped: the leading byte offset goes in bits 16-29, the stride byte offset in 32-45"
     if got == (start | lbo << 16 | sbo << 32 | _MODE[swizzle] << 62) & (2**64 - 1):
         return "every offset is stored in units of 16 bytes: shift start, LBO and SBO right by 4"
+    unmasked = ((start >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (_MODE[swizzle] << 62))
+    if got == unmasked or got == unmasked & (2**64 - 1):
+        return ("an address or offset past 18 bits spilled into the next field: keep only its low 18 bits "
+                "((x & 0x3FFFF) >> 4), as the hardware does")
     for wrong_mode in range(4):
         if wrong_mode != _MODE[swizzle] and got == (reference_descriptor(start, lbo, sbo, 0) | wrong_mode << 62):
             return (f"swizzle {swizzle} B is mode {_MODE[swizzle]} in bits 62-63 (128B → 1, 64B → 2, 32B → 3, none "
@@ -137,9 +141,14 @@ def _descriptor_hint(got: int, start: int, lbo: int, sbo: int, swizzle: int) -> 
     return "start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, swizzle mode in 62-63"
 
 
-#: (start, lbo, sbo, swizzle): every mode, the smallest and largest field values, LBO ≠ SBO, the course's tile.
+#: (start, lbo, sbo, swizzle): every mode, the smallest and largest field values, LBO ≠ SBO, the course's tile, and
+#: every field at its largest value at once, with addresses and offsets past 18 bits (only their low 18 bits count:
+#: an encoder without the mask spills them into the next field)
 DESC_CASES = [(0x7400, 16, 1024, 128), (0, 16, 16, 0), (0x3FFF0, 0x3FFF0, 0x20, 64), (0x10, 0x100, 0x3FFF0, 32),
               (0x1230, 0x40, 0x200, 128), (0x20000, 0x80, 0x400, 0)]
+DESC_CASES += [(0x3FFF0, 0x3FFF0, 0x3FFF0, sw) for sw in (128, 64, 32, 0)]
+DESC_CASES += [(0xFFFFFFF0, 16, 1024, 128), (0x1FFFF0, 0x3FFF0, 0x3FFF0, 64), (0x400, 0xFFFFF0, 0x400, 32),
+               (0x400, 0x10, 0xFFFFF0, 0), (0xFFFFFFF0, 0xFFFFFFF0, 0xFFFFFFF0, 128)]
 
 
 def check_descriptor(encode_desc: Callable[[int, int, int, int], int], seed: int | None = None) -> None:

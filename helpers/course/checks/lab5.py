@@ -483,33 +483,122 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLa
             "or its place, or a stage that held the wrong rows")
 
 
-def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
-               benchmark: bool, sizes: tuple[Any, ...]) -> None:
-    """Run on random non-square shapes (C poisoned) against fp64, on the H100 or on the course's PTX executor (small
-    shapes), then (on the H100) time beside cuBLAS: both labs."""
-    from ._common import run_gemm, time_gemm
+def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, Any]:
+    """The schedule of a launch, for the work check: (the unit holding an element, in words; the block that stores a
+    64×64 tile of C; the block that computes a product) as functions of rows and columns."""
+    from helpers.hopper import scheduler
+
+    if not spec.persistent_unit:
+        bm, bn = spec.cta_tile
+
+        def tile_of(row: int, col: int) -> str:
+            return f"block tile ({col // bn},{row // bm})"
+
+        def grid_owner(row: int, col: int, *_: int) -> tuple[int, int]:
+            return (col // bn, row // bm)
+
+        return tile_of, grid_owner, grid_owner
+    pm, pn = -(-m // spec.persistent_unit[0]), -(-n // spec.persistent_unit[1])
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB6_GROUP
+    clusters = blocks // spec.cluster
+    half = spec.persistent_unit[0] // spec.cluster
+
+    def pair_of(row: int, col: int) -> int:
+        return order[(row // spec.persistent_unit[0], col // spec.persistent_unit[1])]
+
+    def pair_words(row: int, col: int) -> str:
+        p = pair_of(row, col)
+        return f"pair {p}, which the schedule gives cluster {p % clusters}"
+
+    def pair_owner(row: int, col: int, *_: int) -> tuple[int, int]:
+        return (spec.cluster * (pair_of(row, col) % clusters) + (row % spec.persistent_unit[0]) // half, 0)
+
+    return pair_words, pair_owner, pair_owner
+
+
+#: how the work is handed out, for a failed work check
+_WORK_HINT = {False: "block (x, y) computes and stores the 128×256 tile at rows 128·y, columns 256·x: each tile once",
+              True: "cluster c takes pairs c, c + clusters, c + 2·clusters, … (step by the number of clusters, "
+                    "gridDim.x / CLUSTER), and CTA rank r of the pair's cluster computes and stores its rows 128·r …"}
+
+
+def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
+                    shapes: list[tuple[int, int, int]]) -> None:
+    """The run on the course's PTX executor in hazard mode: C against fp64, then the work (every tile of C stored
+    once, by the block the schedule gives it; no product computed twice)."""
+    from ._common import run_gemm, where
+    from ._work import check_work
     from .lab3 import make_operands
 
-    hardware = on_h100()
-    where = "on the GPU" if hardware else "on the emulator"
-    shapes = _gpu_shapes(rng) if hardware else _emulator_shapes(rng, spec)
     cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
-    outs = run_gemm(source, spec, cases, what=what,
-                    hint="a fault or a deadlock names the barrier and parity; check the stage offsets and counts")
-    for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
+    got_all = run_gemm(source, spec, cases, what=what, work=True,
+                       hint="a fault or a deadlock names the barrier and parity; check the stage offsets and counts")
+    for (m, n, k), (a, b), got, run in zip(shapes, cases, got_all["c"], got_all["work"], strict=True):
         ref = a.astype(np.float64) @ b.astype(np.float64).T
         acc_tol = grading.gemm_tolerance(a, b.astype(np.float64).T)
         tol = acc_tol + (np.abs(ref) + acc_tol) * 2.0**-8  # fp32 accumulation, then bf16 rounding (half an ulp)
-        c.array(f"M={m}, N={n}, K={k} {where} ({_grid_words(spec, m, n, hardware)}), C poisoned first: every element "
-                "against fp64, within fp32 accumulation + bf16 rounding", got.astype(np.float64), ref, atol=tol,
-                hint=_result_hint(got.astype(np.float64), ref, tol, spec))
+        label = f"{where()}: M={m}, N={n}, K={k} ({_grid_words(spec, m, n, False)})"
+        c.array(f"{label}, C poisoned first: every element against fp64, within fp32 accumulation + bf16 rounding",
+                got.astype(np.float64), ref, atol=tol, hint=_result_hint(got.astype(np.float64), ref, tol, spec))
+        if run.log is None:
+            continue
+        blocks = len({s.block for s in run.log.stores} | {x.block for x in run.log.mmas})
+        if spec.persistent_unit:
+            pairs = -(-m // spec.persistent_unit[0]) * -(-n // spec.persistent_unit[1])
+            from ._common import EMULATED_CLUSTERS
+
+            blocks = min(pairs, EMULATED_CLUSTERS) * spec.cluster
+        piece, store_owner, mma_owner = _owners(spec, m, n, blocks)
+        check_work(c, run, m=m, n=n, label=f"M={m}, N={n}, K={k}", tile=spec.box_c or (64, 64), piece_of=piece,
+                   store_owner=store_owner, mma_owner=mma_owner, cluster=spec.cluster,
+                   hint=_WORK_HINT[bool(spec.persistent_unit)])
+
+
+#: the course's kernels, timed beside the student's in the same run (the speed floor)
+REFERENCE = {"lab5_gemm": "lab5_epilogue.cu", "lab6_gemm": "lab6_persistent.cu"}
+
+
+def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
+               benchmark: bool, sizes: tuple[Any, ...]) -> None:
+    """Run on random non-square shapes (C poisoned) against fp64 and check the work, both labs. Without an H100: on
+    the course's PTX executor in hazard mode (small shapes). On the H100: the large shapes there, then the first small
+    shape on the executor in hazard mode too (races and the work: the same verdict as without a GPU), then timing
+    beside cuBLAS and the course's kernel (the speed floor)."""
+    from pathlib import Path
+
+    from ._common import check_speed_floor, emulated, run_gemm, time_gemm, where
+    from .lab3 import make_operands
+
+    hardware = on_h100()
+    small = _emulator_shapes(rng, spec)
+    if not hardware:
+        _emulated_check(c, source, spec, rng, what=what, shapes=small)
+    else:
+        shapes = _gpu_shapes(rng)
+        cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
+        outs = run_gemm(source, spec, cases, what=what,
+                        hint="a fault or a deadlock names the barrier and parity; check the stage offsets and counts")
+        for (m, n, k), (a, b), got in zip(shapes, cases, outs, strict=True):
+            ref = a.astype(np.float64) @ b.astype(np.float64).T
+            acc_tol = grading.gemm_tolerance(a, b.astype(np.float64).T)
+            tol = acc_tol + (np.abs(ref) + acc_tol) * 2.0**-8
+            c.array(f"{where()}: M={m}, N={n}, K={k} ({_grid_words(spec, m, n, True)}), C poisoned first: every "
+                    "element against fp64, within fp32 accumulation + bf16 rounding", got.astype(np.float64), ref,
+                    atol=tol, hint=_result_hint(got.astype(np.float64), ref, tol, spec))
+        with emulated():
+            _emulated_check(c, source, spec, rng, what=what, shapes=small[:1])
     if not benchmark:
         return
     if not hardware:
         print("timing skipped: speed beside cuBLAS needs the H100 (the emulator checked the results above)")
         return
-    for bench, clock in time_gemm(source, spec, list(sizes), what=f"timing {what}"):
+    reference = (Path(__file__).resolve().parents[3] / "bench" / "kernels" / REFERENCE[spec.name]).read_text()
+    for size, (bench, clock, ref) in zip(sizes, time_gemm(source, spec, list(sizes), what=f"timing {what}",
+                                                          reference=reference), strict=True):
         c.ok(f"timed: {bench.summary()} ({clock})")
+        check_speed_floor(c, bench, ref, f"{size}³" if isinstance(size, int) else "×".join(map(str, size)),
+                          hint="compare your mainloop and epilogue with the text (a tile computed more than once, a "
+                               "stage waited for too early, a store waited for in full)")
 
 
 def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:

@@ -165,6 +165,26 @@ def check_cluster_pairs(cluster_pairs: Callable[[int, int, int], list[int]]) -> 
 
 
 # ------------------------------------------------------------------------------------------- 3 · L2 footprint
+#: (visits, clusters, wave, K) on every run: waves that end exactly where a new row of pairs starts (the next wave's
+#: first pair brings a new A panel, the wave's own last pair a new B panel), the last, partial wave, and a wave that
+#: ends exactly at the last pair
+BOUNDARY_WAVES = [(scheduler.row_major(6, 8), 8, 2, 1024), (scheduler.row_major(6, 8), 8, 0, 512),
+                  (scheduler.column_major(7, 5), 7, 1, 768), (scheduler.row_major(5, 7), 4, 8, 640),
+                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(9, 9, 8), 66, 1, 2048)]
+
+
+def _off_by_one(visits: np.ndarray, clusters: int, wave: int, K: int) -> set[tuple[int, int]]:
+    """The footprints of a wave one pair too long or too short at either end, or a last wave filled up with the
+    first pairs again."""
+    lo, hi = wave * clusters, (wave + 1) * clusters
+    chunks = [visits[max(a, 0):max(b, 0)] for a, b in ((lo, hi + 1), (lo, hi - 1), (lo - 1, hi), (lo + 1, hi),
+                                                       (lo + 1, hi + 1), (lo - 1, hi - 1))]
+    if len(visits):
+        chunks.append(visits[[(lo + i) % len(visits) for i in range(clusters)]])
+    return {(len({int(v) for v in x[:, 0]}) * PAIR * K * 2, len({int(v) for v in x[:, 1]}) * PAIR * K * 2)
+            for x in chunks if len(x)}
+
+
 def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], tuple[int, int]]) -> None:
     """Grade ``wave_footprint(visits, clusters, wave, K) -> (bytes of A, bytes of B)`` that the pairs of one wave
     read (each 256-row panel of A and 256-column panel of B once), on grouped, row-major and Hilbert orders."""
@@ -173,6 +193,7 @@ def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], t
         cases = [(scheduler.grouped(32, 32, 8), 66, 0, 8192), (scheduler.row_major(16, 16), 66, 0, 4096),
                  (scheduler.grouped(16, 16, 8), 66, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
                  (scheduler.grouped(5, 3, 8), 66, 0, 512)]
+        cases += BOUNDARY_WAVES
         for _ in range(3):
             pm, pn = int(rng.integers(2, 40)), int(rng.integers(2, 40))
             g = int(rng.choice([1, 2, 4, 8, 16]))
@@ -199,6 +220,10 @@ def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], t
                     hint = "a bf16 element is 2 bytes"
                 elif (a, b) == (want.b_panels * PAIR * K * 2, want.a_panels * PAIR * K * 2):
                     hint = "A panels follow the pair's row (pm), B panels its column (pn)"
+                elif (a, b) in _off_by_one(visits, clusters, wave, K):
+                    hint = (f"wave {wave} is pairs {wave * clusters} … {min((wave + 1) * clusters, len(visits)) - 1} "
+                            "of the visit order: no more (the next wave's first pair is not in it), no fewer (the "
+                            "last wave may be partial)")
                 c.fail(what, (want.bytes_a, want.bytes_b), (a, b), hint=hint)
             c.ok(f"{what}: {want.a_panels} A panels + {want.b_panels} B panels = {want.bytes / 2**20:.1f} MiB")
 

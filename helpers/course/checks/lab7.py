@@ -309,7 +309,10 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
             extra = int(rng.integers(1, 64))
             ws = np.full(T * R + extra, np.nan, np.float32)
             what = f"striped_store(ws of {ws.size}, registers {T}×{R})"
-            _call(c, what, striped_store, ws, regs.copy(), hint="write ws[j·T + t] = regs[t, j] in place")
+            given = regs.copy()
+            _call(c, what, striped_store, ws, given, hint="write ws[j·T + t] = regs[t, j] in place")
+            if not np.array_equal(given.view(np.uint32), regs.view(np.uint32)):
+                c.fail(f"{what} changed the registers it was given", hint="a store only reads the registers")
             want = np.full_like(ws, np.nan)
             striped.store(want, regs)
             if not np.isnan(ws[T * R:]).all():
@@ -320,13 +323,20 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
             acc = (rng.standard_normal((T, R)) * np.exp2(rng.integers(-20, 20, size=(T, R)))).astype(np.float32)
             ws_before = ws.copy()
             what = f"striped_load_add(ws, registers {T}×{R})"
-            got = _call(c, what, striped_load_add, ws, acc.copy(), hint="return regs[t, j] + ws[j·T + t]")
-            try:
-                got_a = np.asarray(got, dtype=np.float32)
-            except (TypeError, ValueError):
-                c.fail(what, f"an array of shape {(T, R)}", type(got).__name__, hint="return the new registers")
-            if got_a.shape != (T, R):
-                c.fail(what + " (shape)", (T, R), got_a.shape, hint="return the registers, (threads, registers)")
+            given = acc.copy()
+            got = _call(c, what, striped_load_add, ws, given, hint="return regs[t, j] + ws[j·T + t]")
+            if not isinstance(got, np.ndarray):
+                c.fail(what, f"a float32 array of shape {(T, R)}", type(got).__name__, hint="return the new registers")
+            if got.shape != (T, R):
+                c.fail(what + " (shape)", (T, R), got.shape, hint="return the registers, (threads, registers)")
+            if got.dtype != np.float32:
+                c.fail(what + " (dtype)", "float32", str(got.dtype),
+                       hint="the kernel's registers are fp32: add in float32 and return float32 (a float64 sum is not "
+                            "what the kernel computes)")
+            if not np.array_equal(given.view(np.uint32), acc.view(np.uint32)):
+                c.fail(f"{what} changed the registers it was given (the caller's array)",
+                       hint="return a new array: regs + the stripes, not an addition into regs in place")
+            got_a = got
             if not np.array_equal(ws, ws_before, equal_nan=True):
                 c.fail(f"{what} changed the workspace", hint="a load only reads the workspace")
             expect = striped.load_add(ws_before, acc)
@@ -339,7 +349,7 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
                     hint = "the registers came back unchanged: add the workspace's stripes to them"
                 c.array(what, got_a, expect, hint=hint)
             c.ok(f"{T} threads × {R} registers: store lands at j·T + t bit for bit, nothing past T·R; load-add "
-                 "bit for bit, workspace untouched")
+                 "bit for bit, float32 of the registers' shape, workspace and the registers given untouched")
 
 
 # =========================================================================================================
@@ -551,11 +561,14 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
               clusters: int | None = None) -> dict:
     """(Runs in the isolated child.) ``clusters`` clusters (default: every co-resident one), C poisoned, a zeroed
     workspace and flags for each case; per case C, whether ``repeats`` more launches gave the same bits, how many
-    flags were left non-zero, and which workspace slots (cluster · 2 + block) hold anything but zeros."""
+    flags were left non-zero, which workspace slots (cluster · 2 + block) hold anything but zeros, and the last
+    launch's C; on the executor also each case's first launch's work (``"work"``: Launched)."""
     from helpers import gpu
 
+    from ._work import Launched
+
     kernel = gpu.compile(source, KERNEL_NAME)
-    results = []
+    results, work = [], []
     for a, b in cases:
         clusters, ws, flags = _workspace(kernel, clusters)  # a fresh workspace and flags for each case
         da, db = gpu.to_device(a), gpu.to_device(b)
@@ -564,16 +577,22 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
         launch()
         gpu.wait()
         first = dc.to_host()
-        same = True
+        if gpu.executor_active():  # the first launch's work: who computed and stored what
+            from helpers.gpu import executor
+
+            last = executor.last_run()
+            work.append(Launched(last.work if last is not None else None, int(da.ptr), int(db.ptr), int(dc.ptr)))
+        same, again = True, first
         for _ in range(repeats):
             dc.poison()
             launch()
             gpu.wait()
-            same &= bool(np.array_equal(dc.to_host().view(np.uint16), first.view(np.uint16)))
+            again = dc.to_host()
+            same &= bool(np.array_equal(again.view(np.uint16), first.view(np.uint16)))
         slots = ws.to_host().reshape(clusters * 2, -1)
         written = [int(i) for i in np.flatnonzero((slots != 0).any(axis=1))]
-        results.append((first, same, int(np.count_nonzero(flags.to_host())), written))
-    return {"clusters": clusters, "results": results}
+        results.append((first, same, int(np.count_nonzero(flags.to_host())), written, again))
+    return {"clusters": clusters, "results": results, "work": work}
 
 
 def gpu_speed(source: str, lab6: str, shapes: list[tuple[int, int, int]], repeat: int = 20) -> list[dict]:
@@ -721,6 +740,96 @@ def _bf16_tolerance(ref: np.ndarray, k: int) -> np.ndarray:
     return 2e-2 * np.abs(ref) + 2e-3 * math.sqrt(k)
 
 
+def _same_bits_hint(again: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
+    """Why a later launch gave other bits: it was wrong (a split added what the workspace held from the launch
+    before), or right within rounding (the splits added in another order)."""
+    got = again.astype(np.float64)
+    bad = np.isnan(got) | (np.abs(got - ref) > _bf16_tolerance(ref, k))
+    if bad.any():
+        m, n = ref.shape
+        tiles, steps = sk.iteration_space(m, n, k)
+        return ("the first launch was right and a later one is wrong: a split added what the workspace held from the "
+                "launch before. The first split of a pair (order 0) has nothing to add: it only stores its sum and "
+                "raises the flag; only later splits (order > 0) wait for the flag and add the workspace "
+                f"(split pairs here: {sorted(_split_pairs(tiles, steps, clusters))[:8]})")
+    return "the splits must add in K order (wait until the flag reaches your order)"
+
+
+def _work_owners(m: int, n: int, k: int, clusters: int) -> tuple[Any, Any, Any]:
+    """The Stream-K schedule for the work check: (the pair holding an element, in words; the block that stores a
+    64×64 tile of C: the final split's or the whole pair's; the block that computes a product: the piece holding
+    its K step)."""
+    from helpers.hopper import scheduler
+
+    tiles, steps = sk.iteration_space(m, n, k)
+    pm, pn = -(-m // 256), -(-n // 256)
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB7_GROUP
+    pieces: dict[int, list[tuple[int, int, int]]] = {}
+    for cl, work in enumerate(sk.partition(tiles, steps, clusters, "hybrid")):
+        for t, a, b in work:
+            pieces.setdefault(t, []).append((a, b, cl))
+
+    def pair(row: int, col: int) -> int:
+        return order[(row // 256, col // 256)]
+
+    def words(row: int, col: int) -> str:
+        t = pair(row, col)
+        split = ", ".join(f"K steps {a}–{b - 1} on cluster {cl}" for a, b, cl in sorted(pieces.get(t, [])))
+        return f"pair {t}: {split}"
+
+    def block(cl: int, row: int) -> tuple[int, int]:
+        return (2 * cl + (row % 256) // 128, 0)
+
+    def store_owner(row: int, col: int) -> tuple[int, int]:
+        final = [cl for a, b, cl in pieces.get(pair(row, col), []) if b == steps]
+        return block(final[0] if final else -1, row)
+
+    def mma_owner(row: int, col: int, kk: int) -> tuple[int, int]:
+        step = kk // 64
+        own = [cl for a, b, cl in pieces.get(pair(row, col), []) if a <= step < b]
+        return block(own[0] if own else -1, row)
+
+    return words, store_owner, mma_owner
+
+
+def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list[tuple[int, int, int]], repeats: int,
+           clusters: int | None) -> None:
+    """Run the kernel on ``shapes`` (C poisoned, ``repeats`` more launches) where the run path runs it, and grade C
+    against fp64, the same bits again, the flags, the workspace slots and (on the executor) the work."""
+    from ml_dtypes import bfloat16
+
+    from . import _common
+    from ._work import check_work
+
+    cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
+             for m, n, k in shapes]
+    out = _run(c, "your kernel", gpu_trial, source, cases, repeats, clusters, timeout=240)
+    where = _common.where()
+    clusters = out["clusters"]
+    work = out.get("work") or [None] * len(shapes)
+    for (m, n, k), (a, b), (got, same, left, written, again), run in zip(shapes, cases, out["results"], work,
+                                                                       strict=True):
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        tiles, steps = sk.iteration_space(m, n, k)
+        got64 = got.astype(np.float64)
+        c.array(f"{where}: {m}×{n}×{k}, {tiles} pair{'s' * (tiles != 1)} × {steps} K steps on {clusters} clusters "
+                f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
+                atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
+        more = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
+        c.true(f"{where}: {m}×{n}×{k}: {more} gave the same bits", same, hint=_same_bits_hint(again, ref, k, clusters))
+        c.true(f"{where}: {m}×{n}×{k}: every flag is 0 again after the launches", left == 0,
+               hint="the final split resets its flag (*flag = 0)")
+        want = owner_slots(m, n, k, clusters)
+        c.true(f"{where}: {m}×{n}×{k}: the partial sums went through the workspace slots of the split pairs' owners "
+               f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
+        if run is not None and run.log is not None:
+            words, store_owner, mma_owner = _work_owners(m, n, k, clusters)
+            check_work(c, run, m=m, n=n, label=f"{m}×{n}×{k}", tile=(64, 64), piece_of=words, store_owner=store_owner,
+                       mma_owner=mma_owner, cluster=2,
+                       hint="a cluster computes only its own pieces (Work::item: whole pairs round-robin, then its "
+                            "Stream-K range), and only the final split (or a whole pair) stores the pair's tiles")
+
+
 def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
     """Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
     workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
@@ -745,31 +854,13 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
                                 "ordered protocol (on the emulator)"):
             return
         hardware = _common.on_h100()
-        shapes = _gpu_cases(rng) if hardware else emulator_cases(rng)
-        repeats = 3 if hardware else 1
-        from ml_dtypes import bfloat16
-
-        cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
-                 for m, n, k in shapes]
-        out = _run(c, "your kernel", gpu_trial, source, cases, repeats, None if hardware else EMULATED_CLUSTERS,
-                   timeout=240)
-        where = "on the GPU" if hardware else "on the emulator"
-        clusters = out["clusters"]
-        for (m, n, k), (a, b), (got, same, left, written) in zip(shapes, cases, out["results"], strict=True):
-            ref = a.astype(np.float64) @ b.astype(np.float64).T
-            tiles, steps = sk.iteration_space(m, n, k)
-            got64 = got.astype(np.float64)
-            c.array(f"{m}×{n}×{k} {where}, {tiles} pair{'s' * (tiles != 1)} × {steps} K steps on {clusters} clusters "
-                    f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
-                    atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
-            again = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
-            c.true(f"{m}×{n}×{k} {where}: {again} gave the same bits", same,
-                   hint="the splits must add in K order (wait until the flag reaches your order)")
-            c.true(f"{m}×{n}×{k} {where}: every flag is 0 again after the launches", left == 0,
-                   hint="the final split resets its flag (*flag = 0)")
-            want = owner_slots(m, n, k, clusters)
-            c.true(f"{m}×{n}×{k} {where}: the partial sums went through the workspace slots of the split pairs' owners "
-                   f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
+        small = emulator_cases(rng)
+        if hardware:
+            _trial(c, source, rng, _gpu_cases(rng), 3, None)
+            with _common.emulated():  # the same kernel on the executor, hazard mode: the same verdict as without a GPU
+                _trial(c, source, rng, small[:1], 1, EMULATED_CLUSTERS)
+        else:
+            _trial(c, source, rng, small, 1, EMULATED_CLUSTERS)
         if not benchmark:
             return
         if not hardware:

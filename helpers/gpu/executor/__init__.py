@@ -12,7 +12,7 @@ Beyond what ``helpers.gpu`` does with it on a machine without a GPU:
 * :func:`executor_options` — a ``with`` block in which every launch through ``helpers.gpu`` that runs on the
   executor (``launch``, ``prepare``, ``run_isolated``, in this process or its children) uses these options;
   ``HELPERS_EXECUTOR_HAZARDS=1`` / ``HELPERS_EXECUTOR_TRACE=1`` do the same for a whole session.
-* :func:`last_run` — the last emulated launch (its trace and hazards).
+* :func:`last_run` — the last emulated launch (its trace, hazards and ``work``: who computed and stored what).
 """
 
 from __future__ import annotations
@@ -110,6 +110,14 @@ class RunResult:
         from .trace import Trace
 
         return Trace.from_machine(self.machine)
+
+    @property
+    def work(self) -> Any:
+        """Who did which part of the work (:class:`helpers.gpu.executor.work.WorkLog`): every wgmma and store with
+        the block that issued it."""
+        from .work import WorkLog, log_of
+
+        return log_of(self.machine) if self.machine is not None else WorkLog()
 
     @property
     def ok(self) -> bool:

@@ -23,6 +23,7 @@ from .machine import (
 from .memory import RANK_SHIFT, MemoryFault, gather, scatter
 from .parser import Addr, Reg, Sink, Vec
 from .registry import decoder
+from .work import log_of
 
 _SEM = {"weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "mmio", "sc"}
 _SCOPE = {"cta", "cluster", "gpu", "sys"}
@@ -167,6 +168,7 @@ def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) 
     if width > 1 and (a & np.uint64(width - 1)).any():
         raise _misaligned(a, width)
     mach.memory.store(a, value, dt, nvec)
+    log_of(mach).stored_global(mach.cur, a)
     if mach.hz is not None:
         mach.hz.global_access(mach.cur, a, width, store=True)
 

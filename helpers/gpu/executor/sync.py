@@ -1,7 +1,13 @@
 """mbarrier instructions on the emulator's :class:`helpers.hopper.mbarrier.MBarrier` (H100-checked semantics): init,
 inval, arrive (with a count, expect_tx, on a barrier of another CTA of the cluster), expect_tx, complete_tx,
 test_wait / try_wait (parity or state token). A wait that cannot succeed parks its threads until the barrier's
-phase completes; in stall mode it returns false (see machine.py)."""
+phase completes; in stall mode it returns false (see machine.py).
+
+In hazard mode a wait takes the adversarial choice the PTX allows: ``try_wait`` is only potentially blocking (its time
+limit is the hardware's) and ``test_wait`` does not block at all, so a thread's first poll of a phase that has not
+completed returns false, and only its next poll parks until the phase completes (the copies that complete it land
+then, at the latest moment). A loop that ignores the predicate, or a ``test_wait`` used once, goes on before the data
+is delivered, and the hazard checker reports the read as the race it is."""
 
 from __future__ import annotations
 
@@ -201,6 +207,23 @@ def _expect_tx(b: Binder) -> Any:
     return expect
 
 
+def _refuse_first(mach: Machine, bar: Any, threads: np.ndarray, d: Any, pc: int) -> np.ndarray:
+    """Hazard mode: threads polling ``bar``'s current phase for the first time get false and go on (the adversarial
+    answer of a potentially blocking wait); returns the threads that polled it before, which park."""
+    phase = int(bar.phase)
+    seen = getattr(bar, "hz_refused", None)
+    if seen is None or seen[0] != phase:
+        seen = (phase, set())
+        bar.hz_refused = seen
+    first = np.array([t not in seen[1] for t in threads.tolist()], bool)
+    if first.any():
+        refuse = threads[first]
+        seen[1].update(refuse.tolist())
+        d(refuse, np.zeros(len(refuse), bool))
+        mach.PC[refuse] = pc + 1
+    return threads[~first]
+
+
 def _wait(b: Binder) -> Any:
     mach = b.mach
     generic, cluster = _addr_mode(b)
@@ -260,6 +283,8 @@ def _wait(b: Binder) -> Any:
             mach.PC[ok] = pc + 1
         for bar, sel in waits:
             rest = idx[sel & ~res]
+            if len(rest) and mach.hz is not None:
+                rest = _refuse_first(mach, bar, rest, d, pc)
             if len(rest):
                 parity = int(v[sel & ~res][0]) if parity_form else int(bar.parity)
                 cta = bar.cta

@@ -25,6 +25,7 @@ from .machine import CTA, SHARED_WINDOW, Binder, ExecFault, Machine, _indices, c
 from .memory import OFFSET_MASK, RANK_SHIFT, MemoryFault
 from .parser import Addr, Imm, Reg, Vec
 from .registry import ctl, decoder
+from .work import log_of
 
 TMAP_MAGIC = 0x50414D54_55484550  # "PEHUTMAP": the 128 parameter bytes of an emulated tensor map start so
 
@@ -191,6 +192,7 @@ def _tensor(b: Binder, rest: list[str]) -> Any:
 def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: list[CTA], doff: int, boff: int,
                  where: Any) -> None:
     nbytes = tma_mod.tx_bytes(tmap)
+    log_of(mach).loaded(targets, doff, tmap, coords)
     bar0 = c.barriers.get(boff)
     bname, phase = (bar0.name, bar0.phase) if bar0 is not None else ("", -1)
     mach.copy_seq += 1
@@ -225,6 +227,7 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
 
 
 def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], soff: int, where: Any) -> None:
+    log_of(mach).stored(c, tmap, coords)
     st = _bulk_state(c, t)
     op = {"read": False, "done": False}
     st["open"].append(op)
@@ -625,6 +628,8 @@ def _wg_mma(b: Binder) -> Any:
         op.chain[w] = prev
         op.inputs[w] = None if prev is not None else W[rows_a, lo:hi].T.copy()
         op.count += 1
+        if op.count == 1:
+            log_of(mach).mma(c, g, desc[0], desc[1], n)
         if mach.hz is not None:
             mach.hz.wgmma_issue(c, st, g, w, op, n)
         if mach.opts.trace:

@@ -1,0 +1,94 @@
+"""The work a kernel did, checked against its schedule: every tile of C stored once, by the block the schedule gives
+it, and every product of the mainloop (64 rows of A, a slice of B's rows, 16 of K) computed once, by the block that
+owns it. A kernel that computes a tile twice, or hands two clusters each other's tiles, still leaves the right C: only
+the work shows it. The executor records the work (``helpers.gpu.executor.work``: which block issued each wgmma and
+each TMA store); these functions grade it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from helpers.course import grading
+
+__all__ = ["Launched", "Owner", "check_work", "block_words"]
+
+#: (ctaid x, ctaid y): the block a schedule gives a piece of work to
+Owner = tuple[int, int]
+
+
+@dataclass
+class Launched:
+    """One launch on the executor, as the grader needs it: its work log and where A, B and C lived."""
+
+    log: Any
+    a: int
+    b: int
+    c: int
+
+
+def block_words(ctaid: Owner, cluster: int) -> str:
+    """'block (3,0) (cluster 1, rank 1)', or 'block (2,1)' without clusters."""
+    x, y = ctaid
+    if cluster > 1:
+        return f"block ({x},{y}) (cluster {x // cluster}, rank {x % cluster})"
+    return f"block ({x},{y})"
+
+
+def _blocks(blocks: list[Any], cluster: int) -> str:
+    names = sorted({block_words((b.ctaid[0], b.ctaid[1]), cluster) for b in blocks})
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, tile: tuple[int, int],
+               piece_of: Callable[[int, int], str], store_owner: Callable[[int, int], Owner],
+               mma_owner: Callable[[int, int, int], Owner], cluster: int = 1, hint: str = "") -> None:
+    """Grade the work of one launch of an M×N GEMM: every ``tile`` (rows, cols) box of C stored exactly once, by
+    ``store_owner(row0, col0)``; no product of the mainloop computed twice; each computed by
+    ``mma_owner(a_row, c_col, k)``. ``piece_of(row, col)`` names the schedule's unit holding an element in words
+    (e.g. 'pair 3'). ``hint`` says how the schedule hands out work."""
+    log = run.log
+    th, tw = tile
+    counts: dict[tuple[int, int], list[Any]] = {}
+    for s in log.stores_to(run.c):
+        col0, row0 = s.box.coords[0], s.box.coords[1]
+        counts.setdefault((row0, col0), []).append(s.block)
+    for (row0, col0), blocks in sorted(counts.items()):
+        where = f"the {th}×{tw} tile of C at rows {row0}–{min(row0 + th, m) - 1}, columns {col0}–" \
+                f"{min(col0 + tw, n) - 1} ({piece_of(row0, col0)})"
+        if len(blocks) > 1:
+            c.fail(f"{label}: {where} was computed and stored {len(blocks)} times, by {_blocks(blocks, cluster)}: "
+                   "C is right, but the work is done more than once (every output tile is computed once, by its "
+                   "owner)", hint=hint)
+        want = store_owner(row0, col0)
+        got = (blocks[0].ctaid[0], blocks[0].ctaid[1])
+        if got != want:
+            c.fail(f"{label}: {where} was stored by {block_words(got, cluster)}; the schedule gives it to "
+                   f"{block_words(want, cluster)}", hint=hint)
+    missing = [(r, q) for r in range(0, m, th) for q in range(0, n, tw) if (r, q) not in counts]
+    if missing:
+        r, q = missing[0]
+        c.fail(f"{label}: {len(missing)} tile(s) of C were never stored by a TMA store, the first at rows {r}–"
+               f"{min(r + th, m) - 1}, columns {q}–{min(q + tw, n) - 1} ({piece_of(r, q)})", hint=hint)
+    products: dict[tuple, list[Any]] = {}
+    for x in log.mmas:
+        if x.a == run.a and x.b == run.b:
+            products.setdefault(x.key, []).append(x)
+    for xs in products.values():
+        first = xs[0]
+        row, col, k = first.a_row, first.b_row, first.k
+        what = (f"the product of A rows {row}–{row + 63} and B rows {col}–{col + first.n - 1} (C's columns) over K "
+                f"{k}–{k + 15} ({piece_of(row, col)})")
+        if len(xs) > 1:
+            c.fail(f"{label}: {what} was computed {len(xs)} times, by {_blocks([x.block for x in xs], cluster)}: C "
+                   "is right, but the work is done more than once (every output tile is computed once, by its "
+                   "owner)", hint=hint)
+        want = mma_owner(row, col, k)
+        got = (first.block.ctaid[0], first.block.ctaid[1])
+        if got != want:
+            c.fail(f"{label}: {what} was computed by {block_words(got, cluster)}; the schedule gives it to "
+                   f"{block_words(want, cluster)}", hint=hint)
+    stores = sum(len(v) for v in counts.values())
+    c.ok(f"{label}: the work, as the emulator recorded it: each of the {stores} tiles of C stored once and each of the "
+         f"{len(products)} wgmma products computed once, all by the block the schedule gives them")
