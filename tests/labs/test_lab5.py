@@ -378,7 +378,7 @@ def test_kernel_solution_runs_on_the_h100(sol):
 @pytest.mark.parametrize("name", list(lab5_run_only((ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, _ = lab5_run_only(sol["LAB5_SRC"])[name]
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "on the GPU", *needles)
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, "ran on the H100", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor

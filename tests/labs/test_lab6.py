@@ -441,7 +441,7 @@ def test_kernel_solution_runs_on_the_h100(sol):
 @pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
-    rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the GPU", *needles)
+    rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "ran on the H100", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
