@@ -209,6 +209,125 @@ extern "C" __global__ void misc(const int* idx, int* out) {
 }
 """
 
+CUDA_PTX = r"""
+#include <cuda/ptx>
+#include <cuda/std/cstdint>
+namespace ptx = cuda::ptx;
+using cuda::std::uint64_t;
+struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };  // what <cuda.h> declares
+using CUtensorMap = CUtensorMap_st;
+
+// A two-stage ring through cuda::ptx: an elected producer lane streams 32x32 int tiles with TMA, four consumer
+// warps sum their rows' columns; a token wait (mbarrier.try_wait with the arrive's state) joins them at the end.
+extern "C" __global__ void cuda_ptx_ring(const __grid_constant__ CUtensorMap in, int* out, int tiles) {
+  __shared__ alignas(128) int tile[2][32][32];
+  __shared__ uint64_t full[2], empty[2], done;
+  __shared__ unsigned partial[4][32];
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  if (t == 0) {
+    for (int s = 0; s < 2; ++s) {
+      ptx::mbarrier_init(&full[s], 1);
+      ptx::mbarrier_init(&empty[s], 128);
+    }
+    ptx::mbarrier_init(&done, 128);
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+  }
+  __syncthreads();
+  if (warp == 4) {
+    if (lane == 0) {
+      for (int k = 0; k < tiles; ++k) {
+        const int s = k % 2;
+        while (!ptx::mbarrier_try_wait_parity(&empty[s], ((k / 2) & 1) ^ 1)) {
+        }
+        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[s],
+                                       sizeof(tile[0]));
+        const cuda::std::int32_t coords[2] = {0, 32 * k};
+        ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, &tile[s][0][0], &in, coords, &full[s]);
+      }
+    }
+    return;
+  }
+  unsigned acc = 0;
+  for (int k = 0; k < tiles; ++k) {
+    const int s = k % 2;
+    while (!ptx::mbarrier_try_wait_parity(ptx::sem_acquire, ptx::scope_cta, &full[s], (k / 2) & 1)) {
+    }
+    for (int r = 0; r < 8; ++r) acc = acc * 3u + unsigned(tile[s][8 * warp + r][lane]);
+    ptx::mbarrier_arrive(&empty[s]);
+  }
+  partial[warp][lane] = acc;
+  const uint64_t token = ptx::mbarrier_arrive(&done);
+  while (!ptx::mbarrier_try_wait(&done, token)) {
+  }
+  out[t] = int(partial[warp][lane] - partial[(warp + 1) % 4][(lane + 7) % 32]);
+}
+"""
+
+TMAP_5D = r"""
+struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };
+using CUtensorMap = CUtensorMap_st;
+// One 5-D box per block, its coordinates read from global memory (innermost first, as the PTX takes them).
+extern "C" __global__ void tmap_5d(const __grid_constant__ CUtensorMap map, const int* coords,
+                                   unsigned short* out) {
+  __shared__ alignas(128) unsigned short box[256];
+  __shared__ alignas(8) unsigned long long bar;
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.proxy.async.shared::cta;" :: "r"(b) : "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int* c = coords + 5 * blockIdx.x;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(512) : "memory");
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];"
+                 :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(box))), "l"(&map), "r"(c[0]), "r"(c[1]),
+                    "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(b) : "memory");
+  }
+  asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+               " @!p bra WAIT_%=;\n}\n" :: "r"(b) : "memory");
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) out[256 * blockIdx.x + i] = box[i];
+}
+"""
+
+MULTICAST_3D = r"""
+struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };
+using CUtensorMap = CUtensorMap_st;
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// Each block of a 2-block cluster loads half of a 3-D box (2 of its 4 planes) and multicasts it to both blocks:
+// every block ends up with the whole box, its barrier counting the bytes of both halves.
+extern "C" __global__ void __cluster_dims__(2, 1, 1) multicast_3d(const __grid_constant__ CUtensorMap half,
+                                                                   unsigned short* out) {
+  __shared__ alignas(128) unsigned short box[4][8][32];
+  __shared__ alignas(8) unsigned long long full;
+  unsigned rank, cluster;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(cluster));
+  const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&full));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync();  // both barriers exist before either block's copy can land on them
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(int(sizeof(box))));
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&box[2 * rank][0][0]));
+    const unsigned short mask = 0x3;
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;"
+                 :: "r"(dst), "l"(&half), "r"(0), "r"(8 * int(cluster)), "r"(6 * int(cluster) + 2 * int(rank)),
+                    "r"(bar), "h"(mask) : "memory");
+  }
+  asm volatile("{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+               " @!p bra WAIT;\n}\n" :: "r"(bar) : "memory");
+  const unsigned short* flat = &box[0][0][0];
+  for (int i = threadIdx.x; i < 4 * 8 * 32; i += blockDim.x) out[blockIdx.x * 1024 + i] = flat[i];
+  cluster_sync();  // no block leaves while its peer's copy may still be landing in it
+}
+"""
+
 
 def _map_bytes(tmap: Any) -> np.ndarray:
     """The 128 bytes of a tensor map, to copy into global memory (a driver CUtensorMap or the executor's map)."""
@@ -326,7 +445,68 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
     sums = np.array([sum(((idx[x] + 5 * i) % 24) ** 2 + x for i in range(24)) for x in range(32)], np.int32)
     out["globaltimer, clock64, local arrays, printf"] = ("32 threads", misc,
                                                          np.concatenate([sums, np.full(32, 3, np.int32)]))
+    ring = np.random.default_rng(36).integers(-50, 50, (8 * 32, 32)).astype(np.int32)
+
+    def cuda_ptx() -> np.ndarray:
+        k = gpu.compile(CUDA_PTX, "cuda_ptx_ring")
+        o = gpu.poison(128, np.int32)
+        gpu.launch(k, 1, 160, 0, gpu.tensor_map_2d(gpu.to_device(ring), 32, 32, swizzle=0), o, np.int32(8))
+        return o.to_host()
+
+    acc = np.zeros((4, 32), np.uint32)  # unsigned arithmetic wraps, in numpy too
+    for k in range(8):
+        for r in range(8):
+            acc = acc * np.uint32(3) + ring[32 * k + 8 * np.arange(4)[:, None] + r, np.arange(32)].view(np.uint32)
+    want = (acc - np.roll(acc, (-1, -7), axis=(0, 1))).view(np.int32).ravel()
+    out["cuda::ptx mbarrier and TMA calls"] = ("8 tiles through 2 stages, 160 threads", cuda_ptx, want)
+    big = np.random.default_rng(37).integers(1, 1 << 16, (3, 4, 5, 6, 40)).astype(np.uint16)  # 8 columns of padding
+    corners = np.array([[0, 0, 0, 0, 0], [16, 3, 1, 2, 1], [16, 4, 4, 3, 2], [-8, -1, -2, 1, 0]], np.int32)
+
+    def five_d() -> np.ndarray:
+        k = gpu.compile(TMAP_5D, "tmap_5d")
+        d = gpu.to_device(big)
+        tmap = gpu.encode_tiled(np.uint16, d.ptr, [32, 6, 5, 4, 3], [80, 480, 2400, 9600], [16, 4, 3, 2, 2],
+                                element_strides=[1, 2, 2, 1, 1], swizzle=0)
+        o = gpu.poison(4 * 256, np.uint16)
+        gpu.launch(k, 4, 64, 0, tmap, gpu.to_device(corners), o)
+        return o.to_host()
+
+    out["5-D tensor map with element strides"] = ("box 16x4x3x2x2, strides 1,2,2,1,1, 4 boxes partly outside",
+                                                  five_d, np.concatenate([_box_5d(big, c) for c in corners]))
+
+    vol3 = np.random.default_rng(38).integers(1, 1 << 16, (8, 16, 32)).astype(np.uint16)  # (z, y, x)
+
+    def multicast() -> np.ndarray:
+        k = gpu.compile(MULTICAST_3D, "multicast_3d")
+        d = gpu.to_device(vol3)
+        tmap = gpu.encode_tiled(np.uint16, d.ptr, [32, 16, 8], [64, 16 * 64], [32, 8, 2], swizzle=0)
+        o = gpu.poison(4 * 1024, np.uint16)
+        gpu.launch(k, 4, 64, 0, tmap, o)
+        return o.to_host()
+
+    boxes3 = []
+    for c in range(2):  # cluster c: rows 8c.., planes 6c..6c+3 (planes 8 and 9 lie outside: zero)
+        box = np.zeros((4, 8, 32), np.uint16)
+        planes = vol3[6 * c:6 * c + 4, 8 * c:8 * c + 8]
+        box[:len(planes)] = planes
+        boxes3 += [box.ravel(), box.ravel()]
+    out["3-D TMA multicast in a cluster of 2"] = ("2 clusters, each block loads half the box for both",
+                                                  multicast, np.concatenate(boxes3))
     return out
+
+
+def _box_5d(t: np.ndarray, corner: np.ndarray) -> np.ndarray:
+    """The box tmap_5d's map copies at ``corner`` (innermost first): 16 x ceil(4/2) x ceil(3/2) x 2 x 2 elements,
+    dims 1 and 2 every other element, zero outside the 32 x 6 x 5 x 4 x 3 tensor (t is (3, 4, 5, 6, 40))."""
+    steps = [(16, 1), (2, 2), (2, 2), (2, 1), (2, 1)]  # (elements moved, element stride) per dim, innermost first
+    idx = [int(c) + s * np.arange(n) for c, (n, s) in zip(corner, steps, strict=True)]
+    dims = (32, 6, 5, 4, 3)
+    box = np.zeros((2, 2, 2, 2, 16), np.uint16)
+    for e in np.ndindex(2, 2, 2, 2, 16):
+        i = [idx[4][e[0]], idx[3][e[1]], idx[2][e[2]], idx[1][e[3]], idx[0][e[4]]]
+        if all(0 <= v < n for v, n in zip(i, reversed(dims), strict=True)):
+            box[e] = t[tuple(i)]
+    return box.ravel()
 
 
 def _hilbert_order(n: int) -> np.ndarray:
