@@ -522,6 +522,11 @@ __device__ __forceinline__ bool elect_one_sync() {  // the CuTe idiom: one lane 
                " mov.s32 %0, %%rx;\n}\n" : "+r"(lane), "+r"(pred) : "r"(0xFFFFFFFFu));
   return pred != 0;
 }
+__device__ __forceinline__ bool elect_lane() {  // the same, the lane id discarded into the sink
+  unsigned pred;
+  asm volatile("{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}\n" : "=r"(pred));
+  return pred != 0;
+}
 __device__ __forceinline__ void named_sync(unsigned id, unsigned count) {
   asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
@@ -549,7 +554,7 @@ extern "C" __global__ void transpose(const __grid_constant__ CUtensorMap map_x,
     for (int n = 0; n < mine; ++n) {
       const int s = n % 2, tile = schedule[blockIdx.x + n * gridDim.x];
       if (n >= 2) named_sync(1 + s, 96);  // both consumers are done with this stage
-      if (elect_one_sync()) {
+      if (elect_lane()) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 2048;" :: "r"(smem(&full[s])) : "memory");
         asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                      " [%0], [%1, {%2, %3}], [%4];"
