@@ -872,6 +872,46 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
     return out
 
 
+def idioms() -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """name -> (source, kernel, PTX the idiom must leave): what each case exists to exercise, so that an edit that
+    drops it fails a test rather than quietly testing less."""
+    return {
+        "inline-asm wait loops x16": (WAIT_LOOPS, "wait_loops", ("mbarrier.try_wait.parity.shared::cta.b64",)),
+        "cuda::barrier + cde TMA": (LIBCUDACXX_TMA, "libcudacxx_tma", (
+            "cp.async.bulk.tensor.2d.shared::cluster.global", "cp.async.bulk.tensor.2d.global.shared::cta",
+            "cp.async.bulk.wait_group.read 0")),
+        "__cluster_dims__ launch": (CLUSTER_DIMS, "cluster_ranks", (".reqnctapercluster 2, 1, 1", "mapa.shared")),
+        "named barriers, elect.sync, stmatrix/ldmatrix": (WARP_IDIOMS, "warp_idioms", (
+            "bar.sync %r", "elect.sync", "stmatrix.sync.aligned.m8n8.x4.trans")),
+        "3-D tensor map passed by pointer": (TMAP_BY_POINTER, "tmap_by_pointer", (
+            "fence.proxy.tensormap::generic.acquire.gpu", "cp.async.bulk.tensor.3d")),
+        "persistent loop over a Hilbert schedule": (PERSISTENT, "persistent", ("atom.global.add",)),
+        "globaltimer, clock64, local arrays, printf": (MISC, "misc", ("%globaltimer", "ld.local", "vprintf")),
+        "cuda::ptx mbarrier and TMA calls": (CUDA_PTX, "cuda_ptx_ring", (
+            "mbarrier.try_wait.shared::cta.b64", "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64",
+            "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64", "fence.mbarrier_init.release.cluster",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes")),
+        "5-D tensor map with element strides": (TMAP_5D, "tmap_5d", ("cp.async.bulk.tensor.5d",)),
+        "3-D TMA multicast in a cluster of 2": (MULTICAST_3D, "multicast_3d", (
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
+            "fence.mbarrier_init.release.cluster")),
+        "register spills and a local table": (SPILLS, "spills", (".maxntid 256", ".minnctapersm 8", "st.local",
+                                                                 "ld.local")),
+        "wgmma m64nNk16 ladder, descriptors from shared memory": (wgmma_ladder_source(192), "wgmma_ladder", (
+            "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16", "ld.shared.u64")),
+        "warp-specialized, setmaxnreg dec/inc": (WARP_SPECIALIZED.replace("@ATOM@", wgmma_atom(128)),
+                                                 "ws_setmaxnreg", ("setmaxnreg.dec.sync.aligned.u32 40",
+                                                                   "setmaxnreg.inc.sync.aligned.u32 232",
+                                                                   "elect.sync")),
+        "persistent TMA transpose: elect.sync, named barriers, ldmatrix/stmatrix .trans": (TRANSPOSE, "transpose", (
+            "elect.sync %rx|%px", "elect.sync _|p", "bar.sync %r", "bar.arrive %r",
+            "ldmatrix.sync.aligned.m8n8.x4.trans", "stmatrix.sync.aligned.m8n8.x4.trans",
+            "cp.async.bulk.tensor.2d.global.shared::cta")),
+        "tensor maps by value and from an array in global memory": (MIXED_MAPS, "mixed_maps", (
+            "fence.proxy.tensormap::generic.acquire.gpu", "cvta.param.u64", "ld.param.u64")),
+    }
+
+
 def _box_5d(t: np.ndarray, corner: np.ndarray) -> np.ndarray:
     """The box tmap_5d's map copies at ``corner`` (innermost first): 16 x ceil(4/2) x ceil(3/2) x 2 x 2 elements,
     dims 1 and 2 every other element, zero outside the 32 x 6 x 5 x 4 x 3 tensor (t is (3, 4, 5, 6, 40))."""
