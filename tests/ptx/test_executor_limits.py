@@ -45,6 +45,14 @@ CONSTRUCTS = {
     "alloca": "alloca.u64 %rd1, 16;",
     "stacksave": "stacksave.u64 %rd1;",
     "128-bit registers": ".reg .b128 %q1;\n mov.b128 %q1, {%rd1, %rd2};",
+    # next to what the foreign-style corpus (tests/ptx/foreign.py) runs: a tensor map edited in shared memory and
+    # copied to global memory, im2col copies, the mbarrier's drop and pending count
+    "tensormap.cp_fenceproxy": "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned"
+                               " [%rd1], [%r1], 128;",
+    "im2col TMA": ".reg .b16 %rs<2>;\n cp.async.bulk.tensor.3d.shared::cluster.global.im2col"
+                  ".mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3, %r4}], [%r1], {%rs1};",
+    "mbarrier.arrive_drop": "mbarrier.arrive_drop.shared::cta.b64 %rd2, [%r1];",
+    "mbarrier.pending_count": "mbarrier.pending_count.b64 %r1, %rd2;",
 }
 
 BLAME = ("deadlock", "never initialized", "illegal", "misaligned", "out of bounds", "your kernel")

@@ -387,3 +387,55 @@ def test_neighbouring_words_of_two_warps_are_no_conflict_but_an_unordered_read_i
     racy = NEIGHBOURS.replace("  __syncthreads();\n", "")
     res = gpu.run_on_executor(gpu.compile(racy, "neighbours"), 1, 128, 0, np.zeros(128, np.int32), check=False)
     assert res.hazards and {h.kind for h in res.hazards} <= {"unsynchronised", "overwrite-while-read"}
+
+
+HISTOGRAM = r"""
+extern "C" __global__ void histogram(const int* x, int* out) {
+  __shared__ int bins[16];
+  const int t = threadIdx.x;
+  if (t < 16) bins[t] = 0;
+  __syncthreads();
+  atomicAdd(&bins[x[t] % 16], 1);  // every warp adds into the same bins
+  __syncthreads();
+  if (t < 16) out[t] = bins[t];
+}
+"""
+
+
+def test_atomics_of_two_warps_on_one_word_do_not_race_but_a_plain_write_does() -> None:
+    """Shared-memory atomics of different warps on one word are no race (each is one read-modify-write); an atomic
+    and a plain access of another warp with nothing ordering them are."""
+    x = np.random.default_rng(5).integers(0, 1000, 128).astype(np.int32)
+    res = gpu.run_on_executor(gpu.compile(HISTOGRAM, "histogram"), 1, 128, 0, x, np.zeros(16, np.int32), check=False)
+    assert res.hazards == [] and res.error is None
+    assert (res.arrays[1] == np.bincount(x % 16, minlength=16)).all()
+    racy = HISTOGRAM.replace("  if (t < 16) bins[t] = 0;\n  __syncthreads();\n", "  if (t >= 96) bins[t % 16] = 0;\n")
+    res = gpu.run_on_executor(gpu.compile(racy, "histogram"), 1, 128, 0, x, np.zeros(16, np.int32), check=False)
+    assert res.hazards and res.hazards[0].kind in ("unsynchronised", "overwrite-while-read"), res.hazards
+
+
+READ_ONLY_WAIT = r"""
+extern "C" __global__ void read_only_wait(const __grid_constant__ CUtensorMap out_map) {
+  __shared__ alignas(128) float tile[8][32];
+  for (int i = threadIdx.x; i < 8 * 32; i += blockDim.x) (&tile[0][0])[i] = float(i + 1000 * blockIdx.x);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"(&out_map), "r"(0), "r"(8 * int(blockIdx.x)),
+                    "r"(static_cast<unsigned>(__cvta_generic_to_shared(tile))) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n\tcp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+}
+"""
+
+
+def test_a_tma_store_waited_for_with_read_only_still_writes_in_hazard_mode() -> None:
+    """A kernel that only waits until its TMA stores have read shared memory (``wait_group.read``, as CuTe's
+    ``tma_store_wait`` does) still finds its output in global memory after the launch."""
+    c = np.full((16, 32), np.nan, np.float32)
+    res = gpu.run_on_executor(gpu.compile('#include "hopper.cuh"\n' + READ_ONLY_WAIT, "read_only_wait"), 2, 64, 0,
+                              TensorMapArg(c, (8, 32), swizzle=0), check=False)
+    assert res.hazards == [] and res.error is None
+    want = (np.arange(256)[None, :] + 1000 * np.arange(2)[:, None]).astype(np.float32).reshape(16, 32)
+    assert np.array_equal(res.arrays[0], want)

@@ -161,8 +161,9 @@ def test_unreadable_ptx_names_the_line() -> None:
 def test_other_operand_kinds() -> None:
     src = ".version 9.5\n.target sm_90a\n.address_size 64\n.visible .entry e()\n{\n.reg .b32 %r<3>;\n" \
           "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], %r2;\nsetp.gt.and.s32 %p1, %r1, 0x10, !%p2;\n" \
-          "ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+16];\nret;\n}\n"
+          "ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+16];\nelect.sync _|%p1, -1;\nret;\n}\n"
     body = parse(src).functions["e"].body
     assert body[0].operands[0] == Sink()
     assert body[1].operands[2] == Imm(16) and body[1].operands[3] == Neg(Reg("%p2"))
     assert body[2].operands[1] == Addr(Reg("%rd1"), 16)
+    assert body[3].operands[0] == Pair(Sink(), Reg("%p1"))  # the elected lane's id discarded

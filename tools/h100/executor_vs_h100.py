@@ -1,7 +1,8 @@
 """Truth from silicon for the PTX executor: run every course kernel and the corpus of kernels in published style
-(tests/ptx/foreign.py) on the H100 and on the executor with the same random inputs and compare the outputs bit for
-bit; compare the failure sentences of the demo kernels, and ask the driver and the executor about the same launches
-(launch_refusals: which it refuses, with which error).
+(tests/ptx/foreign.py: cuda::ptx calls, 5-D maps, multicast, spills, the wgmma ladder, setmaxnreg, a persistent TMA
+transpose, maps by value and by pointer, ...) on the H100 and on the executor with the same random inputs and compare
+the outputs bit for bit; compare the failure sentences of the demo kernels, ask the driver and the executor about the
+same launches (launch_refusals: which it refuses, with which error), and keep ptxas's report of each foreign kernel.
 
     python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
     python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
@@ -404,6 +405,18 @@ def sentences() -> list[dict[str, Any]]:
     return out
 
 
+def compile_reports() -> dict[str, str]:
+    """What ptxas made of each foreign-style kernel on this machine (registers, spills, local memory): the spill
+    case must spill here as it does where the CPU tests compile it."""
+    from foreign import idioms
+
+    from helpers import gpu
+
+    out = {name: gpu.compile(src, kernel).report.summary() for name, (src, kernel, _frags) in idioms().items()}
+    print(f"register spills and a local table: {out.get('register spills and a local table')}")
+    return out
+
+
 def run_all() -> dict[str, Any]:
     from helpers import gpu
     from helpers.gpu.executor.probes import ALU_OPS
@@ -432,6 +445,7 @@ def run_all() -> dict[str, Any]:
         print(f"{name}: {'bit-identical' if entry['bit_identical'] else 'DIFFERENT'} ({entry['seconds']} s)")
     results["sentences"] = sentences()
     results["refusals"] = launch_refusals()
+    results["compile_reports"] = compile_reports()
     for s in results["sentences"]:
         print(f"{s['demo']}: {'same sentence' if s['identical'] else 'DIFFERENT'}")
     _mode("gpu")

@@ -205,6 +205,7 @@ class _CtaState:
         self.gw_epoch = np.zeros(nw, np.int32)
         self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
         self.gw_pc = np.zeros(nw, np.int32)
+        self.gw_atomic = np.zeros(nw, bool)  # the last generic write was an atomic
         self.any_async = False
         self.remote: dict[int, tuple] = {}  # cluster warp of another block -> (epoch, pc, what, its block) of its
         # latest access to this block's shared memory or barriers
@@ -224,6 +225,8 @@ class HazardChecker:
         self.wgmmas: list[_Wgmma | None] = [None]
         self.stores: list[_Store | None] = [None]
         self.pending: list[_Copy] = []  # copies not landed yet, in issue order
+        self.unwritten: list[dict] = []  # stores (TMA, bulk) not yet written to global memory, in issue order
+        self.atomic = False  # the current shared-memory access is an atomic's (atomics do not race each other)
         self.proxy_fences = np.zeros(mach.S * mach.W, np.int64)  # per machine warp
         nthreads = mach.N
         self.gpu_fence = np.zeros(nthreads, np.int64)  # per thread: gpu-scope fences so far
@@ -619,6 +622,8 @@ class HazardChecker:
         wd = self._smem_words(np.atleast_1d(off), width)
         gw = ts.gw[wd]
         other = (gw >= 0) & (gw != w)
+        if self.atomic:  # an atomic's read is part of its read-modify-write: it races plain writes only
+            other &= ~ts.gw_atomic[wd]
         if other.any():
             k = np.flatnonzero(other)
             writers = gw[k]
@@ -631,7 +636,7 @@ class HazardChecker:
                          "mbarrier the writer arrives on and the reader waits for).", (self.pc, int(ts.gw_pc[j])))
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
-        if target is c:
+        if target is c and not self.atomic:
             ts.gr[wd, col] = c.cluster.hz.vc[w, w]
             ts.gr_pc[wd, col] = self.pc
 
@@ -658,6 +663,7 @@ class HazardChecker:
         ts.gw_epoch[wd] = cs.vc[w, w]
         ts.gw_pf[wd] = self.proxy_fences[g]
         ts.gw_pc[wd] = self.pc
+        ts.gw_atomic[wd] = self.atomic
         ts.aw[ch] = 0
 
     def _check_async_readers(self, c: Any, w: int, target: Any, ch: np.ndarray, here: str,
@@ -725,6 +731,8 @@ class HazardChecker:
                          (self.pc, rpc))
         gw = ts.gw[ch]
         other = (gw >= 0) & (gw != w)
+        if self.atomic:  # two atomics on one word do not race
+            other &= ~ts.gw_atomic[ch]
         if other.any():
             k = np.flatnonzero(other)
             known = cs.vc[w, gw[k]] >= ts.gw_epoch[ch[k]]
@@ -916,10 +924,17 @@ class HazardChecker:
         x.land()
 
     def flush(self) -> bool:
-        """Nothing can run: land the oldest pending copy (True if there was one)."""
+        """Nothing can run: land the oldest pending copy, else write the oldest store that has read its source
+        (waited for with ``.read`` only, or read at its block's exit): True if there was one."""
         if self.pending:
             self.land(self.pending[0])
             return True
+        self.unwritten = [op for op in self.unwritten if not op["done"]]
+        for i, op in enumerate(self.unwritten):
+            if op["read"]:
+                del self.unwritten[i]
+                op["write_fn"]()
+                return True
         return False
 
     # ------------------------------------------------------------------ wgmma
@@ -1026,6 +1041,7 @@ class HazardChecker:
         cs.bulk_seq[w] += 1
         rec = _Store(len(self.stores), self.pc, c, w, int(self.mach.TLIN[t]), int(cs.bulk_seq[w]), op)
         self.stores.append(rec)
+        self.unwritten.append(op)
         cs.stores[w].append(rec)
         op["hz"] = rec
         ts = c.hz

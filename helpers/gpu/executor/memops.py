@@ -483,6 +483,16 @@ def _atomic(b: Binder, has_dest: bool) -> Any:
     mach = b.mach
 
     def atom(m: Any, c: CTA) -> None:
+        if mach.hz is None:
+            rmw(m, c)
+            return
+        mach.hz.atomic = True  # the hazard checker: atomics on one word do not race each other
+        try:
+            rmw(m, c)
+        finally:
+            mach.hz.atomic = False
+
+    def rmw(m: Any, c: CTA) -> None:
         a = np.broadcast_to(np.asarray(addr(m), np.uint64), (count(m),))
         xs = np.broadcast_to(np.asarray(x(m), dt), a.shape)
         ys = y(m)

@@ -657,6 +657,9 @@ class _Parser:
         if t.kind != "id":
             raise ParseError(f"PTX line {t.line}: cannot read operand {t.text!r}")
         if t.text == "_":
+            if self.peek().text == "|":  # `elect.sync _|p, mask`: the lane id discarded
+                self.next()
+                return Pair(Sink(), Reg(self._resolve(self.next().text, scopes)))
             return Sink()
         if t.text.startswith("%") or self._resolve(t.text, scopes) in self.reg_names:
             r = Reg(self._resolve(t.text, scopes))
