@@ -30,7 +30,9 @@ KNOWN_GAPS = {
 }
 
 ROOT = Path(__file__).resolve().parents[2]
-_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
+#: ``__global__ void [__launch_bounds__(...)] [__cluster_dims__(...)] [#if ... lines] name(``
+_KERNEL = re.compile(r"__global__\s+void\s+(?:(?:__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\)|#[^\n]*)"
+                     r"\s*)*(\w+)\s*\(")
 
 
 @dataclass(frozen=True)
