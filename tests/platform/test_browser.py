@@ -8,7 +8,10 @@
    with their categories and three colours), and the interactive parts answer (a quiz graded on Enter, a button
    redrawing a figure).
 
-Skipped (with the reason) where Chromium is not installed; CI installs it (.ci/run).
+Every Playwright step has a time limit (:data:`STEP_MS`; ``page.evaluate`` has none of its own, so scripts run
+through :func:`_js`), and a page that stops answering is replaced by a fresh one once before the test fails, with
+a screenshot of each try in test-artifacts/browser/. Skipped (with the reason) where Chromium is not installed; CI
+installs it (.ci/run).
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -35,9 +41,12 @@ FIRST_LESSON = "lessons/00_big_picture.ipynb"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 COLUMN = 900  # px: the width of a notebook's output area the widgets must fit
+STEP_MS = 60_000  # the longest one Playwright step (a click, a screenshot, a script) may take
+RUN_ALL_S = int(os.environ.get("COURSE_BROWSER_TIMEOUT", 240))  # Run All of one notebook
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.timeout(1500),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
 ]
 
@@ -54,6 +63,7 @@ def jupyterlab(tmp_path_factory):
     # serve a copy of the lessons: JupyterLab autosaves a notebook it ran, and committed notebooks stay clean
     course = tmp / "course"
     shutil.copytree(ROOT / "lessons", course / "lessons")
+    shutil.copytree(ROOT / "labs", course / "labs")
     nbformat.write(gallery_notebook(), course / "gallery.ipynb")
     # the course's JupyterLab settings, as `make lab` writes them into the environment (here into a copy)
     overrides = workspace.jupyterlab_settings(tmp / "env").parent
@@ -116,31 +126,62 @@ ALL_RAN = ("() => { const nb = window.jupyterapp.shell.currentWidget.node;"
            " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }")
 
 
-def _open_and_run(page, url: str, token: str, path: str) -> None:
+def _js(page, script: str, arg: Any = None, timeout: int = STEP_MS) -> Any:
+    """``page.evaluate`` with a time limit: the script's value, through ``wait_for_function``, whose limit
+    Playwright keeps outside the page (so a page that stopped answering fails the step instead of hanging it)."""
+    wrapped = f"(arg) => {{ const v = ({script})(arg); return {{v: v === undefined ? null : v}}; }}"
+    return page.wait_for_function(wrapped, arg=arg, timeout=timeout, polling=100).json_value()["v"]
+
+
+def _screenshot(page, name: str) -> None:
     try:
-        # a workspace of its own: JupyterLab would otherwise reopen the notebooks of an earlier page beside it
-        page.goto(f"{url}/lab/workspaces/{Path(path).stem}/tree/{path}?token={token}&reset")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
-        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function(ALL_RAN, timeout=int(os.environ.get("COURSE_BROWSER_TIMEOUT", 240)) * 1000)
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / f"failed-{Path(path).stem}.png"), full_page=False)
-        raise
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=False, timeout=15_000)
+    except Exception as exc:  # noqa: BLE001 - a page that stopped answering takes no picture either
+        warnings.warn(f"no screenshot {name}.png: {exc}", stacklevel=2)
+
+
+def _fresh_page(browser, name: str, viewport: dict, setup: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """A new page (its own context, every step limited to STEP_MS) on which ``setup(page)`` succeeded: tried twice,
+    the first failure screenshotted and the page replaced, the second screenshotted and raised."""
+    for attempt in (1, 2):
+        context = browser.new_context(viewport=viewport)
+        context.set_default_timeout(STEP_MS)
+        context.set_default_navigation_timeout(STEP_MS)
+        page = context.new_page()
+        try:
+            return page, setup(page)
+        except Exception as exc:
+            _screenshot(page, f"failed-{name}-try{attempt}")
+            context.close()
+            if attempt == 2:
+                raise
+            warnings.warn(f"{name}: {type(exc).__name__} on the first page; trying once more on a fresh one",
+                          stacklevel=2)
+    raise AssertionError("unreachable")
+
+
+def _open_and_run(page, url: str, token: str, path: str) -> None:
+    # a workspace of its own: JupyterLab would otherwise reopen the notebooks of an earlier page beside it
+    page.goto(f"{url}/lab/workspaces/{Path(path).stem}/tree/{path}?token={token}&reset", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+    _js(page, "() => { window.jupyterapp.shell.collapseLeft(); }")
+    _js(page, "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(ALL_RAN, timeout=RUN_ALL_S * 1000)
 
 
 def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab, browser):
     url, token = jupyterlab
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
+
+    def run(page):
         _open_and_run(page, url, token, FIRST_LESSON)
         page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
-        page.evaluate(
-            "async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
-            " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
-            " nb.activeCellIndex = i; await nb.scrollToItem(i, 'center'); }"
-        )
+
+    page, _ = _fresh_page(browser, "lesson00", {"width": 1400, "height": 1000}, run)
+    try:
+        _js(page, "() => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
+                  " nb.activeCellIndex = i; nb.scrollToItem(i, 'center'); }")
         page.wait_for_timeout(1500)
         box = page.locator(".js-plotly-plot").first.bounding_box()
         assert box and box["width"] > 100 and box["height"] > 100, f"the plotly figure has no size: {box}"
@@ -148,10 +189,30 @@ def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab, browser):
         error_texts = [errors.nth(i).inner_text()[:500] for i in range(errors.count())]
         toasts = page.locator(".Toastify__toast").all_inner_texts()
     finally:
-        page.screenshot(path=str(ARTIFACTS / "lesson00.png"), full_page=False)
-        page.close()
+        _screenshot(page, "lesson00")
+        page.context.close()
     assert not error_texts, "cells raised in the browser:\n" + "\n---\n".join(error_texts)
     assert not [t for t in toasts if "news" in t.lower()], f"JupyterLab asked about news: {toasts}"
+
+
+def test_run_all_goes_on_past_a_failing_check_in_a_lab(jupyterlab, browser):
+    """Lab 1 as a new student has it: Run All runs every cell (the ✗ reports included), not only those up to the
+    first failing check."""
+    url, token = jupyterlab
+    page, _ = _fresh_page(browser, "lab1", {"width": 1400, "height": 1000},
+                          lambda page: _open_and_run(page, url, token, "labs/lab1_tma.ipynb"))
+    try:
+        report = _js(page, "() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets"
+                           ".filter(c => c.model.type === 'code');"
+                           " return {cells: cells.length, ran: cells.filter(c => c.model.executionCount).length,"
+                           " failed: cells.filter(c => c.node.querySelector("
+                           "'[data-mime-type=\"application/vnd.jupyter.error\"]')).length,"
+                           " last: cells[cells.length - 1].node.innerText}; }")
+    finally:
+        _screenshot(page, "lab1_run_all")
+        page.context.close()
+    assert report["ran"] == report["cells"], report
+    assert report["failed"] >= 10 and "✗" in report["last"], report
 
 
 # what the page knows about one output: sizes, overflow, plotly's own view of each figure
@@ -205,28 +266,33 @@ def _overlap(a, b) -> bool:
 def gallery(jupyterlab, browser):
     """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements)."""
     url, token = jupyterlab
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
     console: list[str] = []
-    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
-    _open_and_run(page, url, token, "gallery.ipynb")
-    # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
-    width = page.evaluate("() => document.querySelector('.jp-OutputArea-output').clientWidth")
-    page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})
-    page.wait_for_timeout(2500)
     names = list(GALLERY)
-    cells = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.map("
+
+    def measure_all(page) -> tuple[dict, dict]:
+        console.clear()
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+        _open_and_run(page, url, token, "gallery.ipynb")
+        # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
+        width = _js(page, "() => document.querySelector('.jp-OutputArea-output').clientWidth")
+        page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})
+        page.wait_for_timeout(2500)
+        cells = _js(page, "() => window.jupyterapp.shell.currentWidget.content.widgets.map("
                           "c => (c.model.getMetadata && c.model.getMetadata('tags')) || [])")
-    index = {name: cells.index([f"gallery-{name}"]) for name in names}
-    results = {}
-    for name in names:
-        i = index[name]
-        page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView()", i)
-        page.wait_for_timeout(300)
-        output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
-        output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-        results[name] = page.evaluate(MEASURE, i)
+        index = {name: cells.index([f"gallery-{name}"]) for name in names}
+        results = {}
+        for name in names:
+            i = index[name]
+            _js(page, "(i) => { window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView(); }", i)
+            page.wait_for_timeout(300)
+            output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
+            output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+            results[name] = _js(page, MEASURE, i)
+        return index, results
+
+    page, (index, results) = _fresh_page(browser, "gallery", {"width": 1400, "height": 2400}, measure_all)
     yield page, index, results, console
-    page.close()
+    page.context.close()
 
 
 @pytest.mark.parametrize("name", list(GALLERY))
@@ -253,8 +319,8 @@ def test_the_modebar_never_covers_a_title(gallery, name):
     for k in range(plots.count()):
         plots.nth(k).hover(position={"x": 60, "y": 120})
         page.wait_for_timeout(200)
-        bar = page.evaluate(MODEBAR, i)[k]
-        titles = page.evaluate(MEASURE, i)["plots"][k]["titles"]
+        bar = _js(page, MODEBAR, i)[k]
+        titles = _js(page, MEASURE, i)["plots"][k]["titles"]
         assert bar is not None
         hits = [t for t in titles if _overlap(bar, t)]
         assert not hits, f"{name}: the modebar {bar} covers titles at {hits}"

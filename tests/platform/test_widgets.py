@@ -162,3 +162,35 @@ def test_modebar_room_above_column_axes():
 def test_figures_are_figure_widgets():
     for build in WIDGETS.values():
         assert all(isinstance(f, go.FigureWidget) for f in figure._figures(build()))
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_a_first_view_draws_from_a_model_opened_complete(name, monkeypatch):
+    """The empty-plot race: on a busy page, messages sent before plotly's widget code loaded were lost, and a view
+    drew its model as opened (no traces). When a box is first shown, each figure's model is opened afresh with its
+    complete drawing, and the boxes' children name the new models."""
+    from ipywidgets.widgets import widget as ipw
+
+    opened: dict[str, dict] = {}
+    real = ipw.comm.create_comm
+
+    def record(**kwargs):
+        c = real(**kwargs)
+        opened[c.comm_id] = kwargs["data"]["state"]
+        return c
+
+    box = WIDGETS[name]()
+    monkeypatch.setattr(ipw.comm, "create_comm", record)
+    sent: list[tuple] = []
+    monkeypatch.setattr(ipw.Widget, "send_state", lambda self, key=None: sent.append((self, key)))
+    before = {id(f): f.model_id for f in figure._figures(box)}
+    box._repr_mimebundle_()
+    for fig in figure._figures(box):
+        assert fig.model_id != before[id(fig)] and fig.model_id in opened
+        state = opened[fig.model_id]
+        assert len(state["_widget_data"]) == len(fig.data) > 0
+        assert state["_widget_layout"] == fig._layout_obj._props
+    assert (box, "children") in sent
+    again = dict(opened)
+    box._repr_mimebundle_()  # shown a second time: the models stay (the first view keeps working)
+    assert opened == again
