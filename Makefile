@@ -71,7 +71,7 @@ validate: $(DEV_VENV)/.dev-installed
 	$(DPY) -m helpers.course.labgen validate
 
 test: lint check-labs validate
-	$(DPY) -m pytest tests
+	$(DPY) -m pytest tests --durations=15
 
 gpu-test: $(DEV_VENV)/.gpu-installed
 	$(DPY) -m pytest -m gpu -v tests

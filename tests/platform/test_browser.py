@@ -17,6 +17,7 @@ installs it (.ci/run).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -205,9 +206,9 @@ def test_run_all_goes_on_past_a_failing_check_in_a_lab(jupyterlab, browser):
         report = _js(page, "() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets"
                            ".filter(c => c.model.type === 'code');"
                            " return {cells: cells.length, ran: cells.filter(c => c.model.executionCount).length,"
-                           " failed: cells.filter(c => c.node.querySelector("
-                           "'[data-mime-type=\"application/vnd.jupyter.error\"]')).length,"
-                           " last: cells[cells.length - 1].node.innerText}; }")
+                           " failed: cells.filter(c => c.node.querySelector('.jp-OutputArea').innerText"
+                           ".includes('✗')).length,"
+                           " last: cells[cells.length - 1].node.querySelector('.jp-OutputArea').innerText}; }")
     finally:
         _screenshot(page, "lab1_run_all")
         page.context.close()
@@ -240,6 +241,14 @@ MEASURE = """(i) => {
       xticks: Object.fromEntries(((fl._subplots || {}).xaxis || []).map(id => [
         id, [...gd.querySelectorAll('.' + id + 'tick text')].map(t => t.textContent)])),
       colorbars: gd.querySelectorAll('.colorbar').length,
+      legends: gd.querySelectorAll('.legend .traces').length,
+      yticks: Object.fromEntries(((fl._subplots || {}).yaxis || []).map(id => [
+        id, [...gd.querySelectorAll('.' + id + 'tick text')].map(t => t.textContent)])),
+      cbticks: [...gd.querySelectorAll('.colorbar .cbaxis text, .colorbar .ycbaxis text')].map(t => t.textContent),
+      texts: [...gd.querySelectorAll('.main-svg text')].filter(t => !t.closest('.hoverlayer'))
+               .map(t => ({s: t.textContent, r: rect(t)})).filter(t => t.s.trim() && t.r[2] > t.r[0]),
+      svg: rect(gd.querySelector('.main-svg')),
+      areas: [...gd.querySelectorAll('.nsewdrag')].map(rect),
       ranges: {x: fl.xaxis && fl.xaxis.range, y: fl.yaxis && fl.yaxis.range},
       titles,
     };
@@ -381,3 +390,75 @@ def test_a_failed_check_shows_its_report_once_without_a_traceback(gallery):
 def test_the_page_logged_no_errors(gallery):
     console = gallery[3]
     assert not [m for m in console if "plotly" in m.lower() or "widget" in m.lower()], console
+
+
+def _overlapping_texts(plot: dict, gap: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of a figure's texts closer than ``gap`` px (or overlapping): labels that run into each other."""
+    texts = plot["texts"]
+    pairs = []
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            ra, rb = a["r"], b["r"]
+            inside = ra[0] >= rb[0] and ra[2] <= rb[2] and ra[1] >= rb[1] and ra[3] <= rb[3]
+            if not inside and ra[0] < rb[2] + gap and rb[0] < ra[2] + gap and ra[1] < rb[3] and rb[1] < ra[3]:
+                pairs.append((a["s"][:40], b["s"][:40]))
+    return pairs
+
+
+@pytest.mark.parametrize("name", [n for n in GALLERY if n not in ("quiz", "check_report")])
+def test_no_label_runs_into_another_or_past_the_figure(gallery, name):
+    """Every text a figure draws (titles, ticks, legends, cell labels) keeps clear of the others and inside the
+    figure: no "…waits here for pa│group 1 waits…", no "1213" from registers 12 and 13."""
+    _, _, results, _ = gallery
+    for k, plot in enumerate(results[name]["plots"]):
+        hits = _overlapping_texts(plot)
+        assert not hits, f"{name}, figure {k}: labels run into each other: {hits[:6]}"
+        x0, y0, x1, y1 = plot["svg"]
+        cut = [t["s"][:40] for t in plot["texts"] if t["r"][0] < x0 - 1 or t["r"][2] > x1 + 1
+               or t["r"][1] < y0 - 1 or t["r"][3] > y1 + 1]
+        assert not cut, f"{name}, figure {k}: labels cut at the figure's edge: {cut[:6]}"
+
+
+#: figures whose colours stand for categories or numbers: each explains them with a legend or a colour bar
+EXPLAINED = ("streamk", "bank_figure", "pingpong", "scheduler", "striped", "roofline", "swizzle_128B")
+
+
+@pytest.mark.parametrize("name", EXPLAINED)
+def test_coloured_figures_explain_their_colours(gallery, name):
+    _, _, results, _ = gallery
+    plot = results[name]["plots"][0]
+    assert plot["legends"] + plot["colorbars"] > 0, f"{name}: colours with neither a legend nor a colour bar"
+
+
+#: axes that count whole things (steps, groups, phases, waves): (widget, axis or "colorbar")
+WHOLE_AXES = (("seqbar_stepper", "x"), ("seqbar_stepper", "x2"), ("seqbar_stepper", "y2"),
+              ("barrier_stepper", "x"), ("barrier_stepper", "y"), ("scheduler", "colorbar"),
+              ("bank_figure", "x"), ("fragment_explorer_n64", "x"))
+
+
+@pytest.mark.parametrize("name, axis", WHOLE_AXES)
+def test_whole_number_axes_have_whole_number_ticks(gallery, name, axis):
+    _, _, results, _ = gallery
+    plot = results[name]["plots"][0]
+    if axis == "colorbar":
+        ticks = plot["cbticks"]
+    else:
+        ticks = (plot["xticks"] if axis.startswith("x") else plot["yticks"]).get(axis, [])
+    assert ticks, f"{name}: no ticks on {axis}"
+    numbers = [t.replace("−", "-") for t in ticks if t.strip()]
+    assert all(re.fullmatch(r"-?\d+", t) for t in numbers), f"{name}: {axis} ticks {numbers}"
+
+
+@pytest.mark.parametrize("name", [n for n in GALLERY if n not in ("quiz", "check_report")])
+def test_the_modebar_never_covers_a_plotting_area(gallery, name):
+    """The modebar shows on hover, top right: it sits in the top margin, above every subplot (the epilogue race's
+    sub-tile boxes were under it)."""
+    page, index, results, _ = gallery
+    plots = page.locator(".jp-Notebook .jp-Cell").nth(index[name]).locator(".js-plotly-plot")
+    for k in range(plots.count()):
+        plots.nth(k).hover(position={"x": 60, "y": 120})
+        page.wait_for_timeout(200)
+        bar = _js(page, MODEBAR, index[name])[k]
+        areas = _js(page, MEASURE, index[name])["plots"][k]["areas"]
+        hits = [a for a in areas if _overlap(bar, a)]
+        assert not hits, f"{name}: the modebar {bar} covers plotting areas {hits}"

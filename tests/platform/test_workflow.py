@@ -204,3 +204,13 @@ def test_the_students_environment_has_no_instructor_tools():
     assert "(VENV)/.dev-installed" not in makefile.replace("$(DEV_VENV)/.dev-installed", "")
     done = subprocess.run(["git", "check-ignore", "-q", ".venv-dev/bin/python"], cwd=ROOT)
     assert done.returncode == 0
+
+
+def test_every_test_has_a_time_limit(pytestconfig):
+    """pytest-timeout is on with a default limit, and the browser test leaves no Playwright step without one
+    (``page.evaluate`` has no limit of its own: scripts go through ``_js``; pages come from ``_fresh_page``)."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed (make test installs it)"
+    assert 0 < float(pytestconfig.getini("timeout")) <= 600
+    browser = (ROOT / "tests" / "platform" / "test_browser.py").read_text()
+    assert "page.evaluate(" not in browser and ".new_page(" not in browser.replace("context.new_page(", "")
+    assert "set_default_timeout(STEP_MS)" in browser
