@@ -281,7 +281,10 @@ def gallery(jupyterlab, browser):
     def measure_all(page) -> tuple[dict, dict]:
         console.clear()
         page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
-        _open_and_run(page, url, token, "gallery.ipynb")
+        try:
+            _open_and_run(page, url, token, "gallery.ipynb")
+        except Exception as exc:
+            raise AssertionError(f"the gallery did not run: {exc}\nthe page's errors: {console[-10:]}") from exc
         # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
         width = _js(page, "() => document.querySelector('.jp-OutputArea-output').clientWidth")
         page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})

@@ -194,3 +194,29 @@ def test_a_first_view_draws_from_a_model_opened_complete(name, monkeypatch):
     again = dict(opened)
     box._repr_mimebundle_()  # shown a second time: the models stay (the first view keeps working)
     assert opened == again
+
+
+def test_the_epilogue_race_shows_each_broken_rule_in_full():
+    """The rule sentences were cut at 220 characters, mid-sentence: each now shows whole (the first three)."""
+    import html
+
+    from helpers.course.widgets import epilogue
+
+    box = epilogue.epilogue_race_widget()
+    pick, _, text = box.children
+    for name in epilogue.VARIANTS:
+        pick.value = name
+        for v in epilogue.race(name).violations[:3]:
+            assert html.escape(v.split("] ", 1)[-1]) in text.value, (name, v)
+
+
+def test_figures_whose_colours_mean_something_explain_them():
+    from helpers.course.widgets import epilogue, scheduler, seqbar
+
+    bank = epilogue.bank_figure()
+    assert sum(t.showscale is not False for t in bank.data) == 1 and bank.data[0].colorbar.ticktext[0] == "no lane"
+    ping = seqbar.pingpong_figure()
+    assert ping.layout.showlegend and sorted(t.name for t in ping.data if t.showlegend) == ["MMA", "epilogue"]
+    waves = figure._figures(scheduler.scheduler_widget(M=4096, workers=66))[0]
+    assert list(waves.data[0].colorbar.tickvals) == [0, 1, 2, 3]  # whole waves, a band each
+    assert waves.data[1].marker.symbol == "square-open" and waves.data[1].name  # the wave shown: outlined, named

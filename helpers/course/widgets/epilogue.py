@@ -59,25 +59,31 @@ def bank_figure(warp: int = 0):
     results = [store_banks(k, s, warp) for k, s in combos]
     titles = [f"{r.kind}, {'swizzled' if r.swizzled else 'plain'}: {r.passes} pass(es) × {r.per_subtile}"
               for r in results]
-    passes = max(int(r.conflicts.phase.max()) + 1 for r in results)
-    # colour = the pass in which a lane's bytes reach that bank (0: the lane does not touch it), a band per pass
-    colors = ["#f4f6f9", *figure.CATEGORY_COLORS[:passes]]
+    phases = max(int(r.conflicts.phase.max()) + 1 for r in results)
+    # colour = the phase of the lane that writes the bank (the lanes served together: the whole warp for 4-byte
+    # stores, a quarter-warp for stmatrix's 16-byte rows); a band per phase, light grey where no lane writes
+    colors = ["#f4f6f9", *figure.CATEGORY_COLORS[:phases]]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.14)
     for n, r in enumerate(results):
         hits = np.zeros((32, swizzle.BANKS))
         for lane in range(32):
             hits[lane, r.conflicts.banks[lane]] = 1 + r.conflicts.phase[lane]
         fig.add_trace(go.Heatmap(z=hits, colorscale=figure.discrete_colorscale(colors), zmin=-0.5,
-                                 zmax=passes + 0.5, showscale=n == 0,
-                                 colorbar={"title": {"text": "bank hit in", "side": "right"}, "thickness": 12,
-                                           "tickvals": list(range(passes + 1)),
-                                           "ticktext": ["not hit"] + [f"pass {k}" for k in range(1, passes + 1)]},
+                                 zmax=phases + 0.5, showscale=n == 0,
+                                 colorbar={"title": {"text": "written by a lane of", "side": "right"},
+                                           "thickness": 12, "tickvals": list(range(phases + 1)),
+                                           "ticktext": ["no lane"] + [f"phase {k}" for k in range(1, phases + 1)]},
                                  hovertemplate="lane %{y}, bank %{x}<extra></extra>"), row=n // 2 + 1, col=n % 2 + 1)
     fig.update_yaxes(autorange="reversed", title_text="lane")
     fig.update_xaxes(title_text="bank")
-    fig.update_layout(width=860, height=640, margin={"t": figure.TOP, "l": 50, "r": 90, "b": 40})
+    fig.update_layout(width=860, height=660, margin={"t": figure.TOP + 16, "l": 50, "r": 90, "b": 40},
+                      title={"text": "colour: the phase of the writing lane (4-byte stores: one for the warp; "
+                                     "stmatrix: a quarter-warp each)", "x": 0, "xanchor": "left", "y": 0.985,
+                             "font": {"size": 13}})
     fig.update_annotations(font_size=12)
-    return figure.styled(fig)
+    figure.integer_axis(fig, "x", step=8)  # banks and lanes are whole
+    figure.integer_axis(fig, "y", step=8, autorange="reversed")
+    return figure.styled(go.FigureWidget(fig))
 
 
 def _replace(name: str, op: tuple, new: Callable[[int, int], tuple | None]):

@@ -97,7 +97,8 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
     figure.legend_below(fig)
     for col in (1, 2):
         # tiles, K steps and clusters are whole: never a tick at 0.5 ("d"), plotly's spacing otherwise
-        fig.update_yaxes(title_text="tile" if col == 1 else None, autorange="reversed", tickformat="d", row=1, col=col)
+        fig.update_yaxes(title_text="tile" if col == 1 else None, autorange="reversed", tickformat="d", row=1, col=col,
+                         ticklabelstandoff=6)  # the last tile's label clear of the K axis's 0
         fig.update_xaxes(title_text="K step", tickformat="d", row=1, col=col)
         fig.update_yaxes(title_text="cluster" if col == 1 else None, tickformat="d", row=2, col=col)
         fig.update_xaxes(title_text="µs (predicted)", row=2, col=col)
