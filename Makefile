@@ -5,6 +5,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
+# The instructors' and the test suite's environment (pytest, nbgrader, Playwright): apart from the student's, so
+# the student's JupyterLab has no nbgrader menu or panels.
+DEV_VENV ?= .venv-dev
+DPY    := $(DEV_VENV)/bin/python
+DPIP   := $(DPY) -m pip --disable-pip-version-check
 PORT   ?= 8888
 WORK   := my-work
 FIRST_LESSON := lessons/00_big_picture.ipynb
@@ -13,7 +18,7 @@ FIRST_LESSON := lessons/00_big_picture.ipynb
 
 help:
 	@echo "make lab        start JupyterLab on your copy of the course in $(WORK)/ (sets up $(VENV) first)"
-	@echo "make test       lint, check labs/ is generated, validate every notebook, run the test suite"
+	@echo "make test       lint, check labs/ is generated, validate every notebook, run the test suite (in $(DEV_VENV))"
 	@echo "make test-fast  only what your change touches: its tests, its notebooks (SINCE=main adds your commits)"
 	@echo "make check      every authoring mistake in the notebooks, one line each with its fix (seconds)"
 	@echo "make labs       regenerate labs/ from solutions/ (keeps a lab you edited; writes the new one beside it)"
@@ -35,57 +40,63 @@ $(VENV)/.course-installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m helpers.course.workspace --settings-only
 	@touch $@
 
-$(VENV)/.dev-installed: pyproject.toml $(VENV)/.course-installed
-	$(PIP) install -q -e ".[dev]"
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+$(DEV_VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(DEV_VENV)
+
+$(DEV_VENV)/.dev-installed: pyproject.toml | $(DEV_VENV)/bin/python
+	$(DPIP) install -q --upgrade pip
+	$(DPIP) install -q -e ".[dev]"
+	$(DPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	@touch $@
 
-$(VENV)/.gpu-installed: pyproject.toml $(VENV)/.dev-installed
-	$(PIP) install -q -e ".[dev,gpu]"
+$(DEV_VENV)/.gpu-installed: pyproject.toml $(DEV_VENV)/.dev-installed
+	$(DPIP) install -q -e ".[dev,gpu]"
 	@touch $@
 
 # Students work in $(WORK)/ (git-ignored): a copy of lessons/ and labs/ that `make test` and `git pull` never touch.
 lab: $(VENV)/.course-installed
 	$(PY) -m helpers.course.workspace
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/$(WORK)" --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) "$(WORK)/$(FIRST_LESSON)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/$(WORK)" --ServerApp.port=$(PORT) \
+		--LabApp.default_url=/lab/tree/$(FIRST_LESSON) $(if $(filter 0,$(shell id -u)),--allow-root)
 
-lint: $(VENV)/.dev-installed
-	$(VENV)/bin/ruff check helpers tests bench tools
+lint: $(DEV_VENV)/.dev-installed
+	$(DEV_VENV)/bin/ruff check helpers tests bench tools
 
 # `make labs` and `make validate` run the checks of `make check` first.
-check: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.author check
+check: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.author check
 
-labs: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen generate
+labs: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.labgen generate
 
-check-labs: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen check
+check-labs: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.labgen check
 
-validate: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen validate $(if $(NB),--only $(NB))
+validate: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.labgen validate $(if $(NB),--only $(NB))
 
 test: lint check-labs validate
-	$(PY) -m pytest tests
+	$(DPY) -m pytest tests --durations=15
 
-test-fast: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.affected $(if $(SINCE),--since $(SINCE))
+test-fast: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.affected $(if $(SINCE),--since $(SINCE))
 
-gpu-test: $(VENV)/.gpu-installed
-	$(PY) -m pytest -m gpu -v tests
+gpu-test: $(DEV_VENV)/.gpu-installed
+	$(DPY) -m pytest -m gpu -v tests
 
-bench: $(VENV)/.gpu-installed
-	$(PY) bench/ladder.py
-	$(PY) bench/shapes.py
+bench: $(DEV_VENV)/.gpu-installed
+	$(DPY) bench/ladder.py
+	$(DPY) bench/shapes.py
 
-strip: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen strip
+strip: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.labgen strip
 
-nbgrader: $(VENV)/.dev-installed
-	$(PY) -m helpers.course.labgen nbgrader
+nbgrader: $(DEV_VENV)/.dev-installed
+	$(DPY) -m helpers.course.labgen nbgrader
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts nbgrader
+	rm -rf $(VENV) $(DEV_VENV) .pytest_cache .ruff_cache test-artifacts nbgrader
 
 # A class on one machine: JupyterHub with the course for every account, nbgrader's exchange, autograding as an
 # unprivileged account (docs/hub.md). Needs root (sudo); settings: HOPPER_HUB_* (e.g. HOPPER_HUB_STUDENTS="a b").

@@ -442,7 +442,8 @@ class Quiz:
 
         def show(_=None):
             if box.value is None or (isinstance(box.value, str) and not box.value.strip()):
-                result.value = "<span style='color:#666'>type an answer first</span>"
+                ask = "pick an answer first" if self.choices else "type an answer first"
+                result.value = f"<span style='color:#666'>{ask}</span>"
                 return
             ok, line = self.verdict(box.value)
             color = "#2e7d32" if ok else "#c62828"

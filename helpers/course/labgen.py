@@ -12,6 +12,11 @@
   lab's kernel (cells marked ``{"labgen": {"kernel": "NAME"}}``) for the diffs the labs open with.
 - ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` fence checks the student never sees.
 - check cells carry nbgrader metadata (``grade: true``, ``grade_id``, ``points``).
+- Run All goes on past a failing check: the student notebook tags every cell that may fail while the student's work
+  is unwritten or wrong (the check cells, the answer cells and the cells that use an answer's names) with
+  ``raises-exception`` (:func:`tag_cells_that_may_fail`). JupyterLab then sends the cell with ``stop_on_error``
+  off, so the kernel runs the cells queued after it; the cell still ends in its error, which nbgrader's autograde
+  and ``make validate`` read from its outputs (they execute with errors allowed and judge each cell).
 
 Command line (the Makefile calls these)::
 
@@ -45,6 +50,9 @@ from helpers.course import hints as hints_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ".labgen.json"
+#: the kernel every course notebook runs on, as ``make lab`` installs it: shipped in each notebook, so that
+#: opening one in JupyterLab changes nothing in it
+KERNELSPEC = {"display_name": "Python 3 (course)", "language": "python", "name": "python3"}
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -198,6 +206,54 @@ def _strip_outputs(nb: nbformat.NotebookNode) -> None:
         cell.metadata.pop("execution", None)
 
 
+RAISES = "raises-exception"
+
+
+def _top_level_names(source: str) -> set[str]:
+    """The names a cell binds at its top level (functions, classes, assignments); empty when it does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _used_names(source: str) -> set[str]:
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def tag_cells_that_may_fail(nb: nbformat.NotebookNode) -> None:
+    """Tag ``raises-exception`` on every code cell that may fail on unwritten or wrong work: graded checks, answer
+    cells, and the cells that use a name an answer cell binds. Idempotent; other tags are kept."""
+    answers: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            answers |= _top_level_names(cell.source)
+        may_fail = meta.get("grade") or meta.get("solution") or bool(_used_names(cell.source) & answers)
+        tags = list(cell.metadata.get("tags", []))
+        if may_fail and RAISES not in tags:
+            cell.metadata["tags"] = [*tags, RAISES]
+
+
 def student_version(solution: Path) -> str:
     """The student notebook for one solution notebook, as the exact text written to labs/."""
     nb = nbformat.read(solution, as_version=4)
@@ -215,6 +271,8 @@ def student_version(solution: Path) -> str:
     if regions == 0:
         raise GenerationError(f"{solution.name} has no {BEGIN} region: a lab needs at least one exercise",
                               "add one: python -m helpers.course.author new-exercise")
+    tag_cells_that_may_fail(nb)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     banner = nbformat.v4.new_markdown_cell(
         f"> **Student notebook**, generated from `solutions/{solution.name}` by `make labs`. "
         "Write your code where it says `YOUR CODE HERE`, then run the check cell below it."
@@ -308,7 +366,8 @@ def _solutions(root: Path) -> list[Path]:
 
 
 def generate(force: bool = False, root: Path = ROOT) -> int:
-    """Write labs/ from solutions/. A lab the student edited is kept; the new version goes beside it."""
+    """Write labs/ from solutions/ and print each lab it changed. A lab the student edited is kept; the new version
+    goes beside it."""
     labs = root / "labs"
     labs.mkdir(exist_ok=True)
     manifest = _read_manifest(labs)
@@ -323,10 +382,11 @@ def generate(force: bool = False, root: Path = ROOT) -> int:
                 beside.write_text(text)
                 refused.append((target, beside))
                 continue
-        if not target.exists() or target.read_text() != text:
-            target.write_text(text)
-            print(f"wrote {target.relative_to(root)}")
         manifest[sol.name] = _digest(text)
+        if target.exists() and target.read_text() == text:
+            continue  # unchanged: say nothing
+        target.write_text(text)
+        print(f"wrote {target.relative_to(root)}")
     for name in list(manifest):
         if not (root / "solutions" / name).exists():
             manifest.pop(name)
@@ -800,8 +860,8 @@ c.Execute.timeout = 900
 
 
 def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_release: bool = True) -> int:
-    """Copy each solution into ``nbgrader/source/<lab>/`` and run ``nbgrader generate_assignment`` on it."""
-    import shutil
+    """Copy each solution (its cells that may fail tagged, as in labs/) into ``nbgrader/source/<lab>/`` and run
+    ``nbgrader generate_assignment`` on it."""
     import subprocess
 
     course = target or root / "nbgrader"
@@ -809,7 +869,9 @@ def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_rele
     for sol in _solutions(root):
         dest = course / "source" / sol.stem
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(sol, dest / sol.name)
+        nb = nbformat.read(sol, as_version=4)
+        tag_cells_that_may_fail(nb)  # the released notebook's Run All goes on past a failing check too
+        nbformat.write(nb, dest / sol.name)
     (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course)))
     print(f"laid out {len(names)} assignments in {course}")
     if not generate_release:

@@ -9,6 +9,10 @@ never makes them fail or nag, and ``git pull`` never conflicts with it (``my-wor
 - copies every lesson and lab that is not in ``my-work/`` yet;
 - refreshes a copy the student never changed when the course's version changed (``git pull``);
 - keeps a copy the student changed, and says once that a newer course version exists;
+- says where JupyterLab opens (the first lesson's address).
+
+"Changed" means the cells' sources (and kinds) differ: running a notebook adds outputs, and JupyterLab writes the
+kernel's version into its metadata, which make a notebook the student only ran no less the course's.
 - writes JupyterLab's settings for the course (no news pop-up on first start).
 """
 
@@ -36,6 +40,16 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def cells_digest(data: bytes) -> str | None:
+    """A digest of a notebook's cells' kinds and sources (not outputs, counts or metadata); None when unreadable."""
+    try:
+        cells = json.loads(data)["cells"]
+        text = [(c["cell_type"], c["source"] if isinstance(c["source"], str) else "".join(c["source"])) for c in cells]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return _digest(json.dumps(text, ensure_ascii=False).encode())
+
+
 def course_notebooks(root: Path = ROOT) -> list[Path]:
     """The lessons and labs a student works through, relative to the course root."""
     found = []
@@ -53,20 +67,23 @@ def prepare(root: Path = ROOT, work: Path | None = None) -> list[str]:
     said = []
     for rel in course_notebooks(root):
         course = (root / rel).read_bytes()
-        now = _digest(course)
+        now = cells_digest(course)
         mine = work / rel
         entry = manifest.get(str(rel), {})
         if not mine.exists():
             mine.parent.mkdir(parents=True, exist_ok=True)
             mine.write_bytes(course)
-            manifest[str(rel)] = {"copied": now}
+            manifest[str(rel)] = {"cells": now}
             said.append(f"copied {rel} to {WORK}/{rel}")
             continue
-        if now == entry.get("copied"):
-            continue  # the course did not change since the copy
-        if _digest(mine.read_bytes()) == entry.get("copied"):
-            mine.write_bytes(course)  # the student never changed it: take the course's new version
-            manifest[str(rel)] = {"copied": now}
+        copied = entry.get("cells")
+        if copied is None and entry.get("copied") == _digest(mine.read_bytes()):
+            copied = cells_digest(mine.read_bytes())  # a manifest of the file's bytes, and the copy is untouched
+        if now == copied:
+            continue  # the course's cells did not change since the copy
+        if copied is not None and cells_digest(mine.read_bytes()) == copied:
+            mine.write_bytes(course)  # the student never changed a cell: take the course's new version
+            manifest[str(rel)] = {"cells": now}
             said.append(f"updated {WORK}/{rel} (you had not changed it)")
         elif entry.get("told") != now:
             manifest[str(rel)] = {**entry, "told": now}

@@ -8,12 +8,16 @@
    with their categories and three colours), and the interactive parts answer (a quiz graded on Enter, a button
    redrawing a figure).
 
-Skipped (with the reason) where Chromium is not installed; CI installs it (.ci/run).
+Every Playwright step has a time limit (:data:`STEP_MS`; ``page.evaluate`` has none of its own, so scripts run
+through :func:`_js`), and a page that stops answering is replaced by a fresh one once before the test fails, with
+a screenshot of each try in test-artifacts/browser/. Skipped (with the reason) where Chromium is not installed; CI
+installs it (.ci/run).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -21,7 +25,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -35,9 +42,12 @@ FIRST_LESSON = "lessons/00_big_picture.ipynb"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 COLUMN = 900  # px: the width of a notebook's output area the widgets must fit
+STEP_MS = 60_000  # the longest one Playwright step (a click, a screenshot, a script) may take
+RUN_ALL_S = int(os.environ.get("COURSE_BROWSER_TIMEOUT", 240))  # Run All of one notebook
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.timeout(1500),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
 ]
 
@@ -54,6 +64,7 @@ def jupyterlab(tmp_path_factory):
     # serve a copy of the lessons: JupyterLab autosaves a notebook it ran, and committed notebooks stay clean
     course = tmp / "course"
     shutil.copytree(ROOT / "lessons", course / "lessons")
+    shutil.copytree(ROOT / "labs", course / "labs")
     nbformat.write(gallery_notebook(), course / "gallery.ipynb")
     # the course's JupyterLab settings, as `make lab` writes them into the environment (here into a copy)
     overrides = workspace.jupyterlab_settings(tmp / "env").parent
@@ -116,31 +127,62 @@ ALL_RAN = ("() => { const nb = window.jupyterapp.shell.currentWidget.node;"
            " return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }")
 
 
-def _open_and_run(page, url: str, token: str, path: str) -> None:
+def _js(page, script: str, arg: Any = None, timeout: int = STEP_MS) -> Any:
+    """``page.evaluate`` with a time limit: the script's value, through ``wait_for_function``, whose limit
+    Playwright keeps outside the page (so a page that stopped answering fails the step instead of hanging it)."""
+    wrapped = f"(arg) => {{ const v = ({script})(arg); return {{v: v === undefined ? null : v}}; }}"
+    return page.wait_for_function(wrapped, arg=arg, timeout=timeout, polling=100).json_value()["v"]
+
+
+def _screenshot(page, name: str) -> None:
     try:
-        # a workspace of its own: JupyterLab would otherwise reopen the notebooks of an earlier page beside it
-        page.goto(f"{url}/lab/workspaces/{Path(path).stem}/tree/{path}?token={token}&reset")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
-        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function(ALL_RAN, timeout=int(os.environ.get("COURSE_BROWSER_TIMEOUT", 240)) * 1000)
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / f"failed-{Path(path).stem}.png"), full_page=False)
-        raise
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=False, timeout=15_000)
+    except Exception as exc:  # noqa: BLE001 - a page that stopped answering takes no picture either
+        warnings.warn(f"no screenshot {name}.png: {exc}", stacklevel=2)
+
+
+def _fresh_page(browser, name: str, viewport: dict, setup: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """A new page (its own context, every step limited to STEP_MS) on which ``setup(page)`` succeeded: tried twice,
+    the first failure screenshotted and the page replaced, the second screenshotted and raised."""
+    for attempt in (1, 2):
+        context = browser.new_context(viewport=viewport)
+        context.set_default_timeout(STEP_MS)
+        context.set_default_navigation_timeout(STEP_MS)
+        page = context.new_page()
+        try:
+            return page, setup(page)
+        except Exception as exc:
+            _screenshot(page, f"failed-{name}-try{attempt}")
+            context.close()
+            if attempt == 2:
+                raise
+            warnings.warn(f"{name}: {type(exc).__name__} on the first page; trying once more on a fresh one",
+                          stacklevel=2)
+    raise AssertionError("unreachable")
+
+
+def _open_and_run(page, url: str, token: str, path: str) -> None:
+    # a workspace of its own: JupyterLab would otherwise reopen the notebooks of an earlier page beside it
+    page.goto(f"{url}/lab/workspaces/{Path(path).stem}/tree/{path}?token={token}&reset", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+    _js(page, "() => { window.jupyterapp.shell.collapseLeft(); }")
+    _js(page, "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(ALL_RAN, timeout=RUN_ALL_S * 1000)
 
 
 def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab, browser):
     url, token = jupyterlab
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
+
+    def run(page):
         _open_and_run(page, url, token, FIRST_LESSON)
         page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
-        page.evaluate(
-            "async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
-            " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
-            " nb.activeCellIndex = i; await nb.scrollToItem(i, 'center'); }"
-        )
+
+    page, _ = _fresh_page(browser, "lesson00", {"width": 1400, "height": 1000}, run)
+    try:
+        _js(page, "() => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " const i = nb.widgets.findIndex(c => c.node.querySelector('.js-plotly-plot'));"
+                  " nb.activeCellIndex = i; nb.scrollToItem(i, 'center'); }")
         page.wait_for_timeout(1500)
         box = page.locator(".js-plotly-plot").first.bounding_box()
         assert box and box["width"] > 100 and box["height"] > 100, f"the plotly figure has no size: {box}"
@@ -148,10 +190,30 @@ def test_first_lesson_runs_and_draws_a_plotly_widget(jupyterlab, browser):
         error_texts = [errors.nth(i).inner_text()[:500] for i in range(errors.count())]
         toasts = page.locator(".Toastify__toast").all_inner_texts()
     finally:
-        page.screenshot(path=str(ARTIFACTS / "lesson00.png"), full_page=False)
-        page.close()
+        _screenshot(page, "lesson00")
+        page.context.close()
     assert not error_texts, "cells raised in the browser:\n" + "\n---\n".join(error_texts)
     assert not [t for t in toasts if "news" in t.lower()], f"JupyterLab asked about news: {toasts}"
+
+
+def test_run_all_goes_on_past_a_failing_check_in_a_lab(jupyterlab, browser):
+    """Lab 1 as a new student has it: Run All runs every cell (the ✗ reports included), not only those up to the
+    first failing check."""
+    url, token = jupyterlab
+    page, _ = _fresh_page(browser, "lab1", {"width": 1400, "height": 1000},
+                          lambda page: _open_and_run(page, url, token, "labs/lab1_tma.ipynb"))
+    try:
+        report = _js(page, "() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets"
+                           ".filter(c => c.model.type === 'code');"
+                           " return {cells: cells.length, ran: cells.filter(c => c.model.executionCount).length,"
+                           " failed: cells.filter(c => c.node.querySelector('.jp-OutputArea').innerText"
+                           ".includes('✗')).length,"
+                           " last: cells[cells.length - 1].node.querySelector('.jp-OutputArea').innerText}; }")
+    finally:
+        _screenshot(page, "lab1_run_all")
+        page.context.close()
+    assert report["ran"] == report["cells"], report
+    assert report["failed"] >= 10 and "✗" in report["last"], report
 
 
 # what the page knows about one output: sizes, overflow, plotly's own view of each figure
@@ -179,6 +241,14 @@ MEASURE = """(i) => {
       xticks: Object.fromEntries(((fl._subplots || {}).xaxis || []).map(id => [
         id, [...gd.querySelectorAll('.' + id + 'tick text')].map(t => t.textContent)])),
       colorbars: gd.querySelectorAll('.colorbar').length,
+      legends: gd.querySelectorAll('.legend .traces').length,
+      yticks: Object.fromEntries(((fl._subplots || {}).yaxis || []).map(id => [
+        id, [...gd.querySelectorAll('.' + id + 'tick text')].map(t => t.textContent)])),
+      cbticks: [...gd.querySelectorAll('.colorbar .cbaxis text, .colorbar .ycbaxis text')].map(t => t.textContent),
+      texts: [...gd.querySelectorAll('.main-svg text')].filter(t => !t.closest('.hoverlayer'))
+               .map(t => ({s: t.textContent, r: rect(t)})).filter(t => t.s.trim() && t.r[2] > t.r[0]),
+      svg: rect(gd.querySelector('.main-svg')),
+      areas: [...gd.querySelectorAll('.nsewdrag')].map(rect),
       ranges: {x: fl.xaxis && fl.xaxis.range, y: fl.yaxis && fl.yaxis.range},
       titles,
     };
@@ -205,28 +275,36 @@ def _overlap(a, b) -> bool:
 def gallery(jupyterlab, browser):
     """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements)."""
     url, token = jupyterlab
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
     console: list[str] = []
-    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
-    _open_and_run(page, url, token, "gallery.ipynb")
-    # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
-    width = page.evaluate("() => document.querySelector('.jp-OutputArea-output').clientWidth")
-    page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})
-    page.wait_for_timeout(2500)
     names = list(GALLERY)
-    cells = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.map("
+
+    def measure_all(page) -> tuple[dict, dict]:
+        console.clear()
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+        try:
+            _open_and_run(page, url, token, "gallery.ipynb")
+        except Exception as exc:
+            raise AssertionError(f"the gallery did not run: {exc}\nthe page's errors: {console[-10:]}") from exc
+        # make the output column exactly 900 px: the notebook's padding and prompts take the rest of the window
+        width = _js(page, "() => document.querySelector('.jp-OutputArea-output').clientWidth")
+        page.set_viewport_size({"width": 1400 - (width - COLUMN), "height": 2400})
+        page.wait_for_timeout(2500)
+        cells = _js(page, "() => window.jupyterapp.shell.currentWidget.content.widgets.map("
                           "c => (c.model.getMetadata && c.model.getMetadata('tags')) || [])")
-    index = {name: cells.index([f"gallery-{name}"]) for name in names}
-    results = {}
-    for name in names:
-        i = index[name]
-        page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView()", i)
-        page.wait_for_timeout(300)
-        output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
-        output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-        results[name] = page.evaluate(MEASURE, i)
+        index = {name: cells.index([f"gallery-{name}"]) for name in names}
+        results = {}
+        for name in names:
+            i = index[name]
+            _js(page, "(i) => { window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView(); }", i)
+            page.wait_for_timeout(300)
+            output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
+            output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+            results[name] = _js(page, MEASURE, i)
+        return index, results
+
+    page, (index, results) = _fresh_page(browser, "gallery", {"width": 1400, "height": 2400}, measure_all)
     yield page, index, results, console
-    page.close()
+    page.context.close()
 
 
 @pytest.mark.parametrize("name", list(GALLERY))
@@ -253,8 +331,8 @@ def test_the_modebar_never_covers_a_title(gallery, name):
     for k in range(plots.count()):
         plots.nth(k).hover(position={"x": 60, "y": 120})
         page.wait_for_timeout(200)
-        bar = page.evaluate(MODEBAR, i)[k]
-        titles = page.evaluate(MEASURE, i)["plots"][k]["titles"]
+        bar = _js(page, MODEBAR, i)[k]
+        titles = _js(page, MEASURE, i)["plots"][k]["titles"]
         assert bar is not None
         hits = [t for t in titles if _overlap(bar, t)]
         assert not hits, f"{name}: the modebar {bar} covers titles at {hits}"
@@ -315,3 +393,75 @@ def test_a_failed_check_shows_its_report_once_without_a_traceback(gallery):
 def test_the_page_logged_no_errors(gallery):
     console = gallery[3]
     assert not [m for m in console if "plotly" in m.lower() or "widget" in m.lower()], console
+
+
+def _overlapping_texts(plot: dict, gap: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of a figure's texts closer than ``gap`` px (or overlapping): labels that run into each other."""
+    texts = plot["texts"]
+    pairs = []
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            ra, rb = a["r"], b["r"]
+            inside = ra[0] >= rb[0] and ra[2] <= rb[2] and ra[1] >= rb[1] and ra[3] <= rb[3]
+            if not inside and ra[0] < rb[2] + gap and rb[0] < ra[2] + gap and ra[1] < rb[3] and rb[1] < ra[3]:
+                pairs.append((a["s"][:40], b["s"][:40]))
+    return pairs
+
+
+@pytest.mark.parametrize("name", [n for n in GALLERY if n not in ("quiz", "check_report")])
+def test_no_label_runs_into_another_or_past_the_figure(gallery, name):
+    """Every text a figure draws (titles, ticks, legends, cell labels) keeps clear of the others and inside the
+    figure: no "…waits here for pa│group 1 waits…", no "1213" from registers 12 and 13."""
+    _, _, results, _ = gallery
+    for k, plot in enumerate(results[name]["plots"]):
+        hits = _overlapping_texts(plot)
+        assert not hits, f"{name}, figure {k}: labels run into each other: {hits[:6]}"
+        x0, y0, x1, y1 = plot["svg"]
+        cut = [t["s"][:40] for t in plot["texts"] if t["r"][0] < x0 - 1 or t["r"][2] > x1 + 1
+               or t["r"][1] < y0 - 1 or t["r"][3] > y1 + 1]
+        assert not cut, f"{name}, figure {k}: labels cut at the figure's edge: {cut[:6]}"
+
+
+#: figures whose colours stand for categories or numbers: each explains them with a legend or a colour bar
+EXPLAINED = ("streamk", "bank_figure", "pingpong", "scheduler", "striped", "roofline", "swizzle_128B")
+
+
+@pytest.mark.parametrize("name", EXPLAINED)
+def test_coloured_figures_explain_their_colours(gallery, name):
+    _, _, results, _ = gallery
+    plot = results[name]["plots"][0]
+    assert plot["legends"] + plot["colorbars"] > 0, f"{name}: colours with neither a legend nor a colour bar"
+
+
+#: axes that count whole things (steps, groups, phases, waves): (widget, axis or "colorbar")
+WHOLE_AXES = (("seqbar_stepper", "x"), ("seqbar_stepper", "x2"), ("seqbar_stepper", "y2"),
+              ("barrier_stepper", "x"), ("barrier_stepper", "y"), ("scheduler", "colorbar"),
+              ("bank_figure", "x"), ("fragment_explorer_n64", "x"))
+
+
+@pytest.mark.parametrize("name, axis", WHOLE_AXES)
+def test_whole_number_axes_have_whole_number_ticks(gallery, name, axis):
+    _, _, results, _ = gallery
+    plot = results[name]["plots"][0]
+    if axis == "colorbar":
+        ticks = plot["cbticks"]
+    else:
+        ticks = (plot["xticks"] if axis.startswith("x") else plot["yticks"]).get(axis, [])
+    assert ticks, f"{name}: no ticks on {axis}"
+    numbers = [t.replace("−", "-") for t in ticks if t.strip()]
+    assert all(re.fullmatch(r"-?\d+", t) for t in numbers), f"{name}: {axis} ticks {numbers}"
+
+
+@pytest.mark.parametrize("name", [n for n in GALLERY if n not in ("quiz", "check_report")])
+def test_the_modebar_never_covers_a_plotting_area(gallery, name):
+    """The modebar shows on hover, top right: it sits in the top margin, above every subplot (the epilogue race's
+    sub-tile boxes were under it)."""
+    page, index, results, _ = gallery
+    plots = page.locator(".jp-Notebook .jp-Cell").nth(index[name]).locator(".js-plotly-plot")
+    for k in range(plots.count()):
+        plots.nth(k).hover(position={"x": 60, "y": 120})
+        page.wait_for_timeout(200)
+        bar = _js(page, MODEBAR, index[name])[k]
+        areas = _js(page, MEASURE, index[name])["plots"][k]["areas"]
+        hits = [a for a in areas if _overlap(bar, a)]
+        assert not hits, f"{name}: the modebar {bar} covers plotting areas {hits}"

@@ -238,6 +238,8 @@ def test_choice_quiz_widget_grades_on_check():
                      wrong=("memory-bound",))
     _, row, result = q.widget().children
     choice, button = row.children
+    button.click()
+    assert "pick an answer first" in result.value  # nothing picked: not "type"
     choice.value = "memory-bound"
     button.click()
     assert "✗" in result.value

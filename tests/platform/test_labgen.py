@@ -71,6 +71,9 @@ def test_student_version_replaces_regions_with_hinted_stubs(tmp_path):
     assert "asm volatile" not in sources[4]
     assert "YOUR ANSWER HERE" in sources[5] and "Because" not in sources[5]
     assert nb.cells[2].metadata["nbgrader"]["grade_id"] == "double-answer"
+    # Run All goes on past a failing check (tests/platform/test_runall.py); the kernel is the course's
+    assert [labgen.RAISES in c.metadata.get("tags", []) for c in nb.cells] == [False, False, True, True, True, False]
+    assert nb.metadata["kernelspec"] == labgen.KERNELSPEC
 
 
 @pytest.mark.parametrize(
@@ -112,8 +115,12 @@ def test_generate_never_destroys_a_students_work(tmp_path, capsys):
     sol = tmp_path / "solutions" / "lab0_tiny.ipynb"
     sol.write_text(sol.read_text().replace("Write `double`.", "Write `double`, please."))
     assert labgen.check(root=tmp_path) == 1
+    capsys.readouterr()
     assert labgen.generate(root=tmp_path) == 0
     assert "please" in lab.read_text()
+    assert capsys.readouterr().out == "wrote labs/lab0_tiny.ipynb\n"
+    assert labgen.generate(root=tmp_path) == 0  # nothing changed: nothing to say
+    assert capsys.readouterr().out == ""
 
 
 def test_judge_rules_for_labs():
@@ -161,6 +168,9 @@ def test_nbgrader_runs_on_the_course_layout(tmp_path):
         return done.stdout + done.stderr
 
     assert "passes all the tests" in nbgrader("validate", "source/lab0_tiny/lab0_tiny.ipynb")
+    release = nbformat.read(course / "release" / "lab0_tiny" / "lab0_tiny.ipynb", as_version=4)
+    check_cell = next(c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "double-check")
+    assert labgen.RAISES in check_cell.metadata["tags"]  # the released notebook's Run All goes on too
     assert "does not pass any tests" in nbgrader("validate", "--invert", "release/lab0_tiny/lab0_tiny.ipynb")
     # nbgrader counts the failed check and shows the course's report as its error: no traceback into helpers/
     failed = nbgrader("validate", "release/lab0_tiny/lab0_tiny.ipynb")

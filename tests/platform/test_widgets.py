@@ -164,3 +164,61 @@ def test_modebar_room_above_column_axes():
 def test_figures_are_figure_widgets():
     for build in WIDGETS.values():
         assert all(isinstance(f, go.FigureWidget) for f in figure._figures(build()))
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_a_first_view_draws_from_a_model_opened_complete(name, monkeypatch):
+    """The empty-plot race: on a busy page, messages sent before plotly's widget code loaded were lost, and a view
+    drew its model as opened (no traces). When a box is first shown, each figure's model is opened afresh with its
+    complete drawing, and the boxes' children name the new models."""
+    from ipywidgets.widgets import widget as ipw
+
+    opened: dict[str, dict] = {}
+    real = ipw.comm.create_comm
+
+    def record(**kwargs):
+        c = real(**kwargs)
+        opened[c.comm_id] = kwargs["data"]["state"]
+        return c
+
+    box = WIDGETS[name]()
+    monkeypatch.setattr(ipw.comm, "create_comm", record)
+    sent: list[tuple] = []
+    monkeypatch.setattr(ipw.Widget, "send_state", lambda self, key=None: sent.append((self, key)))
+    before = {id(f): f.model_id for f in figure._figures(box)}
+    box._repr_mimebundle_()
+    for fig in figure._figures(box):
+        assert fig.model_id != before[id(fig)] and fig.model_id in opened
+        state = opened[fig.model_id]
+        assert len(state["_widget_data"]) == len(fig.data) > 0
+        assert state["_widget_layout"] == fig._layout_obj._props
+    assert (box, "children") in sent
+    again = dict(opened)
+    box._repr_mimebundle_()  # shown a second time: the models stay (the first view keeps working)
+    assert opened == again
+
+
+def test_the_epilogue_race_shows_each_broken_rule_in_full():
+    """The rule sentences were cut at 220 characters, mid-sentence: each now shows whole (the first three)."""
+    import html
+
+    from helpers.course.widgets import epilogue
+
+    box = epilogue.epilogue_race_widget()
+    pick, _, text = box.children
+    for name in epilogue.VARIANTS:
+        pick.value = name
+        for v in epilogue.race(name).violations[:3]:
+            assert html.escape(v.split("] ", 1)[-1]) in text.value, (name, v)
+
+
+def test_figures_whose_colours_mean_something_explain_them():
+    from helpers.course.widgets import epilogue, scheduler, seqbar
+
+    bank = epilogue.bank_figure()
+    assert sum(t.showscale is not False for t in bank.data) == 1 and bank.data[0].colorbar.ticktext[0] == "no lane"
+    ping = seqbar.pingpong_figure()
+    assert ping.layout.showlegend and sorted(t.name for t in ping.data if t.showlegend) == ["MMA", "epilogue"]
+    waves = figure._figures(scheduler.scheduler_widget(M=4096, workers=66))[0]
+    assert list(waves.data[0].colorbar.tickvals) == [0, 1, 2, 3]  # whole waves, a band each
+    assert waves.data[1].marker.symbol == "square-open" and waves.data[1].name  # the wave shown: outlined, named

@@ -89,6 +89,64 @@ def test_a_course_update_refreshes_untouched_copies_and_keeps_the_students(tmp_p
     assert "please" in (root / "my-work" / "labs" / "lab0_tiny.ipynb").read_text()
 
 
+def _run_in_jupyterlab(path: Path, python: str = "3.11.2") -> None:
+    """What JupyterLab saves after a student only ran a notebook: outputs, counts, the kernel's language_info."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = i + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
+    nb.metadata["language_info"] = {"name": "python", "version": python, "mimetype": "text/x-python"}
+    nbformat.write(nb, path)
+
+
+def test_a_notebook_the_student_only_ran_is_still_the_courses(tmp_path):
+    """Running a lesson (outputs, the kernel's metadata) does not make it "yours": after a course update it is
+    refreshed, not kept with a notice."""
+    root = _course(tmp_path)
+    workspace.prepare(root=root)
+    ran = root / "my-work" / "lessons" / "00_tiny.ipynb"
+    _run_in_jupyterlab(ran)
+    _save_work(root / "my-work" / "labs" / "lab0_tiny.ipynb")  # a lab with the student's answer: theirs
+    # a course change to metadata only (not a cell): nothing to say, the run's outputs stay
+    lesson = root / "lessons" / "00_tiny.ipynb"
+    nb = nbformat.read(lesson, as_version=4)
+    nb.metadata["kernelspec"] = dict(labgen.KERNELSPEC)
+    nbformat.write(nb, lesson)
+    assert workspace.prepare(root=root) == []
+    assert "42" in ran.read_text()
+    # a change to a cell: the copy the student only ran takes it; the lab they wrote in is kept
+    lesson.write_text(lesson.read_text().replace("# Lesson", "# Lesson, revised"))
+    sol = root / "solutions" / "lab0_tiny.ipynb"
+    sol.write_text(sol.read_text().replace("Write `double`.", "Write `double`, please."))
+    labgen.generate(root=root)
+    said = workspace.prepare(root=root)
+    assert "updated my-work/lessons/00_tiny.ipynb (you had not changed it)" in said
+    assert any(s.startswith("kept your my-work/labs/lab0_tiny.ipynb") for s in said), said
+    assert "revised" in ran.read_text()
+
+
+def test_a_manifest_of_file_digests_still_tells_an_untouched_copy(tmp_path):
+    """my-work/ prepared by an earlier course version (its manifest records the file's bytes) is read too."""
+    root = _course(tmp_path)
+    workspace.prepare(root=root)
+    manifest = root / "my-work" / workspace.MANIFEST
+    old = {rel: {"copied": workspace._digest((root / rel).read_bytes())}
+           for rel in json.loads(manifest.read_text())}
+    manifest.write_text(json.dumps(old))
+    lesson = root / "lessons" / "00_tiny.ipynb"
+    lesson.write_text(lesson.read_text().replace("# Lesson", "# Lesson, revised"))
+    assert workspace.prepare(root=root) == ["updated my-work/lessons/00_tiny.ipynb (you had not changed it)"]
+
+
+def test_course_notebooks_ship_the_kernel_make_lab_installs():
+    """Opening a notebook in JupyterLab does not rename its kernel (which would change the file at once)."""
+    makefile = (ROOT / "Makefile").read_text()
+    spec = labgen.KERNELSPEC
+    assert f'--name {spec["name"]} --display-name "{spec["display_name"]}"' in makefile
+    for path, _ in labgen.notebooks():
+        assert nbformat.read(path, as_version=4).metadata.get("kernelspec") == spec, path.name
+
+
 def test_jupyterlab_settings_turn_off_the_news_and_keep_other_settings(tmp_path):
     path = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     path.parent.mkdir(parents=True)
@@ -118,9 +176,41 @@ def test_my_work_is_ignored_by_git():
     assert done.returncode == 0
 
 
+def _target(makefile: str, name: str) -> str:
+    return makefile[makefile.index(f"\n{name}:"):].split("\n\n")[0]
+
+
 def test_make_lab_opens_jupyterlab_on_my_work():
     makefile = (ROOT / "Makefile").read_text()
-    lab = makefile[makefile.index("\nlab:"):].split("\n\n")[0]
+    lab = _target(makefile, "lab")
     assert "helpers.course.workspace" in lab and 'root_dir="$(CURDIR)/$(WORK)"' in lab
+    # JupyterLab prints (and opens) its default URL: the first lesson's, with the token
+    assert "--LabApp.default_url=/lab/tree/$(FIRST_LESSON)" in lab
     assert "WORK   := my-work" in makefile
     assert "my-work/" in (ROOT / "README.md").read_text()
+
+
+def test_the_students_environment_has_no_instructor_tools():
+    """`make lab`'s .venv installs the course alone; nbgrader, pytest and Playwright go into `make test`'s own
+    environment (JupyterLab would otherwise show nbgrader's menu and panels to the student)."""
+    makefile = (ROOT / "Makefile").read_text()
+    course = _target(makefile, "$(VENV)/.course-installed")
+    assert "-e ." in course and "[dev" not in course and "$(DEV_VENV)" not in course
+    assert "DEV_VENV ?= .venv-dev" in makefile
+    for name in ("lint", "labs", "check-labs", "validate", "strip", "nbgrader", "gpu-test", "bench"):
+        recipe = _target(makefile, name)
+        assert "$(DEV_VENV)" in recipe and "$(VENV)/" not in recipe.replace("$(DEV_VENV)/", ""), name
+    assert "$(DPY) -m pytest" in _target(makefile, "test")
+    assert "(VENV)/.dev-installed" not in makefile.replace("$(DEV_VENV)/.dev-installed", "")
+    done = subprocess.run(["git", "check-ignore", "-q", ".venv-dev/bin/python"], cwd=ROOT)
+    assert done.returncode == 0
+
+
+def test_every_test_has_a_time_limit(pytestconfig):
+    """pytest-timeout is on with a default limit, and the browser test leaves no Playwright step without one
+    (``page.evaluate`` has no limit of its own: scripts go through ``_js``; pages come from ``_fresh_page``)."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed (make test installs it)"
+    assert 0 < float(pytestconfig.getini("timeout")) <= 600
+    browser = (ROOT / "tests" / "platform" / "test_browser.py").read_text()
+    assert "page.evaluate(" not in browser and ".new_page(" not in browser.replace("context.new_page(", "")
+    assert "set_default_timeout(STEP_MS)" in browser

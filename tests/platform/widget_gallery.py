@@ -38,6 +38,8 @@ GALLERY: dict[str, str] = {
     "seqbar_stepper": "seqbar.seqbar_stepper_widget()",
     "striped": "striped.striped_widget(threads=64, elements=1024, columns=64)",
     "streamk": "streamk.streamk_widget()",
+    "bank_figure": "epilogue.bank_figure()",
+    "pingpong": "seqbar.pingpong_figure(tiles_per_group=3)",
     "quiz": "lesson00.blocks",
     "check_report": "with grading.check('Lab 0 · a failing check', seed=7) as c:\n    c.ok('a first comparison')\n"
                     "    c.equal('bytes of a 64×64 bf16 box', 4096, 8192, hint='rows × columns × 2 bytes')",

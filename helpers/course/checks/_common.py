@@ -451,6 +451,9 @@ def carry(notebook: str, variable: str, lab: str, *, here: Path | None = None,
         print(f"⚠ {variable}: {path.name} has no cell assigning it")
         return f'#error "not written yet (in {lab}): {notebook} does not define {variable}"\n'
     found = found.replace('#error "not written yet: ', f'#error "not written yet (in {lab}): ')
+    # a stub's hint points "above", at its own lab's text: from here, that text is in the earlier lab
+    found = re.sub(r'^(#error "not written yet \(in .*)$', lambda m: re.sub(r"\babove\b", f"shown in {lab}",
+                                                                              m.group(1)), found, flags=re.M)
     saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
     status = ""
     if "#error" in found:

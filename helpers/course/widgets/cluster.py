@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helpers.course.widgets import figure
 from helpers.hopper import cluster
 
 __all__ = ["ClusterSummary", "cluster_summary", "multicast_figure", "cluster_widget"]
@@ -134,7 +135,7 @@ def cluster_widget(cm: int = 2, cn: int = 1, share: str = "B"):
     share_w = w.ToggleButtons(options=["none", "A", "B", "both"], value=share, description="multicast", style=style)
     import plotly.graph_objects as go
 
-    fig = go.FigureWidget(multicast_figure(cm, cn, share))
+    fig = figure.styled(go.FigureWidget(multicast_figure(cm, cn, share)))
     table = w.HTML()
 
     def redraw(*_):
@@ -155,4 +156,4 @@ def cluster_widget(cm: int = 2, cn: int = 1, share: str = "B"):
     for ctl in (cm_w, cn_w, share_w):
         ctl.observe(redraw, "value")
     redraw()
-    return w.VBox([cm_w, cn_w, share_w, fig, table])
+    return figure.WidgetBox([cm_w, cn_w, share_w, fig, table])

@@ -7,6 +7,7 @@ Pure computation first: :func:`store_banks`, :data:`VARIANTS`, :func:`race`. The
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,21 +53,37 @@ def bank_figure(warp: int = 0):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from helpers.course.widgets import figure
+
     combos = [(k, s) for k in ("st.shared.b32", "stmatrix.x4") for s in (False, True)]
     results = [store_banks(k, s, warp) for k, s in combos]
     titles = [f"{r.kind}, {'swizzled' if r.swizzled else 'plain'}: {r.passes} pass(es) × {r.per_subtile}"
               for r in results]
+    phases = max(int(r.conflicts.phase.max()) + 1 for r in results)
+    # colour = the phase of the lane that writes the bank (the lanes served together: the whole warp for 4-byte
+    # stores, a quarter-warp for stmatrix's 16-byte rows); a band per phase, light grey where no lane writes
+    colors = ["#f4f6f9", *figure.CATEGORY_COLORS[:phases]]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.14)
     for n, r in enumerate(results):
         hits = np.zeros((32, swizzle.BANKS))
         for lane in range(32):
             hits[lane, r.conflicts.banks[lane]] = 1 + r.conflicts.phase[lane]
-        fig.add_trace(go.Heatmap(z=hits, colorscale="Blues", showscale=False, zmin=0, zmax=5,
+        fig.add_trace(go.Heatmap(z=hits, colorscale=figure.discrete_colorscale(colors), zmin=-0.5,
+                                 zmax=phases + 0.5, showscale=n == 0,
+                                 colorbar={"title": {"text": "written by a lane of", "side": "right"},
+                                           "thickness": 12, "tickvals": list(range(phases + 1)),
+                                           "ticktext": ["no lane"] + [f"phase {k}" for k in range(1, phases + 1)]},
                                  hovertemplate="lane %{y}, bank %{x}<extra></extra>"), row=n // 2 + 1, col=n % 2 + 1)
     fig.update_yaxes(autorange="reversed", title_text="lane")
     fig.update_xaxes(title_text="bank")
-    fig.update_layout(width=860, height=620, margin={"t": 50, "l": 50, "r": 10, "b": 40})
-    return fig
+    fig.update_layout(width=860, height=660, margin={"t": figure.TOP + 16, "l": 50, "r": 90, "b": 40},
+                      title={"text": "colour: the phase of the writing lane (4-byte stores: one for the warp; "
+                                     "stmatrix: a quarter-warp each)", "x": 0, "xanchor": "left", "y": 0.985,
+                             "font": {"size": 13}})
+    fig.update_annotations(font_size=12)
+    figure.integer_axis(fig, "x", step=8)  # banks and lanes are whole
+    figure.integer_axis(fig, "y", step=8, autorange="reversed")
+    return figure.styled(go.FigureWidget(fig))
 
 
 def _replace(name: str, op: tuple, new: Callable[[int, int], tuple | None]):
@@ -136,17 +153,19 @@ def epilogue_race_widget():
     """Pick a variant: its operations, the rules it breaks and the C it leaves (each sub-tile's quarter colored
     by whose data landed there)."""
     import ipywidgets as w
-    import plotly.graph_objects as go
+
+    from helpers.course.widgets import figure
 
     pick = w.Dropdown(options=list(VARIANTS), value="Lab 5 (correct)", description="epilogue",
                       layout=w.Layout(width="520px"))
     text = w.HTML()
-    fig = go.FigureWidget()
+    fig = figure.new_figure(height=180, width=860)
     fig.add_heatmap(z=[[1, 1, 1, 1]], zmin=0, zmax=1, colorscale=[[0, "#f4a6a6"], [1, "#a8ddb5"]], showscale=False,
                     texttemplate="%{text}", text=[["", "", "", ""]], hoverinfo="skip", xgap=3)
     fig.update_xaxes(tickvals=[0, 1, 2, 3], ticktext=[f"C columns {64 * s}–{64 * s + 63}" for s in range(4)])
     fig.update_yaxes(visible=False)
-    fig.update_layout(width=860, height=170, margin={"t": 10, "l": 10, "r": 10, "b": 40})
+    fig.update_layout(margin={"l": 10, "r": 10, "b": 40}, title_text="C after the epilogue: whose sub-tile landed in "
+                      "each quarter (✓ its own, ✗ not)")
 
     def redraw(*_):
         r = race(pick.value)
@@ -156,10 +175,12 @@ def epilogue_race_widget():
                                  for s, x in enumerate(r.landed)]]
         ops = "<br>".join(f"sub-tile {s}: " + ", ".join(o[0] + (f" {o[1]}" if len(o) > 1 else "") for o in ops)
                           for s, ops in enumerate(r.ops))
-        broke = "<br>".join(v.split("] ", 1)[-1][:220] for v in r.violations[:3]) or "no rule broken"
+        # each broken rule in full (the sentence says what to do), the first three of them
+        broke = "<br>".join(html.escape(v.split("] ", 1)[-1]) for v in r.violations[:3]) or "no rule broken"
+        more = f"<br>(and {len(r.violations) - 3} more)" if len(r.violations) > 3 else ""
         text.value = (f"<div style='max-width:860px'><b>operations</b><br><code>{ops}</code><br><b>rules</b><br>"
-                      f"{broke}<br><b>stores in flight after each store</b>: {r.in_flight}</div>")
+                      f"{broke}{more}<br><b>stores in flight after each store</b>: {r.in_flight}</div>")
 
     pick.observe(redraw, "value")
     redraw()
-    return w.VBox([pick, fig, text])
+    return figure.WidgetBox([pick, fig, text])

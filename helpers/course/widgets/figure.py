@@ -5,13 +5,17 @@ title, and a first drawing that reaches the page.
 - :class:`WidgetBox` — the ``VBox`` every widget returns; when it is displayed it hands its figures' current
   state to the page (see below);
 - :func:`controls` — a row of controls that wraps instead of running past the column;
-- :func:`integer_axis`, :func:`discrete_colorscale`, :data:`CATEGORY_COLORS`, :func:`colorbar_beside`.
+- :func:`integer_axis`, :func:`discrete_colorscale`, :data:`CATEGORY_COLORS`, :func:`colorbar_beside`;
+- :func:`styled` — a figure built elsewhere brought to the same style; :func:`legend_below` — a legend that
+  keeps clear of the x axis's title.
 
-Why :class:`WidgetBox`: a ``FigureWidget`` sends its initial state (``_widget_data`` / ``_widget_layout``) when
-the widget model is created, and later changes as messages to the views that exist. plotly refreshes that state
-when the figure itself is displayed, but not when a container holding it is; so traces added and data drawn after
-``FigureWidget(...)`` but before the box reached the page were lost (the barrier stepper's bars showed on axis
-0/1/2 in plotly's default red). The box refreshes it as it is displayed.
+Why :class:`WidgetBox`: a ``FigureWidget`` opens its model on the page when it is created, with the state it has
+then (no traces yet), and sends every later change as a message. The page applies such a message only once
+plotly's widget code has loaded (5 MB; seconds on a busy laptop), and a view draws from the state its model has
+when it is created, ignoring later replacements of that state: so a widget shown on a busy machine could draw an
+empty default plot and stay empty after clicks (its traces never reached the page). When a box is first shown,
+it opens each figure's model afresh with the figure's complete current state (and re-sends its containers'
+children, which name the new models), so the first view draws from a complete model whatever was lost or late.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ __all__ = [
     "discrete_colorscale",
     "colorbar_beside",
     "sync_figure",
+    "reopen_complete",
+    "styled",
+    "legend_below",
 ]
 
 #: the widest a figure may be: a 900-pixel notebook column, less the output area's padding
@@ -77,6 +84,26 @@ def new_figure(*, height: int, width: int = COLUMN, rows: int = 1, cols: int = 1
     return fig
 
 
+def styled(fig: Any, *, top: int = TOP) -> Any:
+    """A figure built elsewhere in the course's style: white template, 12-point type, the course's modebar, and a
+    top margin of at least ``top`` (the modebar's room above the plotting area). Returns ``fig``."""
+    margin = fig.layout.margin
+    fig.update_layout(template="plotly_white", font={"size": 12}, hoverlabel={"font_size": 12},
+                      margin={"t": max(top, margin.t or 0)})
+    fig._config = dict(_CONFIG)
+    return fig
+
+
+def legend_below(fig: Any, *, rows_of_entries: int = 1, axis_title: bool = True) -> None:
+    """A horizontal legend under the plotting area, below the x axis's tick labels and title: the bottom margin
+    grows to hold it."""
+    below = 22 + (22 if axis_title else 0)  # tick labels, then the axis title
+    height = fig.layout.height or 450
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container",
+                                               "y": 4 / height, "yanchor": "bottom"},
+                      margin={"b": below + 12 + 22 * rows_of_entries})
+
+
 def sync_figure(fig: go.FigureWidget) -> None:
     """Make the state a new view starts from equal to the figure's current data and layout."""
     fig._widget_data = deepcopy(fig._data)
@@ -92,12 +119,43 @@ def _figures(widget: Any) -> list[go.FigureWidget]:
     return found
 
 
+def _containers(widget: Any) -> list[Any]:
+    if isinstance(widget, go.FigureWidget) or not hasattr(widget, "children"):
+        return []
+    found = [widget]
+    for child in widget.children:
+        found += _containers(child)
+    return found
+
+
+def reopen_complete(fig: go.FigureWidget) -> None:
+    """Open the figure's model on the page afresh, its opening state the figure's complete current drawing."""
+    sync_figure(fig)
+    if fig.comm is None:
+        return
+    fig.close()
+    vars(fig).pop("_repr_mimebundle_", None)  # close() hides the display method; the figure is shown again
+    fig._model_id = None  # a new model id: the page never mixes the new model with the closed one
+    fig.open()
+
+
 class WidgetBox(widgets.VBox):
-    """A ``VBox`` that, when displayed, hands the page its figures' current state (see the module's notes)."""
+    """A ``VBox`` that, when first displayed, opens its figures' models with their complete current state (see
+    the module's notes); when displayed again, hands them the current state."""
+
+    _opened_complete = False
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        for fig in _figures(self):
-            sync_figure(fig)
+        figures = _figures(self)
+        if not self._opened_complete and self.comm is not None:
+            self._opened_complete = True
+            for fig in figures:
+                reopen_complete(fig)
+            for box in _containers(self):
+                box.send_state("children")
+        else:
+            for fig in figures:
+                sync_figure(fig)
         return super()._repr_mimebundle_(**kwargs)
 
 

@@ -203,12 +203,16 @@ _CHOSEN_COLOR = "#f28e2b"
 _TOP_AXIS_MARGIN = 100
 
 
-def fragment_figure_width(n: int) -> int:
-    """The explorer's width for a 64×n tile: cells up to 26 px wide, and never wider than the column."""
+def fragment_cell_width(n: int) -> int:
+    """The width in pixels of one element's cell in the explorer of a 64×n tile (at most 26)."""
     from helpers.course.widgets.figure import COLUMN
 
-    margins = 56 + 16
-    return min(COLUMN, margins + n * min(26, (COLUMN - margins) // n))
+    return min(26, (COLUMN - 56 - 16) // n)
+
+
+def fragment_figure_width(n: int) -> int:
+    """The explorer's width for a 64×n tile: cells up to 26 px wide, and never wider than the column."""
+    return 56 + 16 + n * fragment_cell_width(n)
 
 
 def _thread_html(thread: int, n: int) -> str:
@@ -256,6 +260,8 @@ def fragment_explorer_widget(n: int = 64, thread: int = 0):
             fig.data[0].customdata = hover
             fig.data[0].hovertemplate = "C[%{y}][%{x}]: %{customdata}<extra></extra>"
             fig.layout.width = fragment_figure_width(nn)
+            # two-digit register numbers in cells 12 px wide ran together ("1213"): smaller type in narrow cells
+            fig.data[0].textfont.size = 9 if fragment_cell_width(nn) >= 18 else 7
             fig.layout.xaxis.dtick = 8 if nn > 16 else (2 if nn == 8 else 4)
         info.value = _thread_html(t, nn)
 

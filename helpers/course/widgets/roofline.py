@@ -259,11 +259,14 @@ def roofline_figure_widget(d: Design) -> Any:
         fig.add_scatter(x=[ridge, ridge], y=[1, 1500], mode="lines+text", line={"dash": "dot", "color": color},
                         text=["", f"{name} {ridge:.0f}"], textposition="top center", showlegend=False,
                         hoverinfo="skip")
-    fig.update_xaxes(type="log", title="FLOP per byte", range=[0, math.log10(20000)])
+    # from 0.8: the x axis's first label, 1, sits clear of the y axis's 1 in the corner
+    fig.update_xaxes(type="log", title="FLOP per byte", range=[math.log10(0.8), math.log10(20000)])
     fig.update_yaxes(type="log", title="TFLOP/s", range=[0, math.log10(3000)])
-    fig.update_layout(width=860, height=420, margin={"t": 30, "l": 60, "r": 10, "b": 50},
-                      legend={"orientation": "h", "y": -0.2})
-    return fig
+    fig.update_layout(width=860, height=460, margin={"t": 30, "l": 60, "r": 10, "b": 50})
+    from helpers.course.widgets import figure
+
+    figure.legend_below(fig)
+    return figure.styled(fig)  # the course's white background, as every other figure
 
 
 def roofline_widget(M: int = 4096, N: int = 4096, K: int = 4096, BM: int = 128, BN: int = 256):
@@ -299,4 +302,6 @@ def roofline_widget(M: int = 4096, N: int = 4096, K: int = 4096, BM: int = 128, 
     for ctl in (m_s, n_s, k_s, bm, bn, share):
         ctl.observe(redraw, "value")
     redraw()
-    return w.VBox([w.HBox([w.VBox([m_s, n_s, k_s]), w.VBox([bm, bn, share])]), fig, info])
+    from helpers.course.widgets.figure import WidgetBox
+
+    return WidgetBox([w.HBox([w.VBox([m_s, n_s, k_s]), w.VBox([bm, bn, share])]), fig, info])

@@ -134,12 +134,18 @@ def timeline_figure(tiles: int = 4, mainloop: float = 10.0, epilogue: float = 3.
     return fig
 
 
+def _wave_color(i: int, waves: int) -> str:
+    """Wave ``i`` of ``waves`` in Viridis, the colour the continuous bar would give it."""
+    from plotly.colors import sample_colorscale
+
+    return sample_colorscale("Viridis", [i / max(1, waves - 1)])[0]
+
+
 def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group: int = 8, workers: int = 66,
                      BM: int = 256, BN: int = 256):
     """The tile grid of C colored by wave, the current wave outlined, a Play button stepping through the waves,
     and the current wave's L2 footprint (A panels and B panels it reads)."""
     import ipywidgets as w
-    import plotly.graph_objects as go
 
     style = {"description_width": "70px"}
     order_w = w.Dropdown(options=list(scheduler.ORDERS), value=order, description="order", style=style)
@@ -151,14 +157,19 @@ def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group
     wave_w = w.IntSlider(value=0, min=0, max=1, description="wave", style=style)
     w.jslink((play, "value"), (wave_w, "value"))
     info = w.HTML()
-    fig = go.FigureWidget()
-    fig.add_heatmap(z=[[0]], colorscale="Viridis", showscale=True, colorbar={"title": "wave"},
+    from helpers.course.widgets import figure
+
+    fig = figure.new_figure(height=540, width=560)
+    fig.add_heatmap(z=[[0]], colorscale="Viridis", showscale=True,
+                    colorbar={"title": {"text": "wave", "side": "right"}, "thickness": 12, "tickformat": "d"},
                     hovertemplate="tile (%{y}, %{x})<br>wave %{z}<extra></extra>")
-    fig.add_heatmap(z=[[0]], colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(255,0,0,0.55)"]], showscale=False,
-                    hoverinfo="skip")
-    fig.update_yaxes(autorange="reversed", title="tile row (M)", scaleanchor="x")
-    fig.update_xaxes(title="tile column (N)")
-    fig.update_layout(width=560, height=520, margin={"t": 30, "l": 60, "r": 10, "b": 50})
+    # the current wave: its tiles outlined (their fill keeps the colour of the bar), named in the legend
+    fig.add_scatter(x=[], y=[], mode="markers", name="the wave shown", hoverinfo="skip", showlegend=True,
+                    marker={"symbol": "square-open", "color": "#d62728", "line": {"width": 2}})
+    fig.update_yaxes(autorange="reversed", title="tile row (M)", scaleanchor="x", tickformat="d")
+    fig.update_xaxes(title="tile column (N)", tickformat="d")
+    fig.update_layout(margin={"l": 60, "r": 10})
+    figure.legend_below(fig)
     state: dict = {}
 
     def rebuild(*_):
@@ -166,15 +177,29 @@ def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group
         state["pic"] = pic
         wave_w.max = play.max = max(0, pic.waves - 1)
         wave_w.value = min(wave_w.value, wave_w.max)
+        waves = int(pic.wave.max()) + 1
         with fig.batch_update():
             fig.data[0].z = pic.wave
+            # whole waves: a band of colour per wave up to 12 of them, integer ticks always
+            if waves <= 12:
+                colors = [_wave_color(i, waves) for i in range(waves)]
+                fig.data[0].colorscale = figure.discrete_colorscale(colors)
+                fig.data[0].zmin, fig.data[0].zmax = -0.5, waves - 0.5
+                fig.data[0].colorbar.update(tickmode="array", tickvals=list(range(waves)))
+            else:
+                fig.data[0].colorscale = "Viridis"
+                fig.data[0].zmin, fig.data[0].zmax = 0, waves - 1
+                fig.data[0].colorbar.update(tickmode="auto", tickvals=None)
+            side = max(pic.wave.shape)
+            fig.data[1].marker.size = max(3, min(14, 400 // side))
         redraw()
 
     def redraw(*_):
         pic = state["pic"]
         wv = wave_w.value
+        rows, cols = (pic.wave == wv).nonzero()
         with fig.batch_update():
-            fig.data[1].z = (pic.wave == wv).astype(float)
+            fig.data[1].x, fig.data[1].y = cols.tolist(), rows.tolist()
         fp = pic.footprints[wv]
         info.value = (f"<div style='max-width:300px'><b>wave {wv}</b> of {pic.waves}: tiles {wv * pic.workers}–"
                       f"{min((wv + 1) * pic.workers, pic.visit.size) - 1} of the order<br>"
@@ -188,4 +213,4 @@ def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group
     rebuild()
     controls = w.VBox([order_w, group_w, size_w, workers_w, w.HBox([play, wave_w]), info],
                       layout=w.Layout(width="320px"))
-    return w.HBox([fig, controls])
+    return figure.WidgetBox([fig, controls], layout=w.Layout(flex_flow="row"))  # the figure, the controls beside

@@ -59,8 +59,9 @@ def slot_grid(step: SeqStep) -> dict[str, list]:
     ``cursors`` ((group, index) each group's cursor points at) and ``inside`` ((group, index) sections in use)."""
     z = [[s.phase for s in row] for row in step.slots]
     cursors = [(g, c.index) for g, c in enumerate(step.cursors)]
+    # short lines: a cell is about 190 px wide, and a longer line runs into the next group's cell
     text = [[f"{s.name}<br>phase {s.phase} · parity {s.parity}<br>{s.pending_arrivals}/{s.expected} pending"
-             + (f"<br><b>group {g} waits here for parity {step.cursors[g].phase}</b>" if (g, i) in cursors else "")
+             + (f"<br><b>waits: parity {step.cursors[g].phase}</b>" if (g, i) in cursors else "")
              for g, s in enumerate(row)] for i, row in enumerate(step.slots)]
     inside = [(g, i) for g, i in enumerate(step.inside) if i is not None]
     return {"z": z, "text": text, "cursors": cursors, "inside": inside}
@@ -77,7 +78,6 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
     """Buttons "group g: wait / arrive", presets that break an invariant, the ring of slots and a step log."""
     import ipywidgets as w
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
     state = {"s": SeqBarStepper(depth, groups)}
     preset = w.Dropdown(options=["(by hand)"] + list(PRESETS), value="(by hand)", description="preset",
@@ -92,19 +92,17 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
             b.on_click(lambda _b, g=g, action=action: (state["s"].do(g, action), redraw()))
             buttons.append(b)
     status, log = w.HTML(), w.HTML()
-    fig = go.FigureWidget(make_subplots(rows=1, cols=2, column_widths=[0.42, 0.58],
-                                        subplot_titles=("slots [section][group]; red: where each group waits",
-                                                        "steps (colour: what happened)")))
+    fig = figure.new_figure(height=340, rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.1,
+                            subplot_titles=("slots [section][group]; red: where each group waits",
+                                            "steps (colour: what happened)"))
     fig.add_trace(go.Heatmap(z=[[0]], text=[[""]], texttemplate="%{text}", textfont={"size": 11}, colorscale="Blues",
-                             showscale=False,
-                             hoverinfo="skip", zmin=0), row=1, col=1)
+                             showscale=False, xgap=2, ygap=2, hoverinfo="skip", zmin=0), row=1, col=1)
     fig.add_trace(go.Scatter(x=[], y=[], mode="markers", marker={"size": 12}, hovertemplate="%{text}<extra></extra>"),
                   row=1, col=2)
-    fig.update_xaxes(title="group", dtick=1, row=1, col=1)
-    fig.update_yaxes(title="section", dtick=1, autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title="step", row=1, col=2)
-    fig.update_yaxes(title="group", dtick=1, row=1, col=2)
-    fig.update_layout(height=320, width=880, margin={"l": 50, "r": 10, "t": figure.TOP, "b": 40}, showlegend=False)
+    figure.integer_axis(fig, "x", title_text="group", row=1, col=1)
+    figure.integer_axis(fig, "y", title_text="section", autorange="reversed", row=1, col=1)
+    figure.integer_axis(fig, "x", title_text="step", rangemode="nonnegative", row=1, col=2)
+    figure.integer_axis(fig, "y", title_text="group", range=[groups - 0.5, -0.5], row=1, col=2)
 
     def redraw():
         s = state["s"]
@@ -124,6 +122,7 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
             t = step_timeline(steps)
             fig.data[1].x, fig.data[1].y, fig.data[1].text = t["x"], t["y"], t["text"]
             fig.data[1].marker.color = t["color"]
+            fig.layout.xaxis2.range = [-0.5, max(len(steps), 8) - 0.5]  # whole steps: never a tick at 0.5
         if steps:
             last = steps[-1]
             color = _KIND_COLOR.get(last.kind, "#999")
@@ -150,7 +149,7 @@ def seqbar_stepper_widget(depth: int = 2, groups: int = 2):
     play_button.on_click(on_play)
     reset.on_click(on_reset)
     redraw()
-    return w.VBox([w.HBox(buttons), w.HBox([preset, play_button, reset]), status, fig, log])
+    return figure.WidgetBox([figure.controls(*buttons), figure.controls(preset, play_button, reset), status, fig, log])
 
 
 def pingpong_figure(tiles_per_group: int = 3, mma: float = 4.0, epi: float = 2.0):
@@ -162,12 +161,16 @@ def pingpong_figure(tiles_per_group: int = 3, mma: float = 4.0, epi: float = 2.0
                         subplot_titles=("with the ordered sequence barrier: MMAs take turns",
                                         "without it: both MMAs at once share the tensor cores"))
     colors = {"MMA": "#4c78a8", "epilogue": "#f58518"}
+    shown: set[str] = set()
     for row, ordered in ((1, True), (2, False)):
         for sec in run_programs(pingpong_programs(tiles_per_group, mma, epi), ordered=ordered):
             fig.add_trace(go.Bar(x=[sec.end - sec.start], base=[sec.start], y=[f"group {sec.group}"],
-                                 orientation="h", marker_color=colors[sec.name], showlegend=False,
+                                 orientation="h", marker_color=colors[sec.name], name=sec.name, legendgroup=sec.name,
+                                 showlegend=sec.name not in shown,
                                  hovertemplate=f"{sec.name} of group {sec.group}: {sec.start:g}–{sec.end:g}"
                                  "<extra></extra>"), row=row, col=1)
-    fig.update_layout(height=300, width=880, barmode="overlay", margin={"l": 60, "r": 10, "t": figure.TOP, "b": 30})
+            shown.add(sec.name)
+    fig.update_layout(height=330, width=880, barmode="overlay", margin={"l": 60, "r": 10, "t": figure.TOP, "b": 30})
     fig.update_xaxes(title="time (MMA = 4 units, epilogue = 2)", row=2, col=1)
-    return go.FigureWidget(fig)
+    figure.legend_below(fig)
+    return figure.styled(go.FigureWidget(fig))

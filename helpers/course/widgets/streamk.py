@@ -73,7 +73,6 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
     (bottom) for data-parallel and Stream-K, with predicted times (and the H100's where measured)."""
     import ipywidgets as w
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
     measured = sk.measured()
     shape_pick = w.Dropdown(options=list(SHAPES), value=shape, description="shape", layout=w.Layout(width="30em"),
@@ -83,22 +82,26 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
     sched = w.ToggleButtons(options=[("hybrid (Lab 7)", "hybrid"), ("pure Stream-K", "stream-k")], value=right,
                             style={"button_width": "9em"})
     info = w.HTML()
-    fig = go.FigureWidget(make_subplots(rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.14,
-                                        horizontal_spacing=0.08, subplot_titles=(" ", " ", " ", " ")))
+    fig = figure.new_figure(height=600, rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.16,
+                            horizontal_spacing=0.08, subplot_titles=(" ", " ", " ", " "))
     for col in (1, 2):
-        fig.add_trace(go.Heatmap(z=[[0]], colorscale="Turbo", showscale=False, zmin=0,
+        # one colour per cluster (Turbo: neighbours differ), explained by the colour bar beside the right panel
+        fig.add_trace(go.Heatmap(z=[[0]], colorscale="Turbo", showscale=col == 2, zmin=0,
+                                 colorbar=figure.colorbar_beside(fig, 1, 2, "cluster"),
                                  hovertemplate="tile %{y}, K step %{x}: cluster %{z}<extra></extra>"), row=1, col=col)
         for kind, color in KIND_COLORS.items():
             fig.add_trace(go.Bar(x=[], base=[], y=[], orientation="h", marker_color=color, name=kind,
                                  showlegend=col == 2, customdata=[],
                                  hovertemplate=kind + " · tile %{customdata}<extra></extra>"), row=2, col=col)
-    fig.update_layout(height=560, width=880, barmode="overlay", bargap=0.05,
-                      margin={"l": 50, "r": 10, "t": figure.TOP, "b": 40}, legend={"orientation": "h", "y": -0.08})
+    fig.update_layout(barmode="overlay", bargap=0.05, margin={"l": 50, "r": 70})
+    figure.legend_below(fig)
     for col in (1, 2):
-        fig.update_yaxes(title="tile" if col == 1 else None, autorange="reversed", row=1, col=col)
-        fig.update_xaxes(title="K step", row=1, col=col)
-        fig.update_yaxes(title="cluster" if col == 1 else None, autorange="reversed", row=2, col=col)
-        fig.update_xaxes(title="µs (predicted)", row=2, col=col)
+        # tiles, K steps and clusters are whole: never a tick at 0.5 ("d"), plotly's spacing otherwise
+        fig.update_yaxes(title_text="tile" if col == 1 else None, autorange="reversed", tickformat="d", row=1, col=col,
+                         ticklabelstandoff=6)  # the last tile's label clear of the K axis's 0
+        fig.update_xaxes(title_text="K step", tickformat="d", row=1, col=col)
+        fig.update_yaxes(title_text="cluster" if col == 1 else None, tickformat="d", row=2, col=col)
+        fig.update_xaxes(title_text="µs (predicted)", row=2, col=col)
 
     def redraw(*_):
         M, N, K = SHAPES[shape_pick.value]
@@ -130,4 +133,4 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
     for control in (shape_pick, sm_pick, sched):
         control.observe(redraw, "value")
     redraw()
-    return w.VBox([w.HBox([shape_pick, sm_pick]), sched, info, fig])
+    return figure.WidgetBox([figure.controls(shape_pick, sm_pick), sched, info, fig])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.course.widgets import figure
 from helpers.hopper import striped
 
 __all__ = ["owner_grid", "access_cells", "striped_widget"]
@@ -59,7 +60,8 @@ def striped_widget(threads: int = 64, elements: int = 1024, columns: int = 64):
                              hoverinfo="skip", name="warp 0's access"))
     fig.update_yaxes(autorange="reversed", title=f"row ({columns} elements each)")
     fig.update_xaxes(title="element within the row")
-    fig.update_layout(height=360, width=880, margin={"l": 60, "r": 10, "t": 30, "b": 40}, showlegend=False)
+    fig.update_layout(height=390, width=880, margin={"l": 60, "r": 10, "t": 30, "b": 40}, showlegend=False)
+    figure.styled(fig)
 
     def redraw(*_):
         t = t_pick.value
@@ -79,4 +81,4 @@ def striped_widget(threads: int = 64, elements: int = 1024, columns: int = 64):
     for control in (layout, t_pick, reg):
         control.observe(redraw, "value")
     redraw()
-    return w.VBox([w.HBox([layout, t_pick]), reg, info, fig])
+    return figure.WidgetBox([figure.controls(layout, t_pick), reg, info, fig])

@@ -314,7 +314,7 @@ def swizzle_widget(mode: str = "128B", rows: int = 32, pattern: str = "down a co
                              **common), row=1, col=2)
     fig.add_trace(go.Heatmap(z=[[0]], colorscale=discrete_colorscale(BANK_LOAD_COLORS), zmin=-0.5,
                              zmax=BANK_LOAD_MAX + 0.5, xgap=1, ygap=1, texttemplate="%{z}", textfont={"size": 10},
-                             colorbar=colorbar_beside(fig, 2, 1, "lines", tickmode="linear", tick0=0, dtick=1),
+                             colorbar=colorbar_beside(fig, 2, 1, "lines", tickmode="linear", tick0=0, dtick=2),
                              hovertemplate="quarter-warp %{y}, bank %{x}: %{z} lines<extra></extra>"), row=2, col=1)
     for r, c in ((1, 1), (1, 2), (2, 1)):
         fig.update_yaxes(autorange="reversed", row=r, col=c)
