@@ -3,8 +3,8 @@ hazard mode, as the student's check cell runs it), one table per lab.
 
     python bench/check_times.py [--only lab2] [--repeat 1] [--cores 1] [--write bench/results/NAME]
 
-Each graded check cell of ``solutions/labN_*.ipynb`` runs after the notebook's imports and solution cells, as a
-student's correct answer would; the first run of a check compiles (NVRTC cache cold for that source), later ones
+Each graded check cell of ``solutions/labN_*.ipynb`` runs after the notebook's other cells, as a student's correct
+answer would; the first run of a check compiles (NVRTC cache cold for that source), later ones
 reuse the cache. ``--cores 1`` pins the process to one core, as a laptop's single Python process is. The course's
 aim is every check under 10 s on one core.
 """
@@ -29,15 +29,22 @@ AIM_S = 10.0
 
 
 def graded_checks(path: Path) -> tuple[dict, list[tuple[str, str]]]:
-    """The notebook's namespace (imports and solution cells) and its graded check cells: [(grade_id, source)]."""
+    """The notebook's namespace (every code cell but the graded checks, run in order as a student's Run All would;
+    a cell that fails there is skipped) and its graded check cells: [(grade_id, source)]."""
     import nbformat
 
-    from helpers.course import labgen
-
-    ns = labgen.solution_namespace(path)
     nb = nbformat.read(path, as_version=4)
-    checks = [(c.metadata["nbgrader"]["grade_id"], c.source) for c in nb.cells if c.cell_type == "code"
-              and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    ns: dict = {"__name__": "__main__"}
+    checks = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            checks.append((meta["grade_id"], cell.source))
+            continue
+        with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(cell.source, f"<{path.name}>", "exec"), ns)  # noqa: S102 - the course's own cells
     return ns, checks
 
 
