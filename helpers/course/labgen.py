@@ -648,15 +648,16 @@ def lint(root: Path = ROOT, *, labs: bool = True, only: str | None = None) -> li
     return problems
 
 
-def report(problems: list[Problem], what: str = "course notebooks") -> int:
-    """Print one line per problem (or one ✓ line); 1 when there is any."""
+def report(problems: list[Problem], what: str = "course notebooks", quiet: bool = False) -> int:
+    """Print one line per problem (or one ✓ line, unless ``quiet``); 1 when there is any."""
     for p in problems:
         print(f"✗ {p}", file=sys.stderr)
     if problems:
         print(f"{len(problems)} authoring mistake{'s' if len(problems) != 1 else ''}: fix "
               f"{'them' if len(problems) != 1 else 'it'} first (`make check` shows this list again)", file=sys.stderr)
         return 1
-    print(f"✓ {what}: no authoring mistakes found")
+    if not quiet:
+        print(f"✓ {what}: no authoring mistakes found")
     return 0
 
 
@@ -911,7 +912,8 @@ def main(argv: list[str] | None = None) -> int:
             return report(lint(labs=False), "solutions/ and lessons/") or generate(force=args.force)
         if args.cmd == "check":
             return check()
-        return report(lint(only=args.only), f"notebooks matching {args.only!r}" if args.only else "course notebooks") \
+        return report(lint(only=args.only), f"notebooks matching {args.only!r}" if args.only else "course notebooks",
+                      quiet=True) \
             or validate(args.kind or ("lesson", "solution", "lab"), args.only, args.jobs, save_to=args.save_executed)
     except GenerationError as exc:
         print(f"✗ {exc}" + (f" — fix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
