@@ -183,7 +183,8 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         def run() -> np.ndarray:
             k = gpu.compile(CLUSTER, "cluster_demo")
             ids, tiles = gpu.poison(2 * size, np.int32), gpu.poison((2 * size, 64, 64), np.uint16)
-            gpu.launch(k, 2 * size, 128, 0, gpu.tensor_map_2d(gpu.to_device(cl_src), 64, 64, swizzle=0), ids, tiles,
+            dsrc = gpu.to_device(cl_src)  # held until the launch is done: a tensor map holds only the address
+            gpu.launch(k, 2 * size, 128, 0, gpu.tensor_map_2d(dsrc, 64, 64, swizzle=0), ids, tiles,
                        cluster=(size, 1, 1))
             return np.concatenate([ids.to_host().view(np.uint32).astype(np.uint16), tiles.to_host().ravel()])
 
