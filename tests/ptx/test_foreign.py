@@ -82,6 +82,18 @@ def test_a_map_over_a_freed_array_faults_in_words(hazards: bool) -> None:
     assert np.isnan(c.to_host()).all()  # nothing was computed from memory nobody owns
 
 
+@pytest.mark.parametrize("run", ["run_isolated", "run_on_executor"])
+def test_isolated_runs_keep_the_arrays_behind_their_maps(run: str) -> None:
+    """``TensorMapArg`` arguments: the runtime copies each array in and keeps it until the kernel is done (the
+    first map's array must outlive the second's copy)."""
+    a = gpu.random_host((64, 64), gpu.bfloat16, seed=41)
+    b = gpu.random_host((64, 64), gpu.bfloat16, seed=42)
+    k = gpu.compile(wgmma_ladder_source(64), "wgmma_ladder")
+    res = getattr(gpu, run)(k, 1, 128, 0, gpu.TensorMapArg(a, (64, 64)), gpu.TensorMapArg(b, (64, 64)),
+                            np.full((64, 64), np.nan, np.float32))
+    _same_bits(res.arrays[-1], _h100_gemm(a, b))
+
+
 def test_a_freed_array_is_named_in_any_fault_on_its_memory() -> None:
     from helpers.gpu.executor.memory import DeviceMemory, MemoryFault
 
