@@ -7,8 +7,8 @@ memory, ``%globaltimer`` / ``clock64``, local-memory arrays indexed at run time 
 :func:`cases` gives, per kernel, a function that runs it through ``helpers.gpu`` (on whichever backend is active)
 and returns its outputs, and the outputs a correct run gives. Every device array behind a tensor map stays in a
 variable until the launch is done: a map holds only the address (on the executor a copy through a map over a freed
-array faults; on the H100 it reads whatever the next allocation put there). ``tests/ptx/test_foreign.py`` runs them on the
-executor; ``tools/h100/executor_vs_h100.py`` runs them on the H100 and on the executor with the same inputs.
+array faults; on the H100 it reads whatever the next allocation put there). ``tests/ptx/test_foreign.py`` runs them
+on the executor; ``tools/h100/executor_vs_h100.py`` runs them on the H100 and on the executor with the same inputs.
 """
 
 from __future__ import annotations
