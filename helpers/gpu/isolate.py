@@ -155,12 +155,14 @@ def _run_emulated(kernel: Kernel, grid: Any, block: Any, smem: int, kargs: list[
     t0 = time.monotonic()
     dev: dict[int, Any] = {}
     real: list[Any] = []
+    held: list[Any] = []  # the arrays behind the maps live until the kernel is done (a map holds only the address)
     for i, a in enumerate(kargs):
         if isinstance(a, np.ndarray):
             dev[i] = arrays.to_device(a)
             real.append(dev[i])
         elif isinstance(a, TensorMapArg):
             src = arrays.to_device(a.array)
+            held.append(src)
             real.append(tensormaps.tensor_map(src, a.box, swizzle=a.swizzle, via=a.via))
             if with_maps:
                 dev[i] = src

@@ -5,8 +5,10 @@ with local labels inlined many times, libcu++'s ``cuda::barrier`` and ``cuda::de
 memory, ``%globaltimer`` / ``clock64``, local-memory arrays indexed at run time and ``printf``.
 
 :func:`cases` gives, per kernel, a function that runs it through ``helpers.gpu`` (on whichever backend is active)
-and returns its outputs, and the outputs a correct run gives. ``tests/ptx/test_foreign.py`` runs them on the
-executor; ``tools/h100/executor_vs_h100.py`` runs them on the H100 and on the executor with the same inputs.
+and returns its outputs, and the outputs a correct run gives. Every device array behind a tensor map stays in a
+variable until the launch is done: a map holds only the address (on the executor a copy through a map over a freed
+array faults; on the H100 it reads whatever the next allocation put there). ``tests/ptx/test_foreign.py`` runs them
+on the executor; ``tools/h100/executor_vs_h100.py`` runs them on the H100 and on the executor with the same inputs.
 """
 
 from __future__ import annotations
@@ -761,8 +763,8 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
 
     def cuda_ptx() -> np.ndarray:
         k = gpu.compile(CUDA_PTX, "cuda_ptx_ring")
-        o = gpu.poison(128, np.int32)
-        gpu.launch(k, 1, 160, 0, gpu.tensor_map_2d(gpu.to_device(ring), 32, 32, swizzle=0), o, np.int32(8))
+        o, dring = gpu.poison(128, np.int32), gpu.to_device(ring)
+        gpu.launch(k, 1, 160, 0, gpu.tensor_map_2d(dring, 32, 32, swizzle=0), o, np.int32(8))
         return o.to_host()
 
     acc = np.zeros((4, 32), np.uint32)  # unsigned arithmetic wraps, in numpy too
@@ -823,8 +825,10 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
         for n in (64, 128, 192, 256):
             k = gpu.compile(wgmma_ladder_source(n), "wgmma_ladder")
             c = gpu.poison((64, n), np.float32)
-            gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(gpu.to_device(ops_a), 64, 64),
-                       gpu.tensor_map_2d(gpu.to_device(np.ascontiguousarray(ops_b[:n])), n, 64), c)
+            # every array in a variable until the launch is done: a tensor map holds the address, not the array,
+            # and on the H100 the next allocation takes a freed array's memory (A's map then reads B)
+            da, db = gpu.to_device(ops_a), gpu.to_device(np.ascontiguousarray(ops_b[:n]))
+            gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, n, 64), c)
             res.append(c.to_host().ravel())
         return np.concatenate(res)
 
@@ -836,9 +840,9 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
 
     def warp_specialized() -> np.ndarray:
         k = gpu.compile(WARP_SPECIALIZED.replace("@ATOM@", wgmma_atom(128)), "ws_setmaxnreg")
-        c = gpu.poison((128, 128), np.float32)
-        gpu.launch(k, 1, 384, 4 * 16384 + 1024, gpu.tensor_map_2d(gpu.to_device(ws_a), 128, 64),
-                   gpu.tensor_map_2d(gpu.to_device(ws_b), 128, 64), c, np.int32(4))
+        c, da, db = gpu.poison((128, 128), np.float32), gpu.to_device(ws_a), gpu.to_device(ws_b)
+        gpu.launch(k, 1, 384, 4 * 16384 + 1024, gpu.tensor_map_2d(da, 128, 64), gpu.tensor_map_2d(db, 128, 64), c,
+                   np.int32(4))
         return c.to_host()
 
     out["warp-specialized, setmaxnreg dec/inc"] = ("128x128x256, 2 stages, 384 threads", warp_specialized,
@@ -848,9 +852,9 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
 
     def transpose() -> np.ndarray:
         k = gpu.compile(TRANSPOSE, "transpose")
-        y = gpu.poison((128, 64), np.uint16)
-        gpu.launch(k, 2, 96, 0, gpu.tensor_map_2d(gpu.to_device(xt), 32, 32, swizzle=0),
-                   gpu.tensor_map_2d(y, 32, 32, swizzle=0), gpu.to_device(sched), np.int32(8), np.int32(4))
+        y, dx = gpu.poison((128, 64), np.uint16), gpu.to_device(xt)
+        gpu.launch(k, 2, 96, 0, gpu.tensor_map_2d(dx, 32, 32, swizzle=0), gpu.tensor_map_2d(y, 32, 32, swizzle=0),
+                   gpu.to_device(sched), np.int32(8), np.int32(4))
         return y.to_host()
 
     out["persistent TMA transpose: elect.sync, named barriers, ldmatrix/stmatrix .trans"] = (
@@ -860,10 +864,10 @@ def cases() -> dict[str, tuple[str, Callable[[], np.ndarray], np.ndarray]]:
     def mixed_maps() -> np.ndarray:
         k = gpu.compile(MIXED_MAPS, "mixed_maps")
         dc = gpu.poison((48, 32), np.float32)
-        db = gpu.to_device(fb)
+        da, db = gpu.to_device(fa), gpu.to_device(fb)
         maps = gpu.to_device(np.concatenate([_map_bytes(gpu.tensor_map_2d(db, 16, 32, swizzle=0)),
                                              _map_bytes(gpu.tensor_map_2d(dc, 16, 32, swizzle=0))]))
-        gpu.launch(k, 3, 128, 0, gpu.tensor_map_2d(gpu.to_device(fa), 16, 32, swizzle=0), maps)
+        gpu.launch(k, 3, 128, 0, gpu.tensor_map_2d(da, 16, 32, swizzle=0), maps)
         return dc.to_host()
 
     out["tensor maps by value and from an array in global memory"] = (

@@ -52,9 +52,8 @@ def test_cluster_dsmem_remote_arrive_and_multicast(size: int) -> None:
     blocks = 2 * size
     src = gpu.random_host((64 * 2, 64), gpu.bfloat16, seed=size).view(np.uint16)
     ids = gpu.poison(blocks, np.int32)
-    tiles = gpu.poison((blocks, 64, 64), np.uint16)
-    gpu.launch(k, blocks, 128, 0, gpu.tensor_map_2d(gpu.to_device(src), 64, 64, swizzle=0), ids, tiles,
-               cluster=(size, 1, 1))
+    tiles, dsrc = gpu.poison((blocks, 64, 64), np.uint16), gpu.to_device(src)
+    gpu.launch(k, blocks, 128, 0, gpu.tensor_map_2d(dsrc, 64, 64, swizzle=0), ids, tiles, cluster=(size, 1, 1))
     got = ids.to_host().tolist()
     want = [100 * ((b // size) * size + (b % size + 1) % size) + (b % size + 1) % size for b in range(blocks)]
     assert got == want
@@ -66,7 +65,8 @@ def test_cluster_dsmem_remote_arrive_and_multicast(size: int) -> None:
 def test_mapa_outside_the_cluster_is_a_fault() -> None:
     src = CLUSTER.replace("(rank + 1) % size", "size + 1")
     k = gpu.compile(src, "cluster_demo")
-    tmap = gpu.tensor_map_2d(gpu.to_device(np.zeros((128, 64), np.uint16)), 64, 64, swizzle=0)
+    dsrc = gpu.to_device(np.zeros((128, 64), np.uint16))
+    tmap = gpu.tensor_map_2d(dsrc, 64, 64, swizzle=0)
     with pytest.raises(gpu.KernelFault, match="mapa to block rank 3 of a cluster of 2"):
         gpu.launch(k, 2, 128, 0, tmap, gpu.zeros(2, np.int32), gpu.zeros((2, 64, 64), np.uint16), cluster=(2, 1, 1))
 

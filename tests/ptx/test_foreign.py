@@ -5,9 +5,12 @@ and the launch rules the driver applies."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
-from foreign import SPILLS, cases, idioms
+from foreign import SPILLS, _h100_gemm, cases, idioms, wgmma_ladder_source
 
 from helpers import gpu
 from helpers.gpu import executor
@@ -58,6 +61,88 @@ def test_the_spill_case_spills() -> None:
     registers, and the local table, which is local memory in both."""
     report = gpu.compile(SPILLS, "spills").report
     assert report.registers <= 32 and report.spill_stores > 0 and report.spill_loads > 0, report.summary()
+
+
+@pytest.mark.parametrize("hazards", [False, True])
+def test_a_map_over_a_freed_array_faults_in_words(hazards: bool) -> None:
+    """The ladder's launch as the corpus first wrote it: A's device array made inline, so only its tensor map is
+    left when B is allocated. The map holds an address, not the array (like the driver's CUtensorMap), so the
+    copy through it faults, in both modes, naming the freed array and the fix, where the H100 read B's data."""
+    a = gpu.random_host((64, 64), gpu.bfloat16, seed=41)
+    b = gpu.random_host((64, 64), gpu.bfloat16, seed=42)
+    k = gpu.compile(wgmma_ladder_source(64), "wgmma_ladder")
+    c = gpu.poison((64, 64), np.float32)
+    with executor.executor_options(hazards=hazards), pytest.raises(gpu.KernelFault) as e:
+        gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(gpu.to_device(a), 64, 64),
+                   gpu.tensor_map_2d(gpu.to_device(b), 64, 64), c)
+    words = str(e.value)
+    assert "[CUDA_ERROR_ILLEGAL_ADDRESS]" in words and "the TMA load goes through a tensor map over byte 0 of a " \
+        "device array (64, 64) bfloat16" in words and "freed before the kernel ran" in words
+    assert "Keep the array in a variable until the kernel has finished" in words and "cp.async.bulk.tensor" in words
+    assert np.isnan(c.to_host()).all()  # nothing was computed from memory nobody owns
+
+
+@pytest.mark.parametrize("run", ["run_isolated", "run_on_executor"])
+def test_isolated_runs_keep_the_arrays_behind_their_maps(run: str) -> None:
+    """``TensorMapArg`` arguments: the runtime copies each array in and keeps it until the kernel is done (the
+    first map's array must outlive the second's copy)."""
+    a = gpu.random_host((64, 64), gpu.bfloat16, seed=41)
+    b = gpu.random_host((64, 64), gpu.bfloat16, seed=42)
+    k = gpu.compile(wgmma_ladder_source(64), "wgmma_ladder")
+    res = getattr(gpu, run)(k, 1, 128, 0, gpu.TensorMapArg(a, (64, 64)), gpu.TensorMapArg(b, (64, 64)),
+                            np.full((64, 64), np.nan, np.float32))
+    _same_bits(res.arrays[-1], _h100_gemm(a, b))
+
+
+def test_a_freed_array_is_named_in_any_fault_on_its_memory() -> None:
+    from helpers.gpu.executor.memory import DeviceMemory, MemoryFault
+
+    mem = DeviceMemory()
+    a = mem.alloc(256, label="a device array (64,) float32")
+    mem.alloc(16)
+    mem.free(a)
+    assert a.freed and mem.find(a.base + 8) is None
+    assert mem.describe(a.base + 8) == ("byte 8 of a device array (64,) float32 (256 bytes at "
+                                        f"{a.base:#x}), freed before this access")
+    with pytest.raises(MemoryFault, match="freed before this access"):
+        mem.load(np.array([a.base + 8], np.uint64), np.dtype(np.float32))
+
+
+FREED_MAPS = Path(__file__).resolve().parents[1] / "data" / "foreign_freed_maps_h100.json"
+
+
+def test_the_h100_differences_were_the_next_allocations_data() -> None:
+    """Truth from silicon: the three corpus kernels the H100 and the executor disagreed on (an H100 run of
+    tools/h100/executor_vs_h100.py while the corpus still made A's array inline). Every first difference is what
+    the kernel computes when the next allocation takes A's freed memory: the ladder (N = 64) and the
+    warp-specialized GEMM got B.B^T (B's array took A's place), the transpose read the schedule's 32 bytes (the
+    next allocation) as X's first 16 elements; the executor's values are the right ones, A.B^T and X."""
+    fix = json.loads(FREED_MAPS.read_text())
+    assert "H100" in fix["meta"]["gpu"] and fix["meta"]["driver"] and fix["meta"]["date"]
+    got = {k["name"].removeprefix("foreign: "): k for k in fix["kernels"]}
+
+    def bits(x: np.ndarray) -> str:
+        return x.tobytes()[::-1].hex()
+
+    lad = got["wgmma m64nNk16 ladder, descriptors from shared memory"]
+    a = gpu.random_host((64, 64), gpu.bfloat16, seed=41)
+    b = gpu.random_host((256, 64), gpu.bfloat16, seed=42)
+    assert lad["first_difference"] == {"index": 0, "gpu": bits(_h100_gemm(b[:1], b[:1])[0, 0]),
+                                       "emulator": bits(_h100_gemm(a[:1], b[:1])[0, 0])}
+    assert lad["differing"] == 64 * 64 + 64 * 128  # N = 64 and 128 took A's place; N = 192 and 256 did not
+
+    ws = got["warp-specialized, setmaxnreg dec/inc"]
+    wa = gpu.random_host((128, 256), gpu.bfloat16, seed=43)
+    wb = gpu.random_host((128, 256), gpu.bfloat16, seed=44)
+    assert ws["first_difference"] == {"index": 0, "gpu": bits(_h100_gemm(wb[:1], wb[:1])[0, 0]),
+                                      "emulator": bits(_h100_gemm(wa[:1], wb[:1])[0, 0])}
+    assert ws["differing"] == ws["elements"] == 128 * 128
+
+    tr = got["persistent TMA transpose: elect.sync, named barriers, ldmatrix/stmatrix .trans"]
+    xt = np.random.default_rng(45).integers(0, 1 << 16, (64, 128)).astype(np.uint16)
+    sched = np.random.default_rng(46).permutation(8).astype(np.int32)
+    assert tr["first_difference"] == {"index": 0, "gpu": bits(sched.view(np.uint16)[0]), "emulator": bits(xt[0, 0])}
+    assert tr["differing"] == sched.nbytes // 2  # Y's column 0 from X's first 16 elements: the schedule's bytes
 
 
 LABELS = r"""

@@ -112,7 +112,7 @@ def test_a_store_still_in_flight_when_the_block_exits_completes() -> None:
     src = ROUND_TRIP.replace("    hopper::tma_store_wait_read<0>();\n    hopper::tma_store_wait<0>();\n", "")
     k = gpu.compile(src, "round_trip")
     a = gpu.random_host((128, 192), gpu.bfloat16, seed=4).view(np.uint16)
-    out = gpu.poison((192, 192), np.uint16)
-    gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(gpu.to_device(a), 64, 64), gpu.tensor_map_2d(out, 64, 64),
+    out, da = gpu.poison((192, 192), np.uint16), gpu.to_device(a)
+    gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(out, 64, 64),
                gpu.to_device(np.zeros(256, np.uint8)), gpu.poison(256, np.uint8), np.int32(0), np.int32(0))
     assert np.array_equal(out.to_host()[:64, :64], a[:64, :64])

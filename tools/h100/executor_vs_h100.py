@@ -2,7 +2,8 @@
 (tests/ptx/foreign.py: cuda::ptx calls, 5-D maps, multicast, spills, the wgmma ladder, setmaxnreg, a persistent TMA
 transpose, maps by value and by pointer, ...) on the H100 and on the executor with the same random inputs and compare
 the outputs bit for bit; compare the failure sentences of the demo kernels, ask the driver and the executor about the
-same launches (launch_refusals: which it refuses, with which error), and keep ptxas's report of each foreign kernel.
+same launches (launch_refusals: which it refuses, with which error), keep ptxas's report of each foreign kernel, and
+run a launch whose tensor map outlives its array (freed_maps: what the H100 reads there; the executor refuses it).
 
     python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
     python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
@@ -183,7 +184,8 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         def run() -> np.ndarray:
             k = gpu.compile(CLUSTER, "cluster_demo")
             ids, tiles = gpu.poison(2 * size, np.int32), gpu.poison((2 * size, 64, 64), np.uint16)
-            gpu.launch(k, 2 * size, 128, 0, gpu.tensor_map_2d(gpu.to_device(cl_src), 64, 64, swizzle=0), ids, tiles,
+            dsrc = gpu.to_device(cl_src)  # held until the launch is done: a tensor map holds only the address
+            gpu.launch(k, 2 * size, 128, 0, gpu.tensor_map_2d(dsrc, 64, 64, swizzle=0), ids, tiles,
                        cluster=(size, 1, 1))
             return np.concatenate([ids.to_host().view(np.uint32).astype(np.uint16), tiles.to_host().ravel()])
 
@@ -405,6 +407,53 @@ def sentences() -> list[dict[str, Any]]:
     return out
 
 
+def freed_maps() -> list[dict[str, Any]]:
+    """A tensor map over a device array the program drops before the launch (``tensor_map_2d(to_device(A), ...)``
+    written inline), beside the same launch with the arrays kept, on the GPU and on the executor: the wgmma ladder
+    at N = 64. Also whether the next allocation of the same size takes a freed array's address. The H100 computes
+    from whatever the next allocation left in the freed memory (B.B^T when B's array takes A's place); the
+    executor refuses the copy with a sentence naming the freed array."""
+    from foreign import _h100_gemm, wgmma_ladder_source
+
+    from helpers import gpu
+
+    a = gpu.random_host((64, 64), gpu.bfloat16, seed=41)
+    b = gpu.random_host((64, 64), gpu.bfloat16, seed=42)
+    known = {"A.B^T (right)": _h100_gemm(a, b), "B.B^T (B's array in A's place)": _h100_gemm(b, b)}
+    out = []
+    for mode in ("gpu", "emulator"):
+        _mode(mode)
+        k = gpu.compile(wgmma_ladder_source(64), "wgmma_ladder")
+        first = gpu.to_device(a)
+        freed_ptr = first.ptr
+        del first
+        second = gpu.to_device(b)
+        row: dict[str, Any] = {"mode": mode, "next_allocation_takes_the_freed_address": second.ptr == freed_ptr}
+        del second
+        for how in ("arrays kept", "A dropped before the launch"):
+            c = gpu.poison((64, 64), np.float32)
+            try:
+                if how == "arrays kept":
+                    da, db = gpu.to_device(a), gpu.to_device(b)
+                    gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(da, 64, 64), gpu.tensor_map_2d(db, 64, 64), c)
+                else:
+                    gpu.launch(k, 1, 128, 0, gpu.tensor_map_2d(gpu.to_device(a), 64, 64),
+                               gpu.tensor_map_2d(gpu.to_device(b), 64, 64), c)
+                got = c.to_host()
+                row[how] = next((name for name, want in known.items() if np.array_equal(got.view(np.uint32),
+                                                                                         want.view(np.uint32))),
+                                f"other: C[0,0] = {float(got[0, 0])!r}")
+            except gpu.GpuError as e:
+                m = re.search(r"\[(CUDA_ERROR_\w+)\]", str(e))
+                row[how] = f"refused {m.group(1) if m else type(e).__name__}: {str(e)[:400]}"
+        out.append(row)
+        print(f"freed map on the {mode}: next allocation takes the freed address: "
+              f"{row['next_allocation_takes_the_freed_address']}; kept: {row['arrays kept']}; "
+              f"A dropped: {row['A dropped before the launch'][:60]}")
+    _mode("gpu")
+    return out
+
+
 def compile_reports() -> dict[str, str]:
     """What ptxas made of each foreign-style kernel on this machine (registers, spills, local memory): the spill
     case must spill here as it does where the CPU tests compile it."""
@@ -446,6 +495,7 @@ def run_all() -> dict[str, Any]:
     results["sentences"] = sentences()
     results["refusals"] = launch_refusals()
     results["compile_reports"] = compile_reports()
+    results["freed_maps"] = freed_maps()
     for s in results["sentences"]:
         print(f"{s['demo']}: {'same sentence' if s['identical'] else 'DIFFERENT'}")
     _mode("gpu")

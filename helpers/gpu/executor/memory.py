@@ -3,6 +3,8 @@
 * Global memory: every allocation (a course ``DeviceArray`` on a machine without a GPU, a module's ``.global``
   variables, the kernel's parameter block, the deadlock record) is a uint8 buffer at a fake device address,
   256-byte aligned with unmapped gaps between allocations, so an index past the end faults like on the GPU.
+  Addresses are never reused: an access to freed memory faults, and the sentence names what was freed there (on
+  the H100 the next allocation may take that memory, and the access reads or overwrites its data).
 * Shared memory: one buffer per CTA; a shared address is ``(cluster rank << 24) | offset`` (rank 0 outside
   clusters), the first 1024 bytes reserved as on sm_90, static variables from 0x400, dynamic shared memory after.
 * Generic addresses: global addresses are themselves; shared and local memory appear through windows
@@ -15,6 +17,7 @@ GPU would report, the address and what it missed.
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +36,7 @@ SMEM_PER_SM = 228 * 1024
 RANK_SHIFT = 24
 OFFSET_MASK = (1 << RANK_SHIFT) - 1
 _GAP = 1 << 16
+_FREED_KEPT = 4096  # freed allocations remembered for the sentences
 
 
 class MemoryFault(Exception):
@@ -53,6 +57,7 @@ class Allocation:
     data: np.ndarray  # uint8, length rounded up to 16
     label: str = ""
     readonly: bool = False
+    freed: bool = False
 
     @property
     def end(self) -> int:
@@ -69,6 +74,7 @@ class DeviceMemory:
         self._allocs: list[Allocation] = []
         self._bases: list[int] = []
         self._next = GLOBAL_BASE
+        self._freed: deque[tuple[int, int, str]] = deque(maxlen=_FREED_KEPT)
 
     # ------------------------------------------------------------------ allocation
     def alloc(self, nbytes: int, label: str = "", readonly: bool = False) -> Allocation:
@@ -87,6 +93,16 @@ class DeviceMemory:
         if i < len(self._allocs) and self._allocs[i] is a:
             del self._allocs[i]
             del self._bases[i]
+            a.freed = True
+            self._freed.append((a.base, a.size, a.label))
+
+    def freed_at(self, addr: int) -> str | None:
+        """Words for the freed allocation that held byte ``addr`` (addresses are never reused), or None."""
+        addr = int(addr)
+        for base, size, label in reversed(self._freed):
+            if base <= addr < base + max(size, 1):
+                return f"byte {addr - base} of {label or 'an allocation'} ({size} bytes at {base:#x}), freed"
+        return None
 
     def find(self, addr: int) -> Allocation | None:
         """The allocation holding byte ``addr``, or None."""
@@ -102,6 +118,9 @@ class DeviceMemory:
         a = self.find(addr)
         if a is not None:
             return f"byte {addr - a.base} of {a.label or 'an allocation'} ({a.size} bytes)"
+        gone = self.freed_at(addr)
+        if gone is not None:
+            return f"{gone} before this access"
         i = bisect.bisect(self._bases, int(addr)) - 1
         if i >= 0:
             a = self._allocs[i]

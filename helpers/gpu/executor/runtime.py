@@ -34,12 +34,17 @@ _TENSOR_MAPS: dict[int, tm.TensorMap] = {}
 
 class EmuTensorMap:
     """A tensor map on the emulator: the emulator's :class:`helpers.hopper.tensormap.TensorMap` plus the 128 bytes a
-    kernel receives for its ``const __grid_constant__ CUtensorMap`` parameter (they name the map)."""
+    kernel receives for its ``const __grid_constant__ CUtensorMap`` parameter (they name the map).
+
+    Like the driver's ``CUtensorMap`` it holds the global address, not the array: an array whose last reference
+    goes away is freed while its map lives on (``gpu.tensor_map_2d(gpu.to_device(A), 64, 64)`` written inline), and
+    a copy through the map then faults with a sentence naming the freed array. On the H100 the freed memory goes
+    back to the pool and the next allocation may take it: the same kernel there reads that allocation's data."""
 
     def __init__(self, tmap: tm.TensorMap, keep: Any = None) -> None:
         self.tmap = tmap
         self.id = next(_ids)
-        self._keep = keep
+        self.source = getattr(keep, "shape", None)  # what the map was built over, for reprs; never kept alive
         _TENSOR_MAPS[self.id] = tmap
 
     def param_bytes(self) -> bytes:

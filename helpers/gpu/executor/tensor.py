@@ -66,12 +66,24 @@ def _tma_fault(e: RuleError) -> ExecFault:
     return ExecFault(error, f"the TMA copy was refused: {e}")
 
 
-def _gmem_of(mach: Machine, tmap: Any) -> np.ndarray:
-    a = mach.memory.find(tmap.global_address)
-    if a is None:
-        raise ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"the tensor map's global address {tmap.global_address:#x} is "
-                        "not in any allocation (was the array freed?)")
-    return a.data[tmap.global_address - a.base:a.size]
+def _gmem_of(mach: Machine, tmap: Any, where: Any, c: CTA, what: str) -> np.ndarray:
+    """The global bytes from the map's address on; a map over freed memory (or none) faults, in words."""
+    addr = tmap.global_address
+    a = mach.memory.find(addr)
+    if a is not None:
+        return a.data[addr - a.base:a.size]
+    gone = mach.memory.freed_at(addr)
+    if gone is None:
+        e = ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"the {what} goes through a tensor map whose global address "
+                      f"{addr:#x} is not in any allocation")
+    else:
+        e = ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"the {what} goes through a tensor map over {gone} before the "
+                      "kernel ran: a tensor map holds the array's address, not the array, and the array's last "
+                      "reference went away (e.g. `gpu.tensor_map_2d(gpu.to_device(A), 64, 64)` written inline). On "
+                      "the H100 the freed memory goes back to the pool and the next allocation may take it, so the "
+                      "copy reads or writes that allocation's data. Keep the array in a variable until the kernel "
+                      "has finished (`da = gpu.to_device(A)`, then `gpu.tensor_map_2d(da, 64, 64)`)")
+    raise _located(mach, e, where, c)
 
 
 def _bulk_state(c: CTA, t: int) -> dict:
@@ -199,7 +211,7 @@ def _launch_load(mach: Machine, c: CTA, tmap: Any, coords: list[int], targets: l
     seq = mach.copy_seq
 
     def land() -> None:
-        gmem = _gmem_of(mach, tmap)
+        gmem = _gmem_of(mach, tmap, where, c, "TMA load")
         if mach.opts.trace:
             mach.event(c, -1, "tma_landed", bname, phase, -1, f"copy {seq}: {nbytes} bytes at {doff:#x}")
         for cta in targets:
@@ -244,7 +256,7 @@ def _launch_store(mach: Machine, c: CTA, t: int, tmap: Any, coords: list[int], s
     c.pending_reads.append(read)  # a block that exits first keeps its shared memory until the copy has read it
 
     def write() -> None:
-        gmem = _gmem_of(mach, tmap)
+        gmem = _gmem_of(mach, tmap, where, c, "TMA store")
         try:
             tma_mod.store_tile(tmap, snap["img"], gmem, coords, smem_address=soff)
         except RuleError as e:
