@@ -340,7 +340,7 @@ def test_the_modebar_never_covers_a_title(gallery, name):
 
 def test_barrier_stepper_draws_its_first_state_and_answers_buttons(gallery):
     page, index, results, _ = gallery
-    now = results["barrier_stepper"]["plots"][0]
+    now = _first_plot(results, "barrier_stepper")
     bars = now["traces"][1]
     assert bars["type"] == "bar" and bars["x"] == list(barrier.NOW_BARS)
     assert len(set(now["bars"])) == 3, f"the three bars are not three colours: {now['bars']}"
@@ -355,14 +355,14 @@ def test_barrier_stepper_draws_its_first_state_and_answers_buttons(gallery):
 
 def test_swizzle_axes_are_whole_chunks_and_the_bank_load_has_a_scale(gallery):
     _, _, results, _ = gallery
-    plot = results["swizzle_32B"]["plots"][0]
+    plot = _first_plot(results, "swizzle_32B")
     assert plot["xticks"]["x"] == ["0", "1"], plot["xticks"]
-    assert results["swizzle_128B"]["plots"][0]["colorbars"] == 1
+    assert _first_plot(results, "swizzle_128B")["colorbars"] == 1
 
 
 def test_tensormap_builder_zooms_to_the_box(gallery):
     _, _, results, _ = gallery
-    plot = results["tensormap_builder"]["plots"][0]
+    plot = _first_plot(results, "tensormap_builder")
     x0, x1 = plot["ranges"]["x"]
     assert x1 - x0 < 8192 / 16, f"the 64×64 box in an 8192² tensor is not zoomed to: x range {x0}..{x1}"
     assert plot["traces"][3]["visible"] is True  # the whole tensor, beside
@@ -393,6 +393,17 @@ def test_a_failed_check_shows_its_report_once_without_a_traceback(gallery):
 def test_the_page_logged_no_errors(gallery):
     console = gallery[3]
     assert not [m for m in console if "plotly" in m.lower() or "widget" in m.lower()], console
+
+
+def _first_plot(results: dict, name: str) -> dict:
+    """The widget's first plotly figure as measured in the page; a widget that drew none fails in words."""
+    got = results.get(name)
+    if got is None:
+        pytest.fail(f"could not measure {name}: the gallery never showed it (it raised, or its cell did not run)")
+    if not got.get("plots"):
+        pytest.fail(f"could not measure {name}: it drew no plotly figure in the page (an error in the widget, or a "
+                    "figure holding values plotly cannot draw, e.g. NaN); see the gallery's screenshot")
+    return got["plots"][0]
 
 
 def _overlapping_texts(plot: dict, gap: float = 1.0) -> list[tuple[str, str]]:
@@ -429,7 +440,7 @@ EXPLAINED = ("streamk", "bank_figure", "pingpong", "scheduler", "striped", "roof
 @pytest.mark.parametrize("name", EXPLAINED)
 def test_coloured_figures_explain_their_colours(gallery, name):
     _, _, results, _ = gallery
-    plot = results[name]["plots"][0]
+    plot = _first_plot(results, name)
     assert plot["legends"] + plot["colorbars"] > 0, f"{name}: colours with neither a legend nor a colour bar"
 
 
@@ -442,7 +453,7 @@ WHOLE_AXES = (("seqbar_stepper", "x"), ("seqbar_stepper", "x2"), ("seqbar_steppe
 @pytest.mark.parametrize("name, axis", WHOLE_AXES)
 def test_whole_number_axes_have_whole_number_ticks(gallery, name, axis):
     _, _, results, _ = gallery
-    plot = results[name]["plots"][0]
+    plot = _first_plot(results, name)
     if axis == "colorbar":
         ticks = plot["cbticks"]
     else:
