@@ -83,8 +83,14 @@ say "nbgrader exchange in $ROOT/exchange"
 # world-writable like /tmp, and sticky: nobody can rename or delete the course's folder but its owner
 install -d -m 1777 "$ROOT/exchange"
 install -d -m 0755 -o "$INSTRUCTOR" -g "$INSTRUCTOR" "$ROOT/exchange/$COURSE_ID"
-# one lock file per GPU for the whole class (helpers.gpu.gpulock): every account queues on the same files
-install -d -m 1777 "$ROOT/gpu-locks"
+# one lock file per GPU for the whole class (helpers.gpu.gpulock), in a folder only root writes: every account
+# queues on the same read-only files, and nobody can put a file of their own (a private one, a link) there
+GPU_KEYS=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  GPU_KEYS="$GPU_KEYS $(nvidia-smi --query-gpu=index,uuid --format=csv,noheader 2>/dev/null | tr ', ' '\n\n' || true)"
+fi
+(cd / && "$PY" -c 'import sys; from helpers.gpu import gpulock; gpulock.prepare(sys.argv[1], sys.argv[2:])' \
+  "$ROOT/gpu-locks" $GPU_KEYS)
 
 HOME_I=$(getent passwd "$INSTRUCTOR" | cut -d: -f6)
 COURSE="$HOME_I/$COURSE_ID-grading"

@@ -419,6 +419,8 @@ attempts = {
     "put a fake assignment in the outbound folder": lambda: os.mkdir(EXCHANGE + "/hopper-gemm/outbound/fake"),
     "list the submissions of others": lambda: os.listdir(EXCHANGE + "/hopper-gemm/inbound"),
     "signal the other student's server": lambda: os.kill(OTHER_PID, 0),
+    "put a private lock file in the GPU lock folder": lambda: os.open(GPU_LOCKS + "/gpu-9.lock", os.O_CREAT, 0o600),
+    "replace the GPU lock file by a link": lambda: os.unlink(GPU_LOCKS + "/gpu-0.lock"),
 }
 result = {}
 for what, attempt in attempts.items():
@@ -446,11 +448,13 @@ def test_nothing_a_student_does_can_read_or_change_anothers_files_or_the_solutio
         "COURSE", repr(f"{pwd.getpwnam(TEACHER).pw_dir}/hopper-gemm-grading")).replace(
         "CLONE", repr(str(hub.clone))).replace("HELPERS", repr(site_helpers)).replace(
         "STATE", repr(str(hub.root / "state"))).replace("EXCHANGE", repr(str(hub.root / "exchange"))).replace(
-        "OTHER_PID", str(bob_server))
+        "OTHER_PID", str(bob_server)).replace("GPU_LOCKS", repr(str(hub.root / "gpu-locks")))
     done = hub.as_user(ALICE, code)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (hub.root / "gpu-locks").stat().st_mode & 0o7777 == 0o1777  # every account queues on the GPU locks
+    locks = hub.root / "gpu-locks"  # only root writes the GPU lock folder; every account queues on its files
+    assert locks.stat().st_mode & 0o7777 == 0o755 and locks.stat().st_uid == 0
+    assert [(p.name, p.stat().st_mode & 0o777, p.stat().st_uid) for p in locks.iterdir()] == [("gpu-0.lock", 0o644, 0)]
     # the instructor may start and stop a student's server (hub admin page) but not open it
     response = pages[TEACHER].goto(f"{hub.url}/user/{ALICE}/lab")
     assert response.status == 403 or "403" in pages[TEACHER].title(), (response.status, pages[TEACHER].url)
