@@ -104,10 +104,12 @@ sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])
 fi
 cat > "$COURSE/nbgrader_config_hub.py" <<CONFIG
 # Written by hub/setup.sh: autograding runs each submission in a sandboxed kernel as $GRADER (docs/hub.md).
-from helpers.course.autograde import autograde_preprocessors
+from helpers.course.autograde import autograde_preprocessors, formgrader, gradebook
 
 c = get_config()  # noqa: F821
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+c.Autograde.pre_convert_hook = gradebook.forget_earlier_grades  # a re-grade that fails leaves no earlier score
+formgrader.configure(c)  # Manual Grading shows students' HTML and JavaScript as text, never runs it
 c.IsolatedExecute.run_as = "$GRADER"
 c.IsolatedExecute.timeout = 300
 c.IsolatedExecute.notebook_seconds = 1200
