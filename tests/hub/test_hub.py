@@ -355,10 +355,9 @@ assert done.returncode == 0, done.stdout + done.stderr
 """
 
 LINKED_SUBMISSION = r"""
-import json, os, secrets, sys
-from nbgrader.utils import get_timestamp
+import datetime, json, os, secrets, sys
 exchange, user, lab, links = json.loads(sys.argv[1])
-stamp = get_timestamp()
+stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")  # nbgrader's format
 folder = f"{exchange}/hopper-gemm/inbound/{user}+{lab}+{stamp}+{secrets.token_urlsafe(6)}"
 os.mkdir(folder)
 os.chmod(folder, 0o755)
