@@ -546,7 +546,7 @@ attempts = {
     "read the instructor's solutions": lambda: pathlib.Path(COURSE, "source/lab1_tma/lab1_tma.ipynb").read_text(),
     "read the gradebook": lambda: pathlib.Path(COURSE, "gradebook.db").read_bytes(),
     "read the clone's solutions": lambda: pathlib.Path(CLONE, "solutions/lab1_tma.ipynb").read_text(),
-    "change the course's graders": lambda: pathlib.Path(HELPERS, "checks/lab1.py").write_text("x"),
+    "change the course's graders": lambda: pathlib.Path(HELPERS, "course/checks/lab1.py").write_text("x"),
     "read the hub's secrets": lambda: pathlib.Path(STATE, "jupyterhub_cookie_secret").read_bytes(),
     "rename the course's exchange folder": lambda: os.rename(EXCHANGE + "/hopper-gemm", EXCHANGE + "/mine"),
     "put a fake assignment in the outbound folder": lambda: os.mkdir(EXCHANGE + "/hopper-gemm/outbound/fake"),
