@@ -3,13 +3,21 @@
 - Accounts are real Unix accounts; people log in with their Unix password (PAM). Each user's server runs as that
   account (LocalProcessSpawner), so file permissions keep students out of each other's homes and out of the
   instructor's course; no password shared between accounts, nothing to add to the hub's own database.
+- When a user's server stops, every process of that account ends with it (:class:`ClassSpawner`), however it was
+  started (``setsid``, a double fork): nothing a student left running outlives their server.
 - The proxy is configurable-http-proxy from npm; the hub listens on 127.0.0.1 only (put a TLS proxy in front to
   open it to a class).
 """
 
+import asyncio
 import json
 import os
+import pwd
+import subprocess
+import sys
 from pathlib import Path
+
+from jupyterhub.spawner import LocalProcessSpawner
 
 c = get_config()  # noqa: F821
 
@@ -35,8 +43,36 @@ c.Authenticator.allowed_users = set(settings["students"]) | {settings["instructo
 c.JupyterHub.load_roles = [{"name": "instructor", "description": "start and stop students' servers, not open them",
                             "scopes": ["admin-ui", "list:users", "admin:servers"], "users": [settings["instructor"]]}]
 
+
+
+def end_every_process_of(user: str) -> None:
+    """SIGKILL every process of a (non-root) account: ``kill(-1)`` sent by a process of that account, which the
+    kernel delivers to all of its processes in one pass, so a process that forks meanwhile cannot slip past."""
+    try:
+        account = pwd.getpwnam(user)
+    except KeyError:
+        return
+    if account.pw_uid == 0:
+        return
+    for _ in range(2):  # a second pass for a process that was being created as the first ran
+        subprocess.run([sys.executable, "-I", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
+                       user=account.pw_uid, group=account.pw_gid, extra_groups=[], env={}, cwd="/",
+                       capture_output=True, timeout=60, check=False)
+
+
+class ClassSpawner(LocalProcessSpawner):
+    """LocalProcessSpawner whose stop also ends every process of the user's account (as systemd's
+    ``KillUserProcesses`` does at logout): LocalProcessSpawner signals only the server's own process."""
+
+    async def stop(self, now: bool = False) -> None:
+        try:
+            await super().stop(now=now)
+        finally:
+            await asyncio.to_thread(end_every_process_of, self.user.name)
+
+
 # each user's server runs as that user, from the course's environment
-c.JupyterHub.spawner_class = "localprocess"
+c.JupyterHub.spawner_class = ClassSpawner
 c.Spawner.cmd = [str(ROOT / "bin" / "hopper-singleuser")]
 c.Spawner.environment = {
     "HOPPER_HUB_ENV": str(ENV),

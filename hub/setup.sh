@@ -83,8 +83,14 @@ say "nbgrader exchange in $ROOT/exchange"
 # world-writable like /tmp, and sticky: nobody can rename or delete the course's folder but its owner
 install -d -m 1777 "$ROOT/exchange"
 install -d -m 0755 -o "$INSTRUCTOR" -g "$INSTRUCTOR" "$ROOT/exchange/$COURSE_ID"
-# one lock file per GPU for the whole class (helpers.gpu.gpulock): every account queues on the same files
-install -d -m 1777 "$ROOT/gpu-locks"
+# one lock file per GPU for the whole class (helpers.gpu.gpulock), in a folder only root writes: every account
+# queues on the same read-only files, and nobody can put a file of their own (a private one, a link) there
+GPU_KEYS=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  GPU_KEYS="$GPU_KEYS $(nvidia-smi --query-gpu=index,uuid --format=csv,noheader 2>/dev/null | tr ', ' '\n\n' || true)"
+fi
+(cd / && "$PY" -c 'import sys; from helpers.gpu import gpulock; gpulock.prepare(sys.argv[1], sys.argv[2:])' \
+  "$ROOT/gpu-locks" $GPU_KEYS)
 
 HOME_I=$(getent passwd "$INSTRUCTOR" | cut -d: -f6)
 COURSE="$HOME_I/$COURSE_ID-grading"
@@ -98,10 +104,12 @@ sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])
 fi
 cat > "$COURSE/nbgrader_config_hub.py" <<CONFIG
 # Written by hub/setup.sh: autograding runs each submission in a sandboxed kernel as $GRADER (docs/hub.md).
-from helpers.course.autograde import autograde_preprocessors
+from helpers.course.autograde import autograde_preprocessors, formgrader, gradebook
 
 c = get_config()  # noqa: F821
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+c.Autograde.pre_convert_hook = gradebook.forget_earlier_grades  # a re-grade that fails leaves no earlier score
+formgrader.configure(c)  # Manual Grading shows students' HTML and JavaScript as text, never runs it
 c.IsolatedExecute.run_as = "$GRADER"
 c.IsolatedExecute.timeout = 300
 c.IsolatedExecute.notebook_seconds = 1200

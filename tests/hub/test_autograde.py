@@ -282,3 +282,72 @@ def test_nbgrader_autograde_goes_on_past_a_stuck_submission(tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "hopper-gemm") as gb:
         scores = {s: gb.find_submission("lab9_tiles", s).score for s in answers}
     assert scores == {"right": 2, "stuck": 0, "tampers": 0}, scores
+
+
+def test_a_failed_regrade_leaves_no_earlier_score_in_the_gradebook(tmp_path):
+    """Two students graded right (2 points each) re-submit a notebook that cannot be graded. Re-graded without
+    the course's hook, nbgrader keeps the earlier 2 points (the failure is real); with it, the score is 0 and the
+    cell is marked for manual grading."""
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    from helpers.course import labgen
+
+    nb = nbformat.v4.new_notebook()
+    answer = nbformat.v4.new_code_cell("def tile_coords(tile_row, tile_col, box_rows, box_cols):\n"
+                                       "    ### BEGIN SOLUTION\n    return (tile_col * box_cols, tile_row * box_rows)\n"
+                                       "    ### END SOLUTION\n")
+    answer.metadata["nbgrader"] = dict(ANSWER, grade_id="tiles-answer")
+    check = nbformat.v4.new_code_cell(TILE_CHECK)
+    check.metadata["nbgrader"] = dict(CHECK, grade_id="tiles", points=2)
+    nb.cells = [nbformat.v4.new_code_cell(TILE_SETUP), answer, check]
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(nb, tmp_path / "solutions" / "lab9_tiles.ipynb")
+    assert labgen.nbgrader_layout(root=tmp_path) == 0
+    course = tmp_path / "nbgrader"
+    (course / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text() + (
+        "import os\nfrom helpers.course.autograde import autograde_preprocessors, gradebook\n"
+        "c.Autograde.autograde_preprocessors = autograde_preprocessors()\nc.IsolatedExecute.timeout = 30\n"
+        "if os.environ.get('WITH_HOOK') == '1':\n"
+        "    c.Autograde.pre_convert_hook = gradebook.forget_earlier_grades\n"))
+    students = ("ana", "ben")
+    for student in students:
+        folder = course / "submitted" / student / "lab9_tiles"
+        folder.mkdir(parents=True)
+        shutil.copy(course / "release" / "lab9_tiles" / "lab9_tiles.ipynb", folder)
+        (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=str(ROOT))  # this checkout's helpers, whichever the environment has installed
+
+    def autograde(*args: str, hook: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "lab9_tiles", *args], cwd=course,
+                              env=dict(env, WITH_HOOK="1" if hook else "0"), capture_output=True, text=True,
+                              timeout=300)
+
+    def scores() -> dict:
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "hopper-gemm") as gb:
+            return {s: (gb.find_submission("lab9_tiles", s).score,
+                        gb.find_grade("tiles", "lab9_tiles", "lab9_tiles", s).needs_manual_grade) for s in students}
+
+    # the solution's answer cell as released is a stub: write the right answer into both submissions
+    for student in students:
+        path = course / "submitted" / student / "lab9_tiles" / "lab9_tiles.ipynb"
+        sub = nbformat.read(path, as_version=4)
+        next(c for c in sub.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tiles-answer").source = \
+            TILE_RIGHT
+        nbformat.write(sub, path)
+    done = autograde()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert scores() == {"ana": (2, False), "ben": (2, False)}
+    for student in students:  # a re-submission nbgrader cannot read
+        folder = course / "submitted" / student / "lab9_tiles"
+        (folder / "lab9_tiles.ipynb").write_text('{"cells": [')
+        (folder / "timestamp.txt").write_text("2026-11-21 10:00:00.000000 UTC")
+    failed = autograde("--force", "--student=ben", hook=False)
+    assert failed.returncode != 0 and scores()["ben"] == (2, False), "not a real failure: nbgrader cleared it"
+    failed = autograde("--force", "--student=ana")
+    assert failed.returncode != 0, failed.stdout + failed.stderr
+    assert scores()["ana"] == (0, True), scores()
+    assert not (course / "autograded" / "ana" / "lab9_tiles" / "lab9_tiles.ipynb").exists()

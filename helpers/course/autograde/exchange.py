@@ -11,8 +11,10 @@ and ``c.OwnerCheckedCollect.owners = "class_uid"`` checks the folder's uid again
 
 It copies **regular files only**: a symbolic link (to the instructor's solution, the gradebook, a kernel's
 connection file), a hard link to someone else's file, a device or a FIFO in a submission is refused, the file
-named in the log, and nothing of that submission is collected. Each file is opened without following links
-(``O_NOFOLLOW``, folder by folder), so swapping a file for a link while collect runs does not help either.
+named in the log, and nothing of that submission is collected; the student's earlier scores and autograded notebook
+are cleared (:mod:`helpers.course.autograde.gradebook`): nbgrader has already removed the earlier submission.
+Each file is opened without following links (``O_NOFOLLOW``, folder by folder), so swapping a file for a link while
+collect runs does not help either.
 """
 
 from __future__ import annotations
@@ -118,6 +120,22 @@ class OwnerCheckedCollect(ExchangeCollect):
         self.src_records = [r for r in self.src_records if r is not _NONE]
         super().copy_files()
 
+    def _forget_earlier(self, student: str) -> None:
+        """A refused submission replaces the earlier one (nbgrader removed it already): its scores and autograded
+        notebook go too, so the gradebook shows no score for work that was not graded."""
+        from .gradebook import forget
+
+        assignment = self.coursedir.assignment_id
+        url = self.coursedir.db_url
+        if url.startswith("sqlite:///"):
+            cleared = forget(url[len("sqlite:///"):], assignment, student)
+            if cleared:
+                self.log.error("cleared %d earlier scores of %s's %s: the newer submission was refused", cleared,
+                               student, assignment)
+        graded = self.coursedir.format_path(self.coursedir.autograded_directory, student, assignment)
+        if os.path.isdir(graded):
+            shutil.rmtree(graded, ignore_errors=True)
+
     def do_copy(self, src: str, dest: str, log: object = None) -> None:
         """Copy regular files only (see the module's docstring); refuse the whole submission otherwise."""
         staging = tempfile.mkdtemp(prefix="hopper-collect-")
@@ -126,6 +144,7 @@ class OwnerCheckedCollect(ExchangeCollect):
                 copy_regular_files(src, os.path.join(staging, "s"))
             except UnsafeSubmission as exc:
                 self.log.error("refused the submission %s: %s", src, exc)
+                self._forget_earlier(os.path.basename(os.path.dirname(dest)))
                 return
             super().do_copy(os.path.join(staging, "s"), dest, log)
         finally:

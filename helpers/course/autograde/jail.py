@@ -10,9 +10,9 @@ account through sudo, or as root). :func:`main` then
    in for the process limit;
 2. replaces itself with ``bwrap``: new PID, mount, network (loopback only, nothing outside), IPC, UTS and, when not
    root, user namespaces; the system, the Python environment and the grader's copy of the course read-only; the
-   submission's copy read-only at ``/submission``; a fresh ``tmpfs`` for ``/tmp``, ``HOME`` and the working folder;
-   only the folder of the kernel's sockets shared with the grader. As root, the command inside drops to an
-   unprivileged uid (``setpriv``), so no process of a submission runs as root.
+   submission's copy read-only at ``/submission``; the GPU lock folder read-only; a fresh ``tmpfs`` for ``/tmp``,
+   ``HOME`` and the working folder; only the folder of the kernel's sockets shared with the grader. As root, the
+   command inside drops to an unprivileged uid (``setpriv``), so no process of a submission runs as root.
 
 When bwrap's first process ends, the PID namespace takes every process of the submission with it; the grader also
 kills what is left in the control group and removes it (:func:`cleanup`).
@@ -209,6 +209,9 @@ def bwrap_argv(spec: dict, command: list[str]) -> list[str]:
         args += _open_parents(dest, made)
     args += ["--ro-bind", spec["grader"], spec["grader"], "--ro-bind", spec["submission"], SUBMISSION,
              "--bind", spec["sockets"], spec["sockets"]]
+    for path in spec.get("read_only", []):  # the GPU lock folder: graded runs queue with the machine's others
+        if os.path.isdir(path):
+            args += _open_parents(path, made) + ["--ro-bind", path, path]
     for dev in spec.get("devices", []):
         if os.path.exists(dev):
             args += ["--dev-bind", dev, dev]

@@ -115,6 +115,7 @@ class Sandbox:
         elif os.geteuid() == 0:  # the jail drops to an unprivileged uid
             self.sockets.chmod(0o777)
         self.modules = self._module_names()
+        self.gpu_locks = _gpu_lock_dir()
         self.log = (self.root / "kernel.log").open("wb")  # the kernel's own stdout/stderr (not the notebook's)
 
     def _share_with_group(self, path: Path, mode: int) -> None:
@@ -138,6 +139,7 @@ class Sandbox:
         return {"name": f"{self.name}-{suffix}", "grader": str(self.grader), "submission": str(self.work),
                 "sockets": str(self.sockets), "home": HOME, "work": WORK, "uid": self.uid, "gid": self.gid,
                 "tmp_mb": limits.get("tmp_mb", 0), "env": env, "devices": _gpu_devices(),
+                "read_only": [str(self.gpu_locks)] if self.gpu_locks else [],
                 "limits": {k: limits.get(k) for k in ("memory_mb", "max_processes", "cpus", "file_mb")}}
 
     def jail_argv(self, command: list[str], suffix: str, limits: dict, env: dict[str, str] | None = None
@@ -152,9 +154,10 @@ class Sandbox:
 
     def jail_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment inside a jail: fresh folders for IPython, Jupyter and caches, the grader's course."""
+        locks = {"HELPERS_GPU_LOCK_DIR": str(self.gpu_locks)} if self.gpu_locks else {}
         return {"HOME": HOME, "IPYTHONDIR": "/tmp/.ipython", "JUPYTER_CONFIG_DIR": "/tmp/.jupyter",
                 "JUPYTER_DATA_DIR": "/tmp/.jupyter-data", "MPLCONFIGDIR": "/tmp/.matplotlib",
-                "PYTHONPATH": str(self.grader), "HELPERS_CUBIN_CACHE": "/tmp/.cubins", **(extra or {})}
+                "PYTHONPATH": str(self.grader), "HELPERS_CUBIN_CACHE": "/tmp/.cubins", **(extra or {}), **locks}
 
     jail_work = WORK
 
@@ -220,6 +223,19 @@ class Sandbox:
                             "import shutil, sys; shutil.rmtree(sys.argv[1] + '/sockets', ignore_errors=True)",
                             str(self.root)], capture_output=True, timeout=60)
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _gpu_lock_dir() -> Path | None:
+    """The GPU lock folder the jail sees read-only, so graded runs inside queue with every other run of the machine
+    (helpers.gpu.gpulock); its lock file is made here first where the folder lets the grader. None: no lock."""
+    from helpers.gpu import gpulock
+
+    if os.environ.get("HELPERS_GPU_LOCK", "").lower() in ("off", "0", "no"):
+        return None
+    with contextlib.suppress(gpulock.GpuLockUnusable, OSError, ValueError):
+        gpulock.ensure()
+    folder = gpulock.lock_dir()
+    return folder.resolve() if folder.is_dir() else None
 
 
 def _gpu_devices() -> list[str]:
