@@ -222,7 +222,9 @@ def pages(hub, browser):
 # ---------------------------------------------------------------------------------------------------------
 def open_notebook(page, hub: Hub, user: str, path: str) -> None:
     page.goto(f"{hub.url}/user/{user}/lab/tree/{path}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    # attached, not visible: JupyterLab draws a long notebook's cells as the window scrolls, and a page that already
+    # holds the notebook may keep its first cell out of view; the kernel's idle state below is what the test needs
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
     page.wait_for_function(
         "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
         " return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
@@ -619,7 +621,7 @@ def test_nothing_a_student_started_outlives_their_server(hub, pages):
                 continue
         return found
 
-    for _ in range(50):
+    for _ in range(150):
         if len(escaped()) >= 2:
             break
         time.sleep(0.2)
