@@ -268,8 +268,8 @@ REFUSAL_SRC = r'''
 #define BODY { __shared__ alignas(8) unsigned long long full, empty; extern __shared__ unsigned char dyn[]; \
   if (threadIdx.x == 0) { full = (unsigned long long)a; empty = (unsigned long long)b; dyn[0] = 1; } \
   __syncthreads(); if (threadIdx.x == 0 && o) o[blockIdx.x] = int(full != empty) + dyn[0]; }
-extern "C" __global__ void issue(const void* a, const void* b, int* o) BODY
-extern "C" __global__ void __cluster_dims__(2, 1, 1) issue_cluster(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void probe(const void* a, const void* b, int* o) BODY
+extern "C" __global__ void __cluster_dims__(2, 1, 1) probe_cluster(const void* a, const void* b, int* o) BODY
 extern "C" __global__ void __launch_bounds__(64) bounds64(const void* a, const void* b, int* o) BODY
 extern "C" __global__ void __launch_bounds__(128, 1, 2) rank2(const void* a, const void* b, int* o) BODY
 extern "C" __global__ void big_static(const void* a, const void* b, int* o) {
@@ -277,17 +277,17 @@ extern "C" __global__ void big_static(const void* a, const void* b, int* o) {
   pad[threadIdx.x] = 1; __syncthreads(); if (threadIdx.x == 0 && o) o[blockIdx.x] = pad[5]; }
 '''
 REFUSALS = [  # (name, kernel, grid, block, dynamic smem, cluster)
-    ("issue: grid 4, 128 threads, 32 KB dynamic, 2 static mbarriers, maps by pointer", "issue", 4, 128, 32768, None),
-    ("issue with __cluster_dims__(2), no launch cluster", "issue_cluster", 4, 128, 32768, None),
-    ("__cluster_dims__(2) and the same launch cluster", "issue_cluster", 4, 128, 32768, (2, 1, 1)),
-    ("__cluster_dims__(2) and a launch cluster of 4", "issue_cluster", 4, 128, 32768, (4, 1, 1)),
-    ("__cluster_dims__(2) on a grid of 3", "issue_cluster", 3, 128, 0, None),
+    ("grid 4, 128 threads, 32 KB dynamic, 2 static mbarriers, maps by pointer", "probe", 4, 128, 32768, None),
+    ("the same with __cluster_dims__(2), no launch cluster", "probe_cluster", 4, 128, 32768, None),
+    ("__cluster_dims__(2) and the same launch cluster", "probe_cluster", 4, 128, 32768, (2, 1, 1)),
+    ("__cluster_dims__(2) and a launch cluster of 4", "probe_cluster", 4, 128, 32768, (4, 1, 1)),
+    ("__cluster_dims__(2) on a grid of 3", "probe_cluster", 3, 128, 0, None),
     ("__launch_bounds__(64) launched with 128 threads", "bounds64", 4, 128, 0, None),
     ("__launch_bounds__(128, 1, 2) in clusters of 4", "rank2", 4, 128, 0, (4, 1, 1)),
-    ("grid y of 70000", "issue", (1, 70000), 32, 0, None),
-    ("block z of 128", "issue", 1, (1, 1, 128), 0, None),
+    ("grid y of 70000", "probe", (1, 70000), 32, 0, None),
+    ("block z of 128", "probe", 1, (1, 1, 128), 0, None),
     ("40 KB static + 16 KB dynamic (the course opts in)", "big_static", 2, 128, 16384, None),
-    ("clusters of 16 (the course allows non-portable sizes)", "issue", 16, 128, 16, (16, 1, 1)),
+    ("clusters of 16 (the course allows non-portable sizes)", "probe", 16, 128, 16, (16, 1, 1)),
 ]
 
 
