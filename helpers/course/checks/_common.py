@@ -29,6 +29,8 @@ import numpy as np
 
 from helpers.course import grading
 
+from ._ptxflow import split_operands  # one reader of operands for the checks and the flow analysis
+
 __all__ = [
     "Instr",
     "compile_student",
@@ -133,24 +135,6 @@ def inline_asm(ptx: str, entry: str | None = None) -> list[Instr]:
 def find_instrs(ptx: str, prefix: str, entry: str | None = None) -> list[Instr]:
     """The inline-asm instructions whose opcode starts with ``prefix`` (e.g. ``"cp.async.bulk.tensor"``)."""
     return [i for i in inline_asm(ptx, entry) if i.opcode.startswith(prefix)]
-
-
-def split_operands(text: str) -> list[str]:
-    """Top-level operands of an instruction: ``[%r1], [%rd1, {%r2, %r3}], [%r4]`` -> three strings."""
-    ops, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            ops.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        ops.append(cur.strip())
-    return ops
 
 
 _DEF = re.compile(r"^\s*((?:mov|cvta|cvt|ld\.param)[\w.:]*)\s+(%\w+),\s*\[?([\w%$.+-]+)\]?\s*;", re.M)

@@ -50,7 +50,8 @@ class Ins:
 
 
 def split_operands(text: str) -> list[str]:
-    """Top-level operands: ``[%r1], [%rd1, {%r2, %r3}], [%r4]`` -> three strings."""
+    """Top-level operands of an instruction: ``[%r1], [%rd1, {%r2, %r3}], [%r4]`` -> three strings (brackets,
+    braces and parentheses nest)."""
     ops, depth, cur = [], 0, ""
     for ch in text:
         if ch in "[{(":
