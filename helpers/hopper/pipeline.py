@@ -35,7 +35,7 @@ from .mbarrier import Deadlock, MBarrier, MBarrierError
 __all__ = [
     "Event", "Pipeline", "Role", "PipelineError", "ReadBeforeFull", "OverwriteBeforeEmpty", "ReleaseBeforeRetire",
     "Deadlock", "stage_and_phase", "standard_pipeline", "producer_program", "consumer_program",
-    "async_consumer_program",
+    "async_consumer_program", "arrival_counts", "verify_init", "prefetch_depth",
 ]
 
 
@@ -600,3 +600,69 @@ def standard_pipeline(k_steps: int = 128, stages: int = 4, consumers: int = 1, t
                 else consumer_program(k_steps, stages, wgmmas_per_stage))
         p.add_role(f"consumer{c}" if consumers > 1 else "consumer", prog, consumer=True)
     return p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# arrival counts derived from the roles, and checked before the first use
+# ---------------------------------------------------------------------------------------------------------
+def arrival_counts(consumer_warpgroups: int, cluster: tuple[int, int] = (1, 1), multicast: str = "AB",
+                   producers: int = 1) -> tuple[int, int]:
+    """The counts a TMA pipeline's barriers need, derived from who arrives (``(full, empty)``).
+
+    FULL: one arrival per producer thread that announces the stage's bytes (``arrive.expect_tx``); the copies
+    complete the bytes, not arrivals. EMPTY: one elected thread of every consumer warpgroup that reads the stage,
+    in every block whose copies land in it. With a cluster of ``(cm, cn)`` blocks, B is shared along M (``cm``
+    blocks receive the same B slice) and A along N (``cn`` blocks); a block's stage is filled by itself and by
+    the blocks of its cluster column (``multicast`` holds "B") and row ("A"), so the consumers of all those
+    blocks must release it before any of them refills it: ``(1 + (cm − 1)·[B] + (cn − 1)·[A]) ×`` warpgroups.
+    With both operands multicast this is the familiar ``(cm + cn − 1) × warpgroups``."""
+    cm, cn = cluster
+    if consumer_warpgroups < 1 or producers < 1 or cm < 1 or cn < 1:
+        raise ValueError("warpgroups, producers and cluster sizes are at least 1")
+    blocks = 1 + (cm - 1) * ("B" in multicast) + (cn - 1) * ("A" in multicast)
+    return producers, blocks * consumer_warpgroups
+
+
+def verify_init(stages: int, full_count: int, empty_count: int, *, consumer_warpgroups: int,
+                cluster: tuple[int, int] = (1, 1), multicast: str = "AB", producers: int = 1,
+                named_barriers: dict[int, int] | None = None) -> list[str]:
+    """Every rule a pipeline's set-up breaks, in words (empty when it is sound): at least one stage; the FULL and
+    EMPTY counts equal what the roles will do (:func:`arrival_counts`); and for each named barrier ``{id:
+    threads}`` an id in 0..15 and a thread count that is a positive multiple of the warp size (``bar.sync``
+    counts whole warps). A count that is too low lets a phase complete before every role arrived; one that is too
+    high never completes: both are bugs no run reports until the timing is unlucky, so check them at init."""
+    problems = []
+    if stages < 1:
+        problems.append(f"{stages} stages: a ring needs at least one")
+    want_full, want_empty = arrival_counts(consumer_warpgroups, cluster, multicast, producers)
+    for name, got, want, who in (
+            ("FULL", full_count, want_full, f"{producers} producer thread(s) announcing the bytes"),
+            ("EMPTY", empty_count, want_empty, f"{consumer_warpgroups} consumer warpgroup(s) in each of "
+                                               f"{want_empty // consumer_warpgroups} block(s) sharing the stage")):
+        if got != want:
+            effect = ("the phase completes before every arrival is in (a stage used too early)" if got < want
+                      else "the phase never completes (a deadlock)")
+            problems.append(f"{name} initialised with {got}, but {want} arrive per phase ({who}): {effect}")
+    for bar_id, threads in (named_barriers or {}).items():
+        if not 0 <= bar_id < 16:
+            problems.append(f"named barrier {bar_id}: a block has barriers 0..15")
+        if threads <= 0 or threads % 32:
+            problems.append(f"named barrier {bar_id} counts {threads} threads: bar.sync counts whole warps, so "
+                            "the count is a positive multiple of 32")
+    return problems
+
+
+def prefetch_depth(p: Pipeline, role: str = "consumer") -> int:
+    """The ring's effective prefetch depth over a run of ``p``: the stages left for the producer to fill ahead
+    while ``role`` holds the most at once. A stage is held from the first wgmma issued on it to the arrival that
+    releases it. A consumer that waits for its wgmmas and releases at once holds one stage (``S − 1`` left); one
+    that keeps a wgmma group in flight holds the previous stage too (``S − 2``)."""
+    held: set[int] = set()
+    most = 0
+    for e in p.events(role=role):
+        if e.kind in ("wgmma_issue", "read") and e.stage is not None:
+            held.add(e.stage)
+        elif e.kind == "release":
+            held.discard(e.stage)
+        most = max(most, len(held))
+    return p.stages - most

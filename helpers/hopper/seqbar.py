@@ -30,7 +30,7 @@ from .mbarrier import BarrierState, Deadlock, MBarrier, MBarrierError
 
 __all__ = [
     "Cursor", "SequenceBarrier", "SeqBarError", "OrderViolation", "Lapped", "SeqStep", "SeqBarStepper",
-    "run_programs", "pingpong_programs", "Section",
+    "run_programs", "pingpong_programs", "Section", "handoff",
 ]
 
 
@@ -374,3 +374,26 @@ def run_programs(programs: list[list[tuple]], depth: int = 2, ordered: bool = Tr
             cursors[g] = cursors[g].advance(depth)
         pcs[g] += 1
     return sections
+
+
+def handoff(participant_count: int, arrivals: int) -> str:
+    """What ``arrivals`` single arrivals (``mbarrier.arrive`` with count 1, one per thread that arrives) do to the
+    next group's slot, initialised with ``participant_count``: the count must equal the threads that arrive."""
+    bar = MBarrier("order[0][1]")
+    bar.init(participant_count)
+    completed = 0
+    for _ in range(arrivals):
+        before = bar.phase
+        bar.arrive(1)
+        completed += bar.phase - before
+    if completed == 0:
+        return (f"{arrivals} arrival(s) on a slot initialised with {participant_count}: the phase never completes "
+                f"({bar.pending_arrivals} more needed), so the next group waits forever")
+    if completed == 1 and bar.pending_arrivals == participant_count:
+        return (f"{arrivals} arrival(s) on a slot initialised with {participant_count}: one phase completes, the "
+                "next group gets exactly one turn")
+    extra = participant_count - bar.pending_arrivals
+    early = f" (and {extra} arrival(s) already sit in the next)" if extra else ""
+    return (f"{arrivals} arrival(s) on a slot initialised with {participant_count}: {completed} phases complete "
+            f"instead of one{early}: the turns ahead are handed out before their owners arrive, and the parity "
+            "bit can no longer tell the laps apart")

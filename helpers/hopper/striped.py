@@ -21,7 +21,8 @@ import numpy as np
 
 __all__ = [
     "indices", "offsets", "blocked_offsets", "kernel_offsets", "owner_map", "store", "load", "load_add",
-    "reduce_add", "warp_sectors", "untouched", "StripeError",
+    "reduce_add", "warp_sectors", "untouched", "StripeError", "vector_width", "accesses_per_thread",
+    "reduce_add_bf16x2",
 ]
 
 
@@ -114,3 +115,63 @@ def warp_sectors(offs: np.ndarray, element_bytes: int = 4, sector: int = 32) -> 
 def untouched(ws: np.ndarray) -> np.ndarray:
     """Indices of a NaN-poisoned workspace that no store reached (still NaN)."""
     return np.flatnonzero(np.isnan(ws))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the element type decides the access: vector width from a static shape, packed 16-bit reductions
+# ---------------------------------------------------------------------------------------------------------
+def vector_width(elements: int, threads: int, element_bytes: int, max_bytes: int = 16) -> int:
+    """Elements per access when ``threads`` move ``elements`` block-striped, the access a power of two of at most
+    ``max_bytes`` (16: one ``ld.global.v4.b32``): the widest that divides the run, so every access is whole and
+    aligned and no thread needs a scalar tail. Known at compile time only when the shape is (the reason a
+    block-striped move wants a static shape)."""
+    if element_bytes not in (2, 4, 8) or elements < 1 or threads < 1:
+        raise StripeError(f"{elements} elements of {element_bytes} bytes over {threads} threads: elements and "
+                          "threads at least 1, elements 16, 32 or 64 bits wide")
+    width = max_bytes // element_bytes
+    while width > 1 and elements % width:
+        width //= 2
+    return width
+
+
+def accesses_per_thread(elements: int, threads: int, element_bytes: int, max_bytes: int = 16) -> int:
+    """How many accesses the busiest thread makes at :func:`vector_width` (``ceil(elements / width / threads)``)."""
+    width = vector_width(elements, threads, element_bytes, max_bytes)
+    return -(-(elements // width) // threads)
+
+
+def _bf16_value(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 → bf16 bits, round to nearest even (exact values in, one rounding)."""
+    f = x.astype(np.float32)  # exact for the sums of two bf16 this model forms within 16 binades of each other
+    u = f.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _flush(bits: np.ndarray) -> np.ndarray:
+    """Subnormal bf16 (exponent field 0, fraction not 0) → signed zero: what a flush-to-zero add does."""
+    sub = ((bits & 0x7F80) == 0) & ((bits & 0x7F) != 0)
+    return np.where(sub, bits & 0x8000, bits).astype(np.uint16)
+
+
+def reduce_add_bf16x2(ws: np.ndarray, partials: Sequence[np.ndarray], order: Sequence[int], *,
+                      flush: bool = False) -> None:
+    """``red.global.add.noftz.bf16x2`` from several blocks, in ``order``: each 32-bit word of ``ws`` (uint32)
+    holds two bf16 (low half = the lower address), and one atomic adds both halves, each rounded to nearest
+    even. ``.noftz`` keeps subnormal inputs and results; ``flush=True`` shows what a flushing add would lose."""
+    for i in order:
+        add = np.asarray(partials[i], np.uint32)
+        if add.shape != ws.shape:
+            raise StripeError(f"partial {i} of shape {add.shape} for a workspace of shape {ws.shape}")
+        halves = []
+        for shift in (0, 16):
+            a = ((ws >> shift) & 0xFFFF).astype(np.uint16)
+            b = ((add >> shift) & 0xFFFF).astype(np.uint16)
+            if flush:
+                a, b = _flush(a), _flush(b)
+            r = _round_bf16(_bf16_value(a) + _bf16_value(b))
+            halves.append(_flush(r) if flush else r)
+        ws[...] = halves[0].astype(np.uint32) | (halves[1].astype(np.uint32) << 16)

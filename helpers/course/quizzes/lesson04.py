@@ -136,3 +136,15 @@ overlap_epilogue = Quiz(
     "tile's mainloop",
     wrong=(_PINGPONG[0], _PINGPONG[2], _PINGPONG[3]),
 )
+
+#: how far the producer can run ahead with one wgmma group in flight
+prefetch_ahead = Quiz(
+    "The Lab 4 ring has S = 4 stages and each consumer keeps one wgmma group in flight (`wait_group 1`, then it "
+    "releases the previous step's stage). While the consumers issue step k, how many later steps can the producer "
+    "have loaded or in flight?",
+    answer=2,
+    hint="count the stages the consumers still hold while step k's group is issued",
+    explanation="the consumers hold step k's stage and step k − 1's (its group has not retired yet): 4 − 2 = 2 "
+    "stages are free for steps k + 1 and k + 2. Releasing at once (wait_group 0) would hold one, leaving 3",
+    wrong=(3, 4, 1, 0),
+)

@@ -113,3 +113,15 @@ no_deadlock = Quiz(
     "lower clusters, so the chain of waits always ends at a cluster that is running and never waits",
     wrong=tuple(x for x in _RESIDENT if x != _RESIDENT[0]),
 )
+
+#: the participant count of the ping-pong kernel's order slots
+participants = Quiz(
+    "In the ping-pong kernel every one of the 128 threads of a consumer warpgroup runs `mbarrier.arrive` (count 1) "
+    "on the next warpgroup's order slot. What count must `mbarrier.init` give each slot?",
+    answer=128,
+    hint="one phase, one turn: how many arrivals does one turn bring?",
+    explanation="128: the phase must complete once per turn, when the last of the 128 threads arrives. With 1, each "
+    "thread's arrival completes a phase of its own (128 turns handed out at once); with 2 (one per warpgroup) "
+    "the first two threads hand the turn on before the others are done",
+    wrong=(1, 2, 4, 256),
+)

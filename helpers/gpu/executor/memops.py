@@ -425,10 +425,27 @@ def _st(b: Binder, fast: bool = True) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- atomics
+def _bf16_add(old: Any, x: Any) -> Any:
+    """One bf16 half: both to fp32 (exact), the fp32 sum, rounded to nearest even; subnormals kept (.noftz)."""
+    from .numerics import add_f32, bf16_bits_to_f32, f32_to_bf16_bits
+
+    return f32_to_bf16_bits(add_f32(bf16_bits_to_f32(old), bf16_bits_to_f32(x)))
+
+
 def _atom_fn(b: Binder, op: str, ty: str) -> Any:
     dt = DT[ty]
     from .numerics import add_f32, minmax_f
 
+    if op == "add" and ty == "bf16":
+        return lambda old, x, y: _bf16_add(old, x)
+    if op == "add" and ty == "bf16x2":  # two bf16 in one word, low half at the lower address
+        def packed(old: Any, x: Any, y: Any) -> Any:
+            old, x = np.asarray(old, np.uint32), np.asarray(x, np.uint32)
+            lo = _bf16_add(old & 0xFFFF, x & 0xFFFF).astype(np.uint32)
+            hi = _bf16_add(old >> 16, x >> 16).astype(np.uint32)
+            return lo | (hi << np.uint32(16))
+
+        return packed
     if op == "add":
         if ty == "f32":
             return lambda old, x, y: add_f32(old, x)
@@ -468,8 +485,10 @@ def _atomic(b: Binder, has_dest: bool) -> Any:
         raise b.fail("one atomic operation expected")
     opn = ops[0]
     ty = b.type()
-    if ty in ("f16", "bf16", "f16x2", "bf16x2"):
-        raise b.fail(f"atomics on .{ty} are not emulated")
+    if ty in ("f16", "f16x2") or (ty in ("bf16", "bf16x2") and opn != "add"):
+        raise b.fail(f"atomic .{opn} on .{ty} is not emulated")
+    if ty in ("bf16", "bf16x2") and "noftz" not in b.q:
+        raise b.fail(f"atom/red .add.{ty} needs .noftz (the only form the PTX ISA gives)")
     dt = DT[ty]
     space = _space(b)
     if space in ("local", "param", "const"):
