@@ -365,8 +365,8 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         def run() -> np.ndarray:
             dd = gpu.poison((m, n), gpu.bfloat16)
             kern = gpu.compile(gemm.fused_source("gelu", "f32"), "lab5_fused")
-            gemm.fused_launcher(kern, gpu.to_device(a), gpu.to_device(b), gpu.to_device(c), dd, alpha=1.25, beta=-0.5,
-                                bias=gpu.to_device(bias))()
+            da, db, dc, dbias = gpu.to_device(a), gpu.to_device(b), gpu.to_device(c), gpu.to_device(bias)
+            gemm.fused_launcher(kern, da, db, dc, dd, alpha=1.25, beta=-0.5, bias=dbias)()
             gpu.wait()
             return dd.to_host()
 
