@@ -5,6 +5,7 @@ no hazard; β = 0 never reads C; the launcher with the programmatic-dependent-la
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from conftest import h100_gemm
 from helpers import gpu
 from helpers.gpu import TensorMapArg, gemm
 from helpers.hopper import fused
+
+ROOT = Path(__file__).resolve().parents[2]
 
 M, N, K = 136, 264, 128  # 2×2 blocks of 128×256: the second row holds 8 rows, the second column 8 columns
 
@@ -104,3 +107,24 @@ def test_buffer_reuse_mistakes_are_hazards(removed: str, kind: str) -> None:
                               np.float32(1), np.zeros(N, np.float32), check=False)
     assert res.hazards and res.hazards[0].kind == kind, [h.kind for h in res.hazards]
     assert isinstance(res.error, gpu.HazardError)
+
+
+def test_the_capture_scripts_unfused_path_is_the_model_on_the_rounded_product():
+    """tools/h100/fused.py's unfused path (Lab 5's bf16 product, then its elementwise kernel) on the executor: the
+    model's bits with the product rounded to bf16 first; its fused path: the model's bits."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fused_capture", ROOT / "tools" / "h100" / "fused.py")
+    capture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(capture)
+    ks = capture.kernels()
+    a, b, c = _inputs(seed=41)
+    bias = np.random.default_rng(43).standard_normal(N).astype(np.float32)
+    da, db, dc, dbias = gpu.to_device(a), gpu.to_device(b), gpu.to_device(c), gpu.to_device(bias)
+    dg, du = gpu.poison((M, N), gpu.bfloat16), gpu.poison((M, N), gpu.bfloat16)
+    gemm.lab5_launcher(ks["lab5"], da, db, dg)()
+    capture.elementwise_launcher(ks["elementwise"], dg, dc, dbias, du, 1.0, 1.0)()
+    acc = h100_gemm(a, b)
+    want = fused.fused_epilogue(fused.to_bf16(acc), beta=1.0, c=c, bias=bias, act="gelu")
+    assert np.array_equal(du.to_host().view(np.uint16), want)
+    assert capture.cpu_check(ks) == 0
