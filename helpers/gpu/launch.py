@@ -222,7 +222,8 @@ class Launcher:
                 at.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
                 at.value.programmaticStreamSerializationAllowed = 1
                 attrs.append(at)
-            cfg.attrs = attrs
+            if attrs:
+                cfg.attrs = attrs
             cfg.numAttrs = len(attrs)
             self._config = cfg
         self._params_addr = ctypes.addressof(self._params) if not self.via_core else 0
