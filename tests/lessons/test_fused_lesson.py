@@ -115,12 +115,13 @@ def test_capture_has_every_shape_and_pair(capture):
 
 
 def test_lesson_words_hold_on_the_h100(capture):
-    """"two dependent 512×4096×4096 GEMMs of about 30 µs each" and "a few microseconds" of launch and prologue."""
+    """"two dependent 512×4096×4096 GEMMs of a few tens of microseconds each" and "those few microseconds" of launch
+    and prologue that the programmatic launch hides."""
     text = _cells()["l06-52"]
-    assert "about 30 µs each" in text
+    assert "GEMMs of a few tens of microseconds each" in text
     p = capture["pdl"]["512×4096×4096 then 512×4096×4096"]
     per_gemm = p["us_per_pair"][1] / 2
-    assert 15 <= per_gemm <= 60, f"a 512×4096×4096 GEMM took {per_gemm:.1f} µs: update 'about 30 µs' in l06-52"
+    assert 15 <= per_gemm <= 100, f"a 512×4096×4096 GEMM took {per_gemm:.1f} µs: update l06-52's 'a few tens'"
     assert "those few microseconds" in _cells()["l06-49"]
     assert 0 < p["saved_us"] < 10, f"the programmatic launch saved {p['saved_us']:.1f} µs a pair: l06-49 says it " \
         "hides a few microseconds of launch and prologue"

@@ -113,7 +113,8 @@ def _reference(a: np.ndarray, b: np.ndarray, c: np.ndarray, bias: np.ndarray) ->
         return ref.cpu().numpy(), f"torch {torch.__version__} (fp32 matmul, gelu approximate='tanh')"
     m, n = c.shape
     prod = gpu.DeviceArray((m, n), np.float32)
-    gpu.gemm_launcher(gpu.to_device(a), gpu.to_device(b), prod)()
+    da, db = gpu.to_device(a), gpu.to_device(b)  # alive until the product is back
+    gpu.gemm_launcher(da, db, prod)()
     gpu.wait()
     x = prod.to_host().astype(np.float64) + c.astype(np.float64) + bias[None, :]
     ref = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
