@@ -18,7 +18,8 @@
    interleaved; Y bit for bit the same both ways. Shapes where the launch gap matters: 512×4096×4096 twice,
    256×1024×1024 twice.
 
-Writes OUT/fused_h100.json (meta: GPU, SMs, driver, date, clocks; ``summary``: sentences Lesson 06 prints); copy it
+Writes OUT/fused_h100.json (meta: GPU, SMs, driver, date, SM clock and power before the run; ``clock``: the SM clock
+over the timed part; each comparison's clock and power per side; ``summary``: sentences Lesson 06 prints); copy it
 to tests/data/. Without a Hopper GPU it compiles every kernel, runs the fused and the unfused path once on the PTX
 executor at a small shape against helpers.hopper.fused, and exits 0.
 """
@@ -302,6 +303,7 @@ def main(argv: list[str]) -> int:
     meta = {"gpu": info.name, "sm_count": info.sm_count, "driver": ".".join(map(str, info.driver_version)),
             "nvrtc": ".".join(map(str, gpu.nvrtc_version() or ())),
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "script": "tools/h100/fused.py",
+            "sm_clock_mhz_before": gpu.current_sm_clock_mhz(), "power_watts_before": gpu.current_power_watts(),
             "kernels": ["bench/kernels/lab5_epilogue.cu", "bench/kernels/lab5_fused.cu"], "rounds": ROUNDS}
     r = gpu.run_isolated(f"{HERE}:measure", timeout=480)
     result = {"meta": meta, **r, "summary": summary(r)}
