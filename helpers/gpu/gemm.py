@@ -37,7 +37,8 @@ from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "wave_efficiency", "launcher", "course_kernel", "kernel_style", "KERNELS",
-           "STREAMK_BELOW", "SMEM_BYTES"]
+           "STREAMK_BELOW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher",
+           "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -143,6 +144,56 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
         _workspaces[key] = (zeros((active * 2 * 128 * 256,), np.float32), zeros((active * 2,), np.uint32))
     ws, flags = _workspaces[key]
     return prepare(kernel, (2 * active, 1, 1), 384, SMEM_BYTES, *maps, *dims, ws, flags, cluster=(2, 1, 1))
+
+
+# ------------------------------------------------------------------------------------- Lab 5 and its fused epilogue
+#: FUSED_ACT and FUSED_BIAS of bench/kernels/lab5_fused.cu: activation name → value, bias type → value
+FUSED_ACTS = {"none": 0, "relu": 1, "gelu": 2}
+FUSED_BIAS = {None: 0, "f32": 1, "bf16": 2}
+
+
+def fused_source(act: str = "gelu", bias: str | None = "f32") -> str:
+    """bench/kernels/lab5_fused.cu with its activation (``"none"``, ``"relu"``, ``"gelu"``) and bias type (None,
+    ``"f32"``, ``"bf16"``) chosen."""
+    if act not in FUSED_ACTS or bias not in FUSED_BIAS:
+        raise ValueError(f"act is one of {list(FUSED_ACTS)} and bias one of {list(FUSED_BIAS)}; got {act!r}, {bias!r}")
+    return (f"#define FUSED_ACT {FUSED_ACTS[act]}\n#define FUSED_BIAS {FUSED_BIAS[bias]}\n"
+            + (KERNELS_DIR / "lab5_fused.cu").read_text())
+
+
+def fused_kernel(act: str = "gelu", bias: str | None = "f32") -> Kernel:
+    """The fused Lab 5 kernel ``lab5_fused`` with this activation and bias type, compiled once."""
+    key = f"lab5_fused/{act}/{bias}"
+    if key not in _compiled:
+        _compiled[key] = compile(fused_source(act, bias), "lab5_fused", filename="lab5_fused.cu")
+    return _compiled[key]
+
+
+def _lab5_grid(m: int, n: int) -> tuple[int, int]:
+    return math.ceil(n / 256), math.ceil(m / 128)  # one 128×256 tile a block
+
+
+def lab5_launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, programmatic: bool = False) -> Launcher:
+    """A launch of Lab 5's kernel (``lab5_gemm``, bench/kernels/lab5_epilogue.cu): C (M×N, bf16) = A·Bᵀ, A M×K and
+    B N×K, one block per 128×256 tile."""
+    (m, k), n = a.shape, b.shape[0]
+    return prepare(kernel, _lab5_grid(m, n), 384, SMEM_BYTES, tensor_map(a, (128, 64)), tensor_map(b, (256, 64)),
+                   tensor_map(c, (64, 64)), np.int32(m), np.int32(n), np.int32(k), programmatic=programmatic)
+
+
+def fused_launcher(kernel: Kernel, a: Any, b: Any, c: Any, d: Any, *, alpha: float = 1.0, beta: float = 0.0,
+                   bias: Any = None, programmatic: bool = False) -> Launcher:
+    """A launch of the fused Lab 5 kernel (:func:`fused_kernel`): D = act(α·A·Bᵀ + β·C + bias), D and C M×N bf16,
+    bias one value a column (a device array of the kernel's bias type) or None. With β = 0 the kernel never reads
+    C, and ``c`` may be None."""
+    (m, k), n = a.shape, b.shape[0]
+    tc = tensor_map(c if c is not None else d, (64, 64))
+    if beta != 0.0 and c is None:
+        raise ValueError("β ≠ 0 needs the source matrix C")
+    ptr = bias if bias is not None else np.uint64(0)
+    return prepare(kernel, _lab5_grid(m, n), 384, SMEM_BYTES, tensor_map(a, (128, 64)), tensor_map(b, (256, 64)),
+                   tc, tensor_map(d, (64, 64)), np.int32(m), np.int32(n), np.int32(k), np.float32(alpha),
+                   np.float32(beta), ptr, programmatic=programmatic)
 
 
 # ------------------------------------------------------------------------------------- operands in and out

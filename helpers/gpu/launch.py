@@ -175,10 +175,11 @@ class Launcher:
     """A launch with its arguments packed once; calling it enqueues the kernel (no wait). Used for timing."""
 
     def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
-                 cluster: Dim3 | None = None) -> None:
+                 cluster: Dim3 | None = None, programmatic: bool = False) -> None:
         from cuda.bindings import driver
 
         _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
+        self.programmatic = bool(programmatic)
         L = load(kernel)
         self._L = L
         _ensure_smem(kernel, L, self.shared_mem)
@@ -190,6 +191,9 @@ class Launcher:
             L["nonportable"] = True
         self.stream = current()["stream_handle"]
         self.via_core = any(_is_core_tensor_map(a) for a in self.args)
+        if self.via_core and self.programmatic:
+            raise LaunchError("a programmatic dependent launch takes driver tensor maps (gpu.tensor_map_2d), not "
+                              "cuda.core ones")
         if self.via_core:
             from cuda.core import LaunchConfig
 
@@ -207,14 +211,20 @@ class Launcher:
             cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block
             cfg.sharedMemBytes = self.shared_mem
             cfg.hStream = self.stream
+            attrs = []
             if self.cluster is not None:
                 at = driver.CUlaunchAttribute()
                 at.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
                 at.value.clusterDim.x, at.value.clusterDim.y, at.value.clusterDim.z = self.cluster
-                cfg.attrs = [at]
-                cfg.numAttrs = 1
-            else:
-                cfg.numAttrs = 0
+                attrs.append(at)
+            if self.programmatic:  # may start before the previous kernel in the stream ends (griddepcontrol.wait)
+                at = driver.CUlaunchAttribute()
+                at.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                at.value.programmaticStreamSerializationAllowed = 1
+                attrs.append(at)
+            if attrs:
+                cfg.attrs = attrs
+            cfg.numAttrs = len(attrs)
             self._config = cfg
         self._params_addr = ctypes.addressof(self._params) if not self.via_core else 0
 
@@ -232,6 +242,7 @@ class Launcher:
 
     def describe(self) -> str:
         c = f", cluster {self.cluster}" if self.cluster else ""
+        c += ", programmatic dependent launch" if getattr(self, "programmatic", False) else ""
         return f"kernel {self.kernel.name} (grid {self.grid}, block {self.block}{c}, {self.shared_mem} B dynamic smem)"
 
     def __call__(self) -> None:
@@ -333,12 +344,15 @@ def wait(launcher: Launcher | None = None, timeout: float | None = None) -> None
 
 
 def prepare(kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int = 0, *args: Any,
-            cluster: Dim3 | None = None) -> Launcher | EmuLauncher:
+            cluster: Dim3 | None = None, programmatic: bool = False) -> Launcher | EmuLauncher:
     """Pack a launch once; call the result to enqueue it (for timing loops). On the emulator, calling it runs
-    the kernel to completion."""
+    the kernel to completion. ``programmatic=True`` sets the launch attribute
+    ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION``: the kernel may start before the previous kernel in
+    the stream has finished, and its ``griddepcontrol.wait`` holds it until that kernel's writes are visible (on
+    the emulator, which runs one kernel at a time, the previous kernel has always finished)."""
     if executor_active():
-        return EmuLauncher(kernel, grid, block, shared_mem, args, cluster)
-    return Launcher(kernel, grid, block, shared_mem, args, cluster)
+        return EmuLauncher(kernel, grid, block, shared_mem, args, cluster, programmatic)
+    return Launcher(kernel, grid, block, shared_mem, args, cluster, programmatic)
 
 
 def launch(kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int = 0, *args: Any, cluster: Dim3 | None = None,
@@ -363,8 +377,9 @@ class EmuLauncher:
     sentences as :class:`Launcher`; calling it runs the kernel to completion."""
 
     def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_mem: int, args: Sequence[Any],
-                 cluster: Dim3 | None = None) -> None:
+                 cluster: Dim3 | None = None, programmatic: bool = False) -> None:
         _set_shape(self, kernel, grid, block, shared_mem, args, cluster)
+        self.programmatic = bool(programmatic)
         optin, static = 232448, kernel.report.static_smem or 0
         if self.shared_mem > optin - static:
             raise LaunchError(

@@ -353,6 +353,26 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
 
     out["lab5 TMA-store epilogue"] = ("264x520x200", bf16_gemm("lab5_epilogue.cu", "lab5_gemm", 264, 520, 200, 23,
                                                                (3, 3)))
+
+    def fused_gemm(m: int, n: int, k: int, seed: int) -> Callable[[], np.ndarray]:
+        from helpers.gpu import gemm
+
+        a = gpu.random_host((m, k), gpu.bfloat16, seed=seed)
+        b = gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
+        c = gpu.random_host((m, n), gpu.bfloat16, seed=seed + 2)
+        bias = np.random.default_rng(seed + 3).standard_normal(n).astype(np.float32)
+
+        def run() -> np.ndarray:
+            dd = gpu.poison((m, n), gpu.bfloat16)
+            kern = gpu.compile(gemm.fused_source("gelu", "f32"), "lab5_fused")
+            da, db, dc, dbias = gpu.to_device(a), gpu.to_device(b), gpu.to_device(c), gpu.to_device(bias)
+            gemm.fused_launcher(kern, da, db, dc, dd, alpha=1.25, beta=-0.5, bias=dbias)()
+            gpu.wait()
+            return dd.to_host()
+
+        return run
+
+    out["lab5 fused epilogue (β·C, fp32 bias, GELU)"] = ("264x520x200", fused_gemm(264, 520, 200, 26))
     out["lab6 persistent clusters"] = ("776x520x200 on 2 clusters", bf16_gemm(
         "lab6_persistent.cu", "lab6_gemm", 776, 520, 200, 24, (4, 1, 1), cluster=(2, 1, 1)))
     out["lab7 Stream-K"] = ("520x264x1000 on 4 clusters", bf16_gemm(

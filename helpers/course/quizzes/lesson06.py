@@ -87,3 +87,19 @@ stmatrix_count = Quiz(
     "A warp holds 16 rows × 64 columns of a sub-tile in bf16. How many stmatrix.x4 instructions (four 8×8 matrices "
     "each) store them?", answer=4, hint="16 × 64 × 2 bytes, 512 bytes per stmatrix.x4",
     explanation="2048 bytes / 512 = 4, against 16 four-byte st.shared per thread", wrong=(16, 1, 8))
+
+#: blocks that share one output row
+row_blocks = Quiz(
+    "D is 4096×4096 and each block computes a 128×256 tile. A layer norm needs the mean of each whole row of D: how "
+    "many blocks each hold a piece of one row?", answer=16, hint="N divided by the tile's width",
+    explanation="4096 / 256 = 16 blocks, none of which sees the other 15 pieces before it stores its own",
+    wrong=(1, 32, 128))
+
+#: what griddepcontrol.wait waits for
+pdl_wait = Quiz(
+    "A kernel launched with programmatic stream serialization runs griddepcontrol.wait. Until when does the wait "
+    "hold it: (a) until every block of the previous kernel has run griddepcontrol.launch_dependents, (b) until the "
+    "previous kernel has finished and its memory writes are visible, (c) until the previous kernel's first block "
+    "ends?", answer="b", hint="the trigger only lets the kernel start; reading the previous kernel's output is what "
+    "the wait protects", explanation="the trigger decides when the dependent kernel may start; the wait decides "
+    "when it may read", wrong=("a", "c"))
