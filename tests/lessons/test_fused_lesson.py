@@ -125,3 +125,20 @@ def test_lesson_words_hold_on_the_h100(capture):
     assert "those few microseconds" in _cells()["l06-49"]
     assert 0 < p["saved_us"] < 10, f"the programmatic launch saved {p['saved_us']:.1f} µs a pair: l06-49 says it " \
         "hides a few microseconds of launch and prologue"
+
+
+def test_what_the_figures_say_is_what_the_h100_measured():
+    """The cell after the figures: fusion loses here, C and the bias cost a few percent each, GELU the most."""
+    text = _cells()["l06-53b"]
+    for needle in ("fusion loses", "a few percent", "GELU costs the most", "tanh.approx.f32", "Labs 6 and 7", "Lab 8"):
+        assert needle in text, needle
+    if not CAPTURE.exists():
+        pytest.skip("tests/data/fused_h100.json is written on an H100 by tools/h100/fused.py")
+    speed = json.loads(CAPTURE.read_text())["speed"]["4096×4096×4096"]
+    fused_ms, unfused_ms = speed["fused_vs_unfused"]["ms"]
+    assert fused_ms > unfused_ms  # "fusion loses"
+    if "parts" not in speed:
+        pytest.skip("this capture predates the step-by-step timing")
+    part = {label: p["ratio_b_over_a"] for label, p in speed["parts"].items()}
+    assert 0.85 <= part["β·C (C loaded)"] < 1.0 and 0.85 <= part["fp32 bias"] < 1.0  # a few percent each
+    assert part["GELU"] == min(v for k, v in part.items() if k != "β·C + bias + GELU")

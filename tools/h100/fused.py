@@ -209,7 +209,20 @@ def speed(ks: dict[str, Any], shape: tuple[int, int, int], tel: Any) -> dict:
     for key in ("fused_vs_plain", "fused_vs_unfused"):
         out[key]["tflops"] = [flops / (x * 1e-3) / 1e12 for x in out[key]["ms"]]
     out["elementwise_ms"] = float(np.median(gpu.time_runs(ew, 20, warmup=2)))
+    if shape == SPEED_SHAPES[0]:  # what each step of the epilogue costs alone, beside plain Lab 5
+        out["parts"] = {}
+        for label, act, bias_type, beta in PARTS:
+            kern = gemm.fused_kernel(act, bias_type)
+            fns = [gemm.fused_launcher(kern, a, b, c, d, beta=beta, bias=bias if bias_type else None)
+                   for a, b, c, d in zip(A, B, Cs, D, strict=True)]
+            out["parts"][label] = _pair(tel, fns, plain, (label, "plain Lab 5"))
     return out
+
+
+#: the fused kernel one step at a time: (label, activation, bias type, β)
+PARTS = (("nothing (α only)", "none", None, 0.0), ("β·C (C loaded)", "none", None, 1.0),
+         ("fp32 bias", "none", "f32", 0.0), ("ReLU", "relu", None, 0.0), ("GELU", "gelu", None, 0.0),
+         ("β·C + bias + GELU", "gelu", "f32", 1.0))
 
 
 def pdl(ks: dict[str, Any], pair: tuple[int, int, int], tel: Any) -> dict:
@@ -275,6 +288,12 @@ def summary(r: dict) -> list[str]:
                    f"{fp['ms'][1]:.3f} ms ({fp['tflops'][1]:.0f}); fused {fu['ms'][0]:.3f} ms, unfused (GEMM + "
                    f"elementwise kernel) {fu['ms'][1]:.3f} ms, the elementwise kernel alone {s['elementwise_ms']:.3f} "
                    "ms")
+    for shape, s in r["speed"].items():
+        if "parts" in s:
+            parts = ", ".join(f"{label} {p['ratio_b_over_a']:.2f}×" if p.get("ratio_b_over_a") else label
+                              for label, p in s["parts"].items())
+            out.append(f"{shape}, the fused kernel one step at a time, each × plain Lab 5's speed in the same run: "
+                       f"{parts}")
     for pair, p in r["pdl"].items():
         out.append(f"{pair}: {p['us_per_pair'][0]:.1f} µs a pair with PDL, {p['us_per_pair'][1]:.1f} µs without "
                    f"({p['saved_us']:.1f} µs saved); the second GEMM's output bit-identical in "
