@@ -1,8 +1,10 @@
 """Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
 protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
 the setmaxnreg register budget, and the two CUDA kernels, grown from the student's Lab 3 kernel and built on their
-own wrappers (run on random non-square shapes, on the H100 or on the course's PTX executor without one, their
-compile report and the protocol read from their PTX as the explanation; timed beside cuBLAS on the H100 only).
+own wrappers (run on a small non-square shape on the course's PTX executor in hazard mode, with or without a GPU, with
+the work checked: each element of C stored once, by the block of its tile, each wgmma product computed once; on the
+H100 also on random large shapes there, and timed beside cuBLAS; their compile report and the protocol read from
+their PTX as the explanation).
 
 The protocol steps run the student's role programs on :mod:`helpers.hopper.pipeline` under several stage counts,
 latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
@@ -1083,8 +1085,9 @@ def check_pc_kernel(source: str, kernel: str | None = None, *, benchmark: bool =
                     seed: int | None = None) -> None:
     """The 128×128 producer/consumer kernel ``lab4_pc_gemm`` (``source``: your wrappers and the kernel; ``kernel``:
     the kernel alone, for line numbers). The compile report and the protocol on every path of the PTX everywhere;
-    where it can run, random non-square shapes against fp64 (C poisoned), and on an H100 the 4096³ time beside
-    cuBLAS."""
+    where it can run, a small non-square shape on the course's PTX executor in hazard mode with its work checked
+    (:func:`check_kernel_work`), on an H100 after random large shapes there, all against fp64 (C poisoned); on an
+    H100 then the 4096³ time beside cuBLAS."""
     _check_kernel(PC, source, kernel, benchmark, size, seed)
 
 
