@@ -962,7 +962,7 @@ def _check_c(c: grading.Check, spec: KernelSpec, stages: int, where: str, m: int
 
 def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, rng: Any, *, timed: bool) -> None:
     """The kernel on the course's PTX executor in hazard mode, on :func:`_emulator_shape`: C against fp64, then the
-    work (:func:`check_work`)."""
+    work (:func:`check_kernel_work`)."""
     m, n, k = _emulator_shape(spec, stages)
     a, b = C.make_operands(rng, m, n, k)
     res = C.run(executor_runs, source, spec.name, stages, [(a, b)], what=f"your kernel on M={m}, N={n}, K={k}",
