@@ -398,31 +398,51 @@ def test_runtime_wrong_kernels_compile_and_pass_the_static_checks(no_gpu):
 
 def test_kernel_runs_take_the_one_run_path(monkeypatch):
     """Where a run is possible, the kernel goes through _common.run (the one run path) on a shape with partial tiles in
-    M and N, M ≠ N ≠ K, and a ring that wraps twice, into a NaN-poisoned C; a wrong C fails the check."""
+    M and N, M ≠ N ≠ K, and a ring that wraps twice, into a NaN-poisoned C; a wrong C fails the check. Without an
+    H100 the run is lab4.executor_runs (the launch with its work log): its grid and shared memory are those of the
+    launch the H100 gets."""
     import numpy as np
 
     from helpers.course.checks import _common as C
 
-    calls = []
+    calls, launches = [], []
 
-    def fake_run(kernel, grid, block, smem, ta, tb, c, m, n, k, *, what, timeout, hint=""):
-        calls.append((grid, block, smem, c.shape, int(m), int(n), int(k), ta.box, tb.box, bool(np.isnan(c).all())))
-        a, b = ta.array.astype(np.float64), tb.array.astype(np.float64)
-        return [(a @ b.T).astype(np.float32)]
+    def fake_run(target, *args, what, timeout, hint=""):
+        assert target is lab4.executor_runs, target
+        source, name, stages, cases = args
+        calls.append((name, stages, [(a.shape, b.shape) for a, b in cases]))
+        return {"c": [(a.astype(np.float64) @ b.astype(np.float64).T).astype(np.float32) for a, b in cases],
+                "work": [type("Run", (), {"log": None})() for _ in cases]}
+
+    def fake_prepare(kernel, grid, block, smem, ta, tb, c, m, n, k):
+        launches.append((grid, block, smem, ta.box, tb.box, c.shape, int(m), int(n), int(k)))
+
+    class Dev:
+        def __init__(self, shape):
+            self.shape = shape
 
     monkeypatch.setattr(C, "runnable", lambda kernel, checked: True)
     monkeypatch.setattr(C, "on_h100", lambda: False)
     monkeypatch.setattr(C, "run", fake_run)
     assert _kernel_check("WS", LAB4_KERNEL) is None
-    ((grid, block, smem, shape, m, n, k, abox, bbox, poisoned),) = calls
-    stages = lab4.source_stages(LAB4_KERNEL)
-    assert (m, n) == (128 + 64, 256 + 64) and k == 64 * (2 * stages + 1) and block == 384 and poisoned
-    assert grid == (2, 2) and smem == lab4.dynamic_smem_bytes(4) and abox == (128, 64) and bbox == (256, 64)
+    ((name, stages, ((ashape, bshape),)),) = calls
+    (m, k), n = ashape, bshape[0]
+    assert name == "lab4_ws_gemm" and stages == lab4.source_stages(LAB4_KERNEL) == 4
+    assert (m, n) == (128 + 64, 256 + 64) and k == 64 * (2 * stages + 1) and bshape[1] == k
     calls.clear()
     assert _kernel_check("PC", PC_KERNEL) is None
-    ((grid, _, _, _, m, n, k, *_),) = calls
-    assert (m, n, k) == (192, 320, 64 * (2 * lab4.source_stages(PC_KERNEL) + 1)) and grid == (3, 2)
-    monkeypatch.setattr(C, "run", lambda *a, **kw: [np.zeros(a[6].shape, np.float32)])
+    ((name, stages, ((ashape, bshape),)),) = calls
+    assert (ashape, bshape[0]) == ((192, 64 * (2 * lab4.source_stages(PC_KERNEL) + 1)), 320)
+
+    from helpers import gpu
+
+    monkeypatch.setattr(gpu, "tensor_map_2d", lambda a, rows, cols: type("Map", (), {"box": (rows, cols)})())
+    monkeypatch.setattr(gpu, "prepare", fake_prepare)
+    lab4._prepare(None, lab4.WS, lab4.dynamic_smem_bytes(4), Dev((192, 576)), Dev((320, 576)), Dev((192, 320)))
+    ((grid, block, smem, abox, bbox, cshape, m, n, k),) = launches
+    assert grid == (2, 2) and block == 384 and smem == lab4.dynamic_smem_bytes(4) and abox == (128, 64)
+    assert bbox == (256, 64) and cshape == (192, 320) and (m, n, k) == (192, 320, 576)
+    monkeypatch.setattr(C, "run", lambda *a, **kw: {"c": [np.zeros((192, 320), np.float32)], "work": [None]})
     assert "every element against fp64" in _kernel_check("WS", LAB4_KERNEL)
 
 
@@ -456,6 +476,127 @@ def test_wrong_kernels_fail_the_run_or_the_ptx_on_the_emulator(name, executor):
     assert msg is not None and re.search(pattern, msg, re.I | re.S), msg
     first = msg.split("\n", 1)[0]
     assert ("ran on the emulator" in first and "what the PTX shows" in msg) or "the run above gave the right" in msg
+
+
+def test_the_work_check_names_a_tile_computed_twice(executor):
+    """Rows 64–127 computed by two blocks (the last row of blocks moved up to end at row M) leave C right; the work
+    the executor recorded shows it, and names the tile and both blocks."""
+    step, src, _ = GPU.runtime_wrong_kernels(PC_KERNEL, LAB4_KERNEL)["last row of tiles clamped to M - BM (rows "
+                                                                      "computed twice)"]
+    msg = _kernel_check(step, src)
+    assert msg is not None and "all 61440 elements match" not in msg.split("\n", 1)[0]
+    first = msg.split("\n", 1)[0]
+    assert "ran on the emulator (" in first and "hazard mode" in first and "M=192, N=320, K=576" in first, msg
+    assert ("the 128×128 tile of C at rows 0–127, columns 0–127 (block (0,0)'s) was computed and stored more than "
+            "once: its rows 64–127 were stored 2 times, by block (0,0) and block (0,1)") in first, msg
+    assert "m0 = blockIdx.y * BM" in msg
+
+
+def test_the_work_check_names_a_duplicated_product_and_a_foreign_store():
+    """check_kernel_work on hand-made work logs: one wgmma product issued by two blocks, and a tile stored by a block
+    the grid does not give it."""
+    import numpy as np
+
+    from helpers.course.checks._work import Launched
+    from helpers.gpu.executor.work import Block, Mma, WorkLog
+
+    A, B, CADDR, m, n = 0x1000, 0x2000, 0x10000, 128, 256  # PC: a 1×2 grid of 128×128 tiles
+
+    def log(extra_mma=None, store_block=(1, 0)):
+        w = WorkLog()
+        for x in (0, 1):
+            blk = Block((x, 0, 0))
+            for wg in (1, 2):
+                w.mmas.append(Mma(blk, wg, A, 64 * (wg - 1), B, 128 * x, 0, 128))
+            cols = np.arange(128 * x, 128 * x + 128, 2)
+            rows = np.arange(128)
+            addr = CADDR + 4 * (rows[:, None] * n + cols[None, :]).ravel()
+            w.global_stores[Block((store_block[0] if x == 1 else 0, 0, 0))].append(addr.astype(np.uint64))
+        if extra_mma is not None:
+            w.mmas.append(extra_mma)
+        return w
+
+    def grade(w):
+        with grading.check("T") as c:
+            lab4.check_kernel_work(c, lab4.PC, Launched(w, A, B, CADDR), m=m, n=n, label="M=128, N=256, K=16")
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        grade(log())
+    assert "each of the 2 tiles of C stored by its own block, every element once, and each of the 4 wgmma" in \
+        out.getvalue()
+    grading.assert_rejects(grade, log(Mma(Block((1, 0, 0)), 1, A, 64, B, 0, 0, 128)),
+                           "the product of A rows 64–127 and B rows 0–127", "computed 2 times",
+                           "by block (0,0) and block (1,0)")
+    grading.assert_rejects(grade, log(store_block=(0, 0)),
+                           "the 128×128 tile of C at rows 0–127, columns 128–255 (block (1,0)'s) was stored (in part) "
+                           "by block (0,0); the grid gives it to block (1,0)")
+
+
+def _pretend_h100(monkeypatch) -> list:
+    """The Lab 4 run path as on an H100 (as tests/labs/test_runpath.py does for Labs 5-6): the GPU's runs give the
+    exact C (as the H100 did for the early release at k = 0), timing gives a fixed speed; the executor runs for real
+    (inside _common.emulated). Returns the list the GPU runs are recorded in."""
+    import os
+
+    import numpy as np
+
+    from helpers import gpu
+    from helpers.course.checks import _common as C
+
+    calls: list = []
+    real = C.run
+
+    def forced() -> bool:
+        return os.environ.get("HELPERS_EXECUTOR") == "force"
+
+    class Bench:
+        tflops, cublas_tflops = 600.0, 700.0
+
+        def summary(self) -> str:
+            return "600 TFLOP/s, cuBLAS 700 TFLOP/s"
+
+    def run(target, *args, **kw):
+        if forced():
+            return real(target, *args, **kw)
+        if target is lab4.gpu_benchmark:
+            return Bench()
+        ta, tb = args[3], args[4]
+        calls.append((ta.array.shape, tb.array.shape))
+        return [(ta.array.astype(np.float64) @ tb.array.astype(np.float64).T).astype(np.float32)]
+
+    monkeypatch.setenv("HELPERS_EXECUTOR", "auto")
+    monkeypatch.setattr(C, "run", run)
+    monkeypatch.setattr(C, "on_h100", lambda: not forced())
+    monkeypatch.setattr(gpu, "hopper_available", lambda: True)
+    monkeypatch.setattr(gpu, "device_info", lambda: type("I", (), {"name": "NVIDIA H100 80GB HBM3"})())
+    return calls
+
+
+def test_on_an_h100_the_kernel_also_runs_on_the_executor_in_hazard_mode(monkeypatch, capsys):
+    """A student with a GPU gets the executor's verdict too: the GPU's large shapes, then the emulator's shape on the
+    executor in hazard mode with the work checked, then the timing."""
+    calls = _pretend_h100(monkeypatch)
+    lab4.check_pc_kernel(WRAPPERS + PC_KERNEL, kernel=PC_KERNEL)
+    out = capsys.readouterr().out
+    assert len(calls) == 3 and out.count("✓ ran on the H100: M=") == 3, out
+    beside = "✓ ran on the emulator (beside the H100, the same kernel on a small shape; hazard mode): M=192, N=320"
+    assert f"{beside}, K=576 (2×3 blocks, partial tiles at the edges" in out, out
+    assert f"{beside}, K=576: the work, as the emulator recorded it: each of the 6 tiles" in out, out
+    assert "timed on the H100 at 4096³ beside cuBLAS in the same run: 600 TFLOP/s" in out
+
+
+def test_on_an_h100_the_release_at_k_0_is_rejected_beside_the_gpu(monkeypatch):
+    """The consumer releasing empty[(k + STAGES - 1) % STAGES] at k = 0 gave the right C on the H100 (three large
+    shapes, every element); the same kernel on the executor in hazard mode, beside the GPU, rejects it."""
+    calls = _pretend_h100(monkeypatch)
+    step, src, _ = GPU.runtime_wrong_kernels(PC_KERNEL, LAB4_KERNEL)[
+        "stage k - 1 released as (k + STAGES - 1) % STAGES, at k = 0 too"]
+    msg = _kernel_check(step, src)
+    assert len(calls) == 3 and msg is not None
+    first = msg.split("\n", 1)[0]
+    assert ("your kernel on M=192, N=320, K=576 failed when it ran on the emulator (beside the H100, the same kernel "
+            "on a small shape; hazard mode)") in first, msg
+    assert "empty[3]" in first and "overwrites" in first
 
 
 def test_gpu_script_reads_the_same_solution():

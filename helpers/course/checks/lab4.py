@@ -1,8 +1,10 @@
 """Graders of Lab 4 (pipelines and warp specialization): ring arithmetic, barrier counts, the producer/consumer
 protocol on the emulator (with and without a wgmma group in flight), the stage count from the shared-memory budget,
 the setmaxnreg register budget, and the two CUDA kernels, grown from the student's Lab 3 kernel and built on their
-own wrappers (run on random non-square shapes, on the H100 or on the course's PTX executor without one, their
-compile report and the protocol read from their PTX as the explanation; timed beside cuBLAS on the H100 only).
+own wrappers (run on a small non-square shape on the course's PTX executor in hazard mode, with or without a GPU, with
+the work checked: each element of C stored once, by the block of its tile, each wgmma product computed once; on the
+H100 also on random large shapes there, and timed beside cuBLAS; their compile report and the protocol read from
+their PTX as the explanation).
 
 The protocol steps run the student's role programs on :mod:`helpers.hopper.pipeline` under several stage counts,
 latencies and consumer counts; the pipeline's errors (Deadlock, ReadBeforeFull, OverwriteBeforeEmpty,
@@ -34,8 +36,8 @@ __all__ = [
     "dynamic_smem_bytes", "smem_bytes", "reference_setmaxnreg_verdict", "entry_registers", "Config", "FIXED_CONFIGS",
     "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol", "check_overlapped_consumer",
     "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec", "check_pc_kernel",
-    "check_ws_kernel", "source_stages", "gpu_benchmark", "MEASURED", "step_changes", "lab3_speed_note",
-    "ladder_rows", "ladder_table", "show_ladder", "show_timeline",
+    "check_ws_kernel", "check_kernel_work", "executor_runs", "source_stages", "gpu_benchmark", "MEASURED",
+    "step_changes", "lab3_speed_note", "ladder_rows", "ladder_table", "show_ladder", "show_timeline",
 ]
 
 BM, BN, BK = 128, 256, 64  # the lab's final tile: 128 rows of A, 256 rows of B, 64 along K per stage
@@ -812,15 +814,20 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, compiled: st
     return stages
 
 
+def _emulator_shape(spec: KernelSpec, stages: int) -> tuple[int, int, int]:
+    """The shape of the run on the course's PTX executor: several blocks, a partial tile in M and in N, M ≠ N ≠ K,
+    and 2·STAGES + 1 K steps, so the ring wraps twice."""
+    m, n = spec.bm + 64, spec.bn + 64
+    if n == m:
+        n += spec.bn
+    return (m, n, BK * (2 * stages + 1))
+
+
 def _gpu_shapes(rng: Any, spec: KernelSpec, stages: int) -> list[tuple[int, int, int]]:
     """On an H100: non-square shapes, multiples of 64 (partial tiles at the edges), M ≠ N, K ≠ N, more blocks than
-    two waves. Emulated (the PTX executor): one small shape that still has several blocks, a partial tile in M and
-    in N, M ≠ N ≠ K, and 2·STAGES + 1 K steps, so the ring wraps twice."""
+    two waves. Emulated (the PTX executor): :func:`_emulator_shape`."""
     if not C.on_h100():
-        m, n = spec.bm + 64, spec.bn + 64
-        if n == m:
-            n += spec.bn
-        return [(m, n, BK * (2 * stages + 1))]
+        return [_emulator_shape(spec, stages)]
     shapes: list[tuple[int, int, int]] = []
     while len(shapes) < 3:
         m = 64 * int(rng.integers(12, 40))
@@ -834,21 +841,52 @@ def _gpu_shapes(rng: Any, spec: KernelSpec, stages: int) -> list[tuple[int, int,
 
 def gpu_benchmark(source: str, spec_name: str, size: int = 4096) -> Any:
     """(Runs in the isolated child.) The step's kernel (whole source) at size³ beside cuBLAS in the same run."""
-    import numpy as np
-
     from helpers import gpu
 
     spec = {PC.name: PC, WS.name: WS}[spec_name]
     kernel = gpu.compile(source, spec.name)
     smem = dynamic_smem_bytes(source_stages(source), spec.bm, spec.bn)
+    return gpu.gemm_benchmark(lambda a, b, c: _prepare(kernel, spec, smem, a, b, c), size, size, size)
 
-    def make_launch(a: Any, b: Any, c: Any) -> Any:
-        (m, k), n = a.shape, b.shape[0]
-        ta, tb = gpu.tensor_map_2d(a, spec.bm, 64), gpu.tensor_map_2d(b, spec.bn, 64)
-        return gpu.prepare(kernel, (-(-n // spec.bn), -(-m // spec.bm)), spec.threads, smem, ta, tb, c,
-                           np.int32(m), np.int32(n), np.int32(k))
 
-    return gpu.gemm_benchmark(make_launch, size, size, size)
+def _prepare(kernel: Any, spec: KernelSpec, smem: int, a: Any, b: Any, c: Any) -> Any:
+    """A packed launch of a Lab 4 kernel on device arrays A (M×K), B (N×K) and C (M×N fp32): one block per
+    BM×BN tile of C, block (x, y) at rows BM·y, columns BN·x."""
+    import numpy as np
+
+    from helpers import gpu
+
+    (m, k), n = a.shape, b.shape[0]
+    ta, tb = gpu.tensor_map_2d(a, spec.bm, 64), gpu.tensor_map_2d(b, spec.bn, 64)
+    return gpu.prepare(kernel, (-(-n // spec.bn), -(-m // spec.bm)), spec.threads, smem, ta, tb, c,
+                       np.int32(m), np.int32(n), np.int32(k))
+
+
+def executor_runs(source: str, spec_name: str, stages: int, cases: list[tuple[Any, Any]]) -> dict:
+    """(Runs on the course's PTX executor, in this process.) The kernel on each (A, B) case, C poisoned with NaN
+    first, with each launch's work log: ``{"c": [C, …], "work": [Launched, …]}``."""
+    import numpy as np
+
+    from helpers import gpu
+    from helpers.gpu import executor
+
+    from ._work import Launched
+
+    spec = {PC.name: PC, WS.name: WS}[spec_name]
+    kernel = gpu.compile(source, spec.name)
+    smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
+    out, work = [], []
+    for a, b in cases:
+        da, db = gpu.to_device(a), gpu.to_device(b)
+        dc = gpu.poison((a.shape[0], b.shape[0]), np.float32)
+        before = executor.last_run()
+        _prepare(kernel, spec, smem, da, db, dc)()
+        gpu.wait()
+        last = executor.last_run()
+        fresh = last is not None and (before is None or last.machine is not before.machine)
+        work.append(Launched(last.work if fresh else None, int(da.ptr), int(db.ptr), int(dc.ptr)))
+        out.append(dc.to_host())
+    return {"c": out, "work": work}
 
 
 def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: bool, size: int,
@@ -868,7 +906,7 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
             ex.settle()  # the run's shared memory comes from STAGES: the check above says what is wrong with it
             c.fail("constexpr int STAGES = <a number> that fits the shared memory", detail=f"    found: {stages}")
         with ex.run():
-            _run_kernel(c, spec, kern, stages, rng, timed=benchmark)
+            _run_kernel(c, spec, kern, compiled, stages, rng, timed=benchmark)
         ex.settle()
         if not (benchmark and C.on_h100()):
             return
@@ -877,29 +915,142 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
         c.ok(f"timed {C.where().removeprefix('ran ')} at {size}³ beside cuBLAS in the same run: {bench.summary()}")
 
 
-def _run_kernel(c: grading.Check, spec: KernelSpec, kern: Any, stages: int, rng: Any, *, timed: bool) -> None:
-    """The kernel on each shape of :func:`_gpu_shapes`, C poisoned with NaN, every element against fp64."""
+_RUN_HINT = ("the sentence names the barrier, its phase and your line: check that wait's or arrival's stage "
+             "(k % STAGES), its parity ((k / STAGES) & 1, flipped for the producer's wait on empty) and the barrier "
+             "counts")
+_C_HINT = ("NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage overwritten too "
+           "early (release after wgmma_wait), or the wrong rows of A for a consumer")
+_WORK_HINT = ("block (x, y) computes and stores the tile at rows BM·y, columns BN·x (m0 = blockIdx.y * BM, n0 = "
+              "blockIdx.x * BN), each consumer warpgroup its own 64 rows of it: every tile once, by its block")
+
+
+def _run_kernel(c: grading.Check, spec: KernelSpec, kern: Any, source: str, stages: int, rng: Any, *,
+                timed: bool) -> None:
+    """Without an H100: the kernel on the course's PTX executor in hazard mode (:func:`_emulated_run`). On the H100:
+    each shape of :func:`_gpu_shapes` there, then the emulator's shape on the executor in hazard mode too (races
+    and the work: the same verdict as without a GPU). C poisoned with NaN, every element against fp64."""
     import numpy as np
 
     from helpers.gpu import TensorMapArg
 
+    if not C.on_h100():
+        _emulated_run(c, spec, source, stages, rng, timed=timed)
+        return
     smem = dynamic_smem_bytes(stages, spec.bm, spec.bn)
-    for i, (m, n, k) in enumerate(_gpu_shapes(rng, spec, stages)):
+    for m, n, k in _gpu_shapes(rng, spec, stages):
         a, b = C.make_operands(rng, m, n, k)
         grid = (-(-n // spec.bn), -(-m // spec.bm))
         (got,) = C.run(kern, grid, spec.threads, smem, TensorMapArg(a, (spec.bm, 64)), TensorMapArg(b, (spec.bn, 64)),
                        np.full((m, n), np.nan, np.float32), np.int32(m), np.int32(n), np.int32(k),
-                       what=f"your kernel on M={m}, N={n}, K={k}", timeout=60,
-                       hint="the sentence names the barrier, its phase and your line: check that wait's or arrival's "
-                            "stage (k % STAGES), its parity ((k / STAGES) & 1, flipped for the producer's wait on "
-                            "empty) and the barrier counts")
-        ref = a.astype(np.float64) @ b.astype(np.float64).T
-        edges = ", partial tiles at the edges" if m % spec.bm or n % spec.bn else ""
-        c.array(f"{C.where(timing=timed and i == 0)}: M={m}, N={n}, K={k} ({grid[1]}×{grid[0]} blocks{edges}, "
-                f"{k // BK} K steps through {stages} stages), C poisoned with NaN first: every element against fp64",
-                got, ref, atol=grading.gemm_tolerance(a, b.astype(np.float64).T),
-                hint="NaN left: an edge tile not stored, or a stage read before it landed; wrong values: a stage "
-                "overwritten too early (release after wgmma_wait), or the wrong rows of A for a consumer")
+                       what=f"your kernel on M={m}, N={n}, K={k}", timeout=60, hint=_RUN_HINT)
+        _check_c(c, spec, stages, C.where(), m, n, k, a, b, got)
+    with C.emulated():
+        _emulated_run(c, spec, source, stages, rng, timed=False)
+
+
+def _check_c(c: grading.Check, spec: KernelSpec, stages: int, where: str, m: int, n: int, k: int, a: Any, b: Any,
+             got: Any) -> None:
+    import numpy as np
+
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    edges = ", partial tiles at the edges" if m % spec.bm or n % spec.bn else ""
+    blocks = f"{-(-m // spec.bm)}×{-(-n // spec.bn)} blocks"
+    c.array(f"{where}: M={m}, N={n}, K={k} ({blocks}{edges}, {k // BK} K steps through {stages} stages), C poisoned "
+            "with NaN first: every element against fp64", got, ref,
+            atol=grading.gemm_tolerance(a, b.astype(np.float64).T), hint=_C_HINT)
+
+
+def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, rng: Any, *, timed: bool) -> None:
+    """The kernel on the course's PTX executor in hazard mode, on :func:`_emulator_shape`: C against fp64, then the
+    work (:func:`check_kernel_work`)."""
+    m, n, k = _emulator_shape(spec, stages)
+    a, b = C.make_operands(rng, m, n, k)
+    res = C.run(executor_runs, source, spec.name, stages, [(a, b)], what=f"your kernel on M={m}, N={n}, K={k}",
+                timeout=120, hint=_RUN_HINT)
+    _check_c(c, spec, stages, C.where(timing=timed), m, n, k, a, b, res["c"][0])
+    run = res["work"][0]
+    if run.log is not None:
+        check_kernel_work(c, spec, run, m=m, n=n, label=f"{C.where()}: M={m}, N={n}, K={k}")
+
+
+def _tile_words(spec: KernelSpec, m: int, n: int, x: int, y: int) -> str:
+    r0, c0 = spec.bm * y, spec.bn * x
+    return (f"the {spec.bm}×{spec.bn} tile of C at rows {r0}–{min(r0 + spec.bm, m) - 1}, columns {c0}–"
+            f"{min(c0 + spec.bn, n) - 1} (block ({x},{y})'s)")
+
+
+def _blocks_words(blocks: Any) -> str:
+    from ._work import block_words
+
+    names = [block_words(b, 1) for b in sorted(blocks)]
+    if len(names) > 4:
+        return ", ".join(names[:4]) + f" and {len(names) - 4} more"
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def check_kernel_work(c: grading.Check, spec: KernelSpec, run: Any, *, m: int, n: int, label: str) -> None:
+    """The work of one launch of a Lab 4 kernel, as the executor recorded it (``run``: a ``_work.Launched``): every
+    element of C written by one ordinary store, by the block whose tile holds it (block (x, y): rows BM·y, columns
+    BN·x); every wgmma product (64 rows of A, the B tile's rows, 16 of K) computed once, by the block of its
+    tile. A tile computed twice leaves C right: only the work shows it."""
+    import numpy as np
+
+    log = run.log
+    size = 4 * m * n
+    elements, owners, blocks = [], [], []
+    for blk, parts in log.global_stores.items():
+        addr = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        addr = addr[(addr >= np.uint64(run.c)) & (addr < np.uint64(run.c + size))]
+        if addr.size:
+            elements.append(((addr - np.uint64(run.c)) // np.uint64(4)).astype(np.int64))
+            owners.append(np.full(addr.size, len(blocks), np.int64))
+            blocks.append((blk.ctaid[0], blk.ctaid[1]))
+    idx = np.concatenate(elements) if elements else np.zeros(0, np.int64)
+    who = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    rows, cols = idx // n, idx % n
+    tx, ty = cols // spec.bn, rows // spec.bm
+    counts = np.bincount(idx, minlength=m * n)
+    if (counts > 1).any():
+        first = int(np.flatnonzero(counts > 1)[0])
+        x, y = (first % n) // spec.bn, (first // n) // spec.bm
+        in_tile = (tx == x) & (ty == y)
+        twice = np.isin(idx, np.flatnonzero(counts > 1)) & in_tile
+        by = {blocks[i] for i in np.unique(who[twice])}
+        r = np.unique(rows[twice])
+        c.fail(f"{label}: {_tile_words(spec, m, n, x, y)} was computed and stored more than once: its rows "
+               f"{r.min()}–{r.max()} were stored {int(counts[first])} times, by {_blocks_words(by)}: C is right, "
+               "but the work is done more than once (every output tile is computed once, by its block)",
+               hint=_WORK_HINT)
+    wrong = (np.array([blocks[i][0] for i in who], np.int64) != tx) | \
+        (np.array([blocks[i][1] for i in who], np.int64) != ty) if idx.size else np.zeros(0, bool)
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        x, y = int(tx[i]), int(ty[i])
+        by = {blocks[j] for j in np.unique(who[wrong & (tx == x) & (ty == y)])}
+        c.fail(f"{label}: {_tile_words(spec, m, n, x, y)} was stored (in part) by {_blocks_words(by)}; the grid "
+               f"gives it to block ({x},{y})", hint=_WORK_HINT)
+    products: dict[tuple, list[Any]] = {}
+    for mm in log.mmas:
+        if mm.a == run.a and mm.b == run.b:
+            products.setdefault(mm.key, []).append(mm)
+    for xs in products.values():
+        first = xs[0]
+        row, col, k = first.a_row, first.b_row, first.k
+        x, y = col // spec.bn, row // spec.bm
+        what = (f"the product of A rows {row}–{row + 63} and B rows {col}–{col + first.n - 1} (C's columns) over K "
+                f"{k}–{k + 15} (in {_tile_words(spec, m, n, x, y)})")
+        if len(xs) > 1:
+            by = {(mm.block.ctaid[0], mm.block.ctaid[1]) for mm in xs}
+            c.fail(f"{label}: {what} was computed {len(xs)} times, by {_blocks_words(by)}: C is right, but the work "
+                   "is done more than once (every output tile is computed once, by its block)", hint=_WORK_HINT)
+        got = (first.block.ctaid[0], first.block.ctaid[1])
+        if got != (x, y):
+            c.fail(f"{label}: {what} was computed by block ({got[0]},{got[1]}); the grid gives it to block ({x},{y})",
+                   hint=_WORK_HINT)
+    tiles = len(set(zip(tx.tolist(), ty.tolist(), strict=True)))
+    c.ok(f"{label}: the work, as the emulator recorded it: each of the {tiles} tiles of C stored by its own block, "
+         f"every element once, and each of the {len(products)} wgmma products computed once, by the block of its "
+         "tile")
 
 
 def show_timeline(source: str, kernel_name: str = PC.name, m: int = 256, n: int = 256, k: int = 512) -> Any:
@@ -934,8 +1085,9 @@ def check_pc_kernel(source: str, kernel: str | None = None, *, benchmark: bool =
                     seed: int | None = None) -> None:
     """The 128×128 producer/consumer kernel ``lab4_pc_gemm`` (``source``: your wrappers and the kernel; ``kernel``:
     the kernel alone, for line numbers). The compile report and the protocol on every path of the PTX everywhere;
-    where it can run, random non-square shapes against fp64 (C poisoned), and on an H100 the 4096³ time beside
-    cuBLAS."""
+    where it can run, a small non-square shape on the course's PTX executor in hazard mode with its work checked
+    (:func:`check_kernel_work`), on an H100 after random large shapes there, all against fp64 (C poisoned); on an
+    H100 then the 4096³ time beside cuBLAS."""
     _check_kernel(PC, source, kernel, benchmark, size, seed)
 
 

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -595,16 +596,21 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
     return {"clusters": clusters, "results": results, "work": work}
 
 
-def gpu_speed(source: str, lab6: str, shapes: list[tuple[int, int, int]], repeat: int = 20) -> list[dict]:
-    """(Runs in the isolated child.) Lab 7 (this source) and Lab 6 timed at each shape, each beside cuBLAS."""
+def gpu_speed(source: str, lab6: str | None, shapes: list[tuple[int, int, int]], repeat: int = 20,
+              reference: str | None = None) -> list[dict]:
+    """(Runs in the isolated child.) Lab 7 (this source), Lab 6 (``lab6``, unless None) and the course's Lab 7
+    kernel (``reference``, when given: the speed floor's) timed at each shape in that order, each beside cuBLAS:
+    per shape ``lab7``, ``lab6``, ``course`` (TFLOP/s), ``cublas`` and the SM clock."""
     from helpers import gpu
 
-    k7 = gpu.compile(source, KERNEL_NAME)
-    k6 = gpu.compile(lab6, "lab6_gemm")
-    clusters, ws, flags = _workspace(k7)
+    def lab7_launch(src: str) -> Any:
+        kernel = gpu.compile(src, KERNEL_NAME)
+        clusters, ws, flags = _workspace(kernel)
+        return lambda a, b, c: _lab7_launcher(kernel, a, b, c, ws, flags, clusters)
 
-    def make7(a: Any, b: Any, c: Any) -> Any:
-        return _lab7_launcher(k7, a, b, c, ws, flags, clusters)
+    make7 = lab7_launch(source)
+    make_ref = lab7_launch(reference) if reference else None
+    k6 = gpu.compile(lab6, "lab6_gemm") if lab6 else None
 
     def make6(a: Any, b: Any, c: Any) -> Any:
         (m, k), n = a.shape, b.shape[0]
@@ -617,12 +623,14 @@ def gpu_speed(source: str, lab6: str, shapes: list[tuple[int, int, int]], repeat
         try:
             with gpu.sm_clock() as clk:
                 r7 = gpu.gemm_benchmark(make7, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat)
-                r6 = gpu.gemm_benchmark(make6, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat)
+                r6 = gpu.gemm_benchmark(make6, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat) if k6 else None
+                ref = gpu.gemm_benchmark(make_ref, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat) if make_ref \
+                    else None
         except AssertionError as exc:  # the benchmark checks every element against cuBLAS first
             out.append({"shape": (m, n, k), "error": str(exc)})
             continue
-        out.append({"shape": (m, n, k), "lab7": r7.tflops, "lab6": r6.tflops, "cublas": r7.cublas_tflops,
-                    "clock": clk.summary()})
+        out.append({"shape": (m, n, k), "lab7": r7.tflops, "lab6": r6.tflops if r6 else None,
+                    "course": ref.tflops if ref else None, "cublas": r7.cublas_tflops, "clock": clk.summary()})
     return out
 
 
@@ -830,12 +838,35 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
                             "Stream-K range), and only the final split (or a whole pair) stores the pair's tiles")
 
 
+def _timing(c: grading.Check, source: str) -> None:
+    """(On the H100.) Lab 7 timed on the quantized shapes beside Lab 6 (the lab's target, :data:`TARGET`), the
+    course's Lab 7 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, all in one run."""
+    from . import _common
+
+    speeds = _run(c, "the timing run", gpu_speed, source, lab6_source(), QUANTIZED, 20, lab7_reference_source(),
+                  timeout=400)
+    for s in speeds:
+        m, n, k = s["shape"]
+        if "error" in s:
+            c.fail(f"{m}×{n}×{k}: the timing run's result differs from cuBLAS: {s['error']}")
+        ratio = s["lab7"] / s["lab6"]
+        c.ok(f"{m}×{n}×{k}: Lab 7 {s['lab7']:.0f} TFLOP/s, Lab 6 {s['lab6']:.0f} ({ratio:.2f}×), cuBLAS "
+             f"{s['cublas']:.0f} (Lab 7 at {s['lab7'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
+        c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 6", ratio >= TARGET,
+               hint="every cluster gets the same number of K steps: check the ranges (per) and that whole pairs "
+               "go first and the Stream-K range is walked from its end")
+        _common.check_speed_floor(c, SimpleNamespace(tflops=s["lab7"]), SimpleNamespace(tflops=s["course"]),
+                                  f"{m}×{n}×{k}", hint="compare your fix-up and your split of the K steps with the "
+                                  "text (a partial sum written or read more than once, a wait held too long)")
+
+
 def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
     """Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
     workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
     and the flags back to 0: on the H100 on every co-resident cluster (random shapes, three more launches), on the
     course's PTX executor on :data:`EMULATED_CLUSTERS` clusters (:func:`emulator_cases`, one more launch). On the
-    H100 Lab 7 is then timed beside Lab 6 and cuBLAS on the two quantized shapes."""
+    H100 Lab 7 is then timed beside Lab 6, the course's Lab 7 kernel (bench/kernels/lab7_streamk.cu: the speed
+    floor, ``_common.SPEED_FLOOR``) and cuBLAS on the two quantized shapes."""
     from . import _common
 
     rng = _rng(seed)
@@ -867,14 +898,4 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
             print("timing skipped: Lab 7 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
                   "above)")
             return
-        speeds = _run(c, "the timing run", gpu_speed, source, lab6_source(), QUANTIZED, timeout=300)
-        for s in speeds:
-            m, n, k = s["shape"]
-            if "error" in s:
-                c.fail(f"{m}×{n}×{k}: the timing run's result differs from cuBLAS: {s['error']}")
-            ratio = s["lab7"] / s["lab6"]
-            c.ok(f"{m}×{n}×{k}: Lab 7 {s['lab7']:.0f} TFLOP/s, Lab 6 {s['lab6']:.0f} ({ratio:.2f}×), cuBLAS "
-                 f"{s['cublas']:.0f} (Lab 7 at {s['lab7'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
-            c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 6", ratio >= TARGET,
-                   hint="every cluster gets the same number of K steps: check the ranges (per) and that whole pairs "
-                   "go first and the Stream-K range is walked from its end")
+        _timing(c, source)
