@@ -49,6 +49,7 @@ __all__ = [
     "SPILL_SLACK_BYTES",
     "call",
     "carry",
+    "saved_variable",
     "kernel_diff",
     "on_hardware",
     "MEASURED",
@@ -404,6 +405,25 @@ def _find_notebook(notebook: str, here: Path) -> Path | None:
         if cand.exists():
             return cand
     return None
+
+
+def saved_variable(notebook: str, variable: str, here: Path) -> tuple[Path | None, str | None, str]:
+    """The string literal ``variable`` is assigned in the saved ``notebook`` beside ``here`` (or in nbgrader's one
+    folder per assignment): (its path, the text, "") or, when it cannot be read, (path or None, None, why)."""
+    path = _find_notebook(notebook, here)
+    if path is None:
+        return None, None, f"{notebook} is not beside this notebook"
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return path, None, f"could not read {path.name}: {exc}"
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            found = _assigned_literal(src, variable)
+            if found is not None:
+                return path, found, ""
+    return path, None, f"{path.name} has no cell assigning {variable}"
 
 
 def carry(notebook: str, variable: str, lab: str, *, here: Path | None = None,
