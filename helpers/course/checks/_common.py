@@ -50,6 +50,7 @@ __all__ = [
     "call",
     "carry",
     "saved_variable",
+    "course_kernel",
     "kernel_diff",
     "on_hardware",
     "MEASURED",
@@ -507,6 +508,15 @@ MEASURED: dict[str, str | None] = _measured_speeds()
 def _kernels() -> dict[str, dict]:
     path = HELPERS / "course" / "data" / "labs.json"
     return json.loads(path.read_text()).get("kernels", {}) if path.exists() else {}
+
+
+def course_kernel(lab: str) -> str:
+    """The course's kernel of ``lab`` ("lab4"), solved (solution markers and hints left out), from the course's data
+    (``make labs`` writes it); empty when the data is missing."""
+    from helpers.course.hints import decode
+
+    solved = _kernels().get(lab, {}).get("solved", "")
+    return decode(solved) if solved else ""
 
 
 class _Html:
