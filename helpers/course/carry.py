@@ -184,6 +184,7 @@ class Previous:
     variable: str  # "LAB4_KERNEL"
     course: Callable[[], str]  # the course's kernel of that lab
     check: Callable[[str], None]
+    depends: str = ""  # what else the check's verdict depends on (the wrappers it compiles with): part of the memo
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,8 @@ def your_previous_kernel(prev: Previous, *, here: Path | None = None, quiet: boo
     says which (unless ``quiet``). The verdict is remembered for the same saved text."""
     here = Path.cwd() if here is None else here
     path, text, problem = _read(prev, here)
-    key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest())
+    key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest(),
+           hashlib.sha256(prev.depends.encode()).hexdigest())
     if key not in _CACHE:
         _CACHE[key] = _judge(prev, path, text, problem)
     got = _CACHE[key]
@@ -239,7 +241,7 @@ def _judge(prev: Previous, path: Path | None, text: str | None, problem: str) ->
         try:
             prev.check(text)
         except grading.CheckFailed as exc:
-            why = (str(exc).strip().splitlines() or ["failed"])[0].strip()
+            why = (str(exc).strip().splitlines() or ["failed"])[0].strip().lstrip("✗❌ ")
             return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel does not pass {prev.lab}'s check yet "
                                                  f"({why}); {stands}", why, code_lines(text))
     name = path.name if path else prev.notebook

@@ -77,7 +77,7 @@ def _lab4_check(wrappers: str) -> Callable[[str], None]:
 def previous(wrappers: str) -> carry.Previous:
     """What Lab 5 builds on: your Lab 4 kernel (``LAB4_KERNEL`` of lab4_pipeline.ipynb), checked with Lab 4's check
     on ``wrappers``; the course's Lab 4 kernel stands in where yours does not pass."""
-    return carry.Previous("Lab 4", "lab4_pipeline.ipynb", "LAB4_KERNEL", _course_lab4, _lab4_check(wrappers))
+    return carry.Previous("Lab 4", "lab4_pipeline.ipynb", "LAB4_KERNEL", _course_lab4, _lab4_check(wrappers), wrappers)
 
 
 def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
