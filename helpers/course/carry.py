@@ -244,6 +244,10 @@ def _judge(prev: Previous, path: Path | None, text: str | None, problem: str) ->
             why = (str(exc).strip().splitlines() or ["failed"])[0].strip().lstrip("✗❌ ")
             return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel does not pass {prev.lab}'s check yet "
                                                  f"({why}); {stands}", why, code_lines(text))
+        except Exception as exc:  # noqa: BLE001 - a check that could not run it: the course's stands in, said why
+            why = f"{prev.lab}'s check could not run it: {type(exc).__name__}: {exc}"
+            return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel could not be checked ({why}); {stands}",
+                                  why, code_lines(text))
     name = path.name if path else prev.notebook
     return PreviousKernel(code_lines(text), True, f"✓ your {prev.lab} kernel ({prev.variable} from {name}) passes "
                                                   f"{prev.lab}'s check: this lab builds on it", "", code_lines(text))

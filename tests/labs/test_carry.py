@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.course import carry
 from helpers.course.carry import code_lines, merge
 
 BASE = """\
@@ -129,3 +130,50 @@ def test_code_lines_drops_markers_hints_and_the_placeholder():
     src = ("a;\n  // ### BEGIN SOLUTION\n  // HINT: do it\n  // HINT 1: more\n  b;\n  // ### END SOLUTION\n"
            "  // YOUR CODE HERE\nc;\n")
     assert code_lines(src) == "a;\n  b;\nc;\n"
+
+
+# ------------------------------------------------------------------------------------------- the previous kernel
+def _prev(check, course: str = BASE) -> carry.Previous:
+    return carry.Previous("Lab 9", "lab9_x.ipynb", "LAB9_KERNEL", lambda: course, check)
+
+
+def _save(where, text: str) -> None:
+    import json
+
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": "LAB9_KERNEL = r'''" + text + "'''"}
+    where.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+def _fails(text: str) -> None:
+    from helpers.course import grading
+
+    raise grading.CheckFailed("✗ Lab 9 · the kernel: a stage is released too early\n    hint: wait first")
+
+
+@pytest.mark.parametrize("case, check, words", [
+    ("missing", None, "⚠ your Lab 9 kernel was not found (lab9_x.ipynb is not beside this notebook)"),
+    ("stub", None, "⚠ your Lab 9 kernel is not written yet (LAB9_KERNEL in lab9_x.ipynb is still a stub)"),
+    ("fails", _fails, "⚠ your Lab 9 kernel does not pass Lab 9's check yet (Lab 9 · the kernel: a stage is released "
+                      "too early); the course's Lab 9 kernel stands in until it does"),
+    ("raises", lambda t: 1 / 0, "could not be checked (Lab 9's check could not run it: ZeroDivisionError"),
+    ("passes", lambda t: None, "✓ your Lab 9 kernel (LAB9_KERNEL from lab9_x.ipynb) passes Lab 9's check"),
+])
+def test_whose_previous_kernel(tmp_path, capsys, case, check, words):
+    mine = _lines(("  int x = 1;\n", "  int x = 1;  // mine\n"))
+    if case != "missing":
+        _save(tmp_path / "lab9_x.ipynb", '#error "not written yet: x"\n' if case == "stub" else mine)
+    got = carry.your_previous_kernel(_prev(check or (lambda t: None)), here=tmp_path)
+    out = capsys.readouterr().out
+    assert words in out and out.count("\n") == 1 and words in got.line
+    assert got.yours == (case == "passes")
+    assert got.text == (code_lines(mine) if case == "passes" else code_lines(BASE))
+
+
+def test_carried_merges_on_the_course_kernel(tmp_path):
+    mine = _lines(("  int x = 1;\n", "  int x = 1;  // mine\n"))
+    _save(tmp_path / "lab9_x.ipynb", mine)
+    lab = _lines(("  C[0] = x + y;\n", "  store(C, x + y);\n"))
+    made = carry.carried(_prev(lambda t: None), lab, here=tmp_path, quiet=True)
+    assert "int x = 1;  // mine" in made.kernel and "store(C, x + y);" in made.kernel
+    assert made.whose("Lab 10", "mainloop") == "your kernel (your Lab 9 mainloop + Lab 10's change + your Lab 10 regions)"
