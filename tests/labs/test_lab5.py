@@ -82,6 +82,12 @@ def test_kernel_is_the_course_lab4_kernel_with_the_epilogue(sol):
     assert m.text == cell and not m.conflicts and not m.kept
     made, source = lab5._carried(sol["LAB5_SRC"], "// the wrappers\n", None, quiet=True)
     assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    # the student's wrappers where Lab 4 used them, not the header's copies of them
+    for mine in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_mbar_arrive(", "my_tma_load_2d("):
+        assert mine in cell, mine
+    for theirs in ("hopper::mbar_init(", "HOPPER_WAIT(", "hopper::mbar_arrive_expect_tx(", "hopper::mbar_arrive(",
+                   "hopper::tma_load_2d("):
+        assert theirs not in cell, theirs
 
 
 def _epilogue(src: str) -> list[str]:
