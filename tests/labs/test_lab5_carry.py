@@ -211,3 +211,22 @@ def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
     for size in ("4096", "8192"):
         row = data["sizes"][size]
         assert row["notebook_vs_course"] >= 0.95, (size, row)
+
+
+def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(lab5, "MEASURED", {})
+    rows = lab5.ladder_rows(4096)
+    assert [r["step"] for r in rows][-1] == "Lab 5 · your kernel" and "not timed" in rows[-1]["where"]
+    assert {"Lab 4 · the course's kernel", "Lab 5 · the course's kernel"} <= {r["step"] for r in rows}
+    lab5.MEASURED[4096] = (SimpleNamespace(tflops=600.0, cublas_tflops=650.0), SimpleNamespace(tflops=610.0))
+    rows = lab5.ladder_rows(4096)
+    mine = next(r for r in rows if r["step"] == "Lab 5 · your kernel")
+    assert mine["tflops"] == 600.0 and mine["where"] == "this notebook, just now"
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda md: shown.append(md.data))
+    lab5.show_ladder(4096)
+    (out,) = shown
+    assert "| Lab 5 · your kernel | 600 | 650 | 0.92 | this notebook, just now |" in out
+    assert "| Lab 5 · the course's kernel, same run | 610 |" in out
