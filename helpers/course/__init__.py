@@ -4,7 +4,7 @@
   ``data/labs.json``), ``quizzes`` (one module per lesson), ``widgets`` (ipywidgets + plotly, one per hardware idea)
 - ``labgen`` (``labs/`` from ``solutions/``, ``make validate``), ``author`` (marking exercises), ``workspace``
   (the student's ``my-work/``), ``ladder`` (measured kernels beside cuBLAS), ``ptx_coverage`` (which PTX the
-  course's kernels use)
+  course's kernels use), ``carry`` (the student's kernel of one lab merged into the next)
 - ``autograde`` (grading a class's submissions, each in its own sandbox)
 
 May import: ``helpers.hopper``, ``helpers.gpu`` (and its executor), and the packages of the course's environment.

@@ -92,6 +92,10 @@ def _solutions() -> dict[str, str]:
     out = {}
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_streamk", "LAB7_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
+    # Lab 5's kernel is built on the wrappers of Labs 1 and 2 (as the solutions write them)
+    out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
+                       + "".join(labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")[v]
+                                 for v in ("MBAR_INIT_ARRIVE", "MBAR_TX_WAIT")))
     return out
 
 
@@ -153,13 +157,13 @@ def main(out: Path) -> int:
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; device: {info}")
     src = _solutions()
     results: list[dict] = []
-    _expect(results, "Lab 5 solution (timed at 4096³)", lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,)),
+    _expect(results, "Lab 5 solution (timed at 4096³)", lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]),
             src["LAB5_SRC"], None)
     _expect(results, "Lab 6 solution (timed at 4096³)", lambda s: lab6.check_persistent_kernel(s, sizes=(4096,)),
             src["LAB6_SRC"], None)
     _expect(results, "Lab 7 solution (timed beside Lab 6 on the quantized shapes)",
             lambda s: lab7.check_streamk_kernel(s, benchmark=True), src["LAB7_SRC"], None)
-    graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False),
+    graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False),
                "lab7": lambda s: lab7.check_streamk_kernel(s, benchmark=False)}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),

@@ -22,6 +22,7 @@ from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, com
 from helpers.hopper import epilogue
 from helpers.course import grading, labgen
 from helpers.course.checks import lab5
+from helpers.course.checks._common import saved_variable
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab5_epilogue.ipynb"
@@ -36,6 +37,14 @@ def sol() -> dict:
 @pytest.fixture(scope="module")
 def stub() -> dict:
     return labgen.solution_namespace(ROOT / "labs" / "lab5_epilogue.ipynb")
+
+
+@pytest.fixture(autouse=True)
+def course_wrappers(monkeypatch, wrappers):
+    """The kernel is built on the wrappers of Labs 1 and 2: here the solutions' (a student's are carried from their
+    notebooks beside this one; test_lab5_carry.py covers that). No Lab 4 notebook is beside the tests, so the course's
+    Lab 4 kernel stands in."""
+    monkeypatch.setattr(lab5, "carry_wrappers", lambda checked=True: wrappers)
 
 
 def _static_only(monkeypatch) -> None:
@@ -58,11 +67,45 @@ def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 20) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the notebook
-def test_kernel_is_the_bench_kernel(sol):
-    """The notebook's kernel is the code of bench/kernels/lab5_epilogue.cu (the kernel measured on the H100); only
-    its comments differ (the notebook's do not describe the parts the student writes)."""
+def test_kernel_is_the_course_lab4_kernel_with_the_epilogue(sol):
+    """The notebook's kernel is the course's Lab 4 kernel (step 8's solution) with this lab's change: merged with the
+    course's Lab 4 kernel (a student who wrote the course's Lab 4), it is exactly the cell's code, and the graded
+    source is the wrappers and that code."""
+    from helpers.course.carry import code_lines, merge
+    from helpers.course.checks._common import course_kernel
+
+    course4 = code_lines(course_kernel("lab4"))
+    l4 = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")["LAB4_KERNEL"]
+    assert course4 == code_lines(l4)
+    cell = code_lines(sol["LAB5_SRC"])
+    m = merge(course4, course4, cell)
+    assert m.text == cell and not m.conflicts and not m.kept
+    made, source = lab5._carried(sol["LAB5_SRC"], "// the wrappers\n", None, quiet=True)
+    assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    # the student's wrappers where Lab 4 used them, not the header's copies of them
+    for mine in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_mbar_arrive(", "my_tma_load_2d("):
+        assert mine in cell, mine
+    for theirs in ("hopper::mbar_init(", "HOPPER_WAIT(", "hopper::mbar_arrive_expect_tx(", "hopper::mbar_arrive(",
+                   "hopper::tma_load_2d("):
+        assert theirs not in cell, theirs
+
+
+def _epilogue(src: str) -> list[str]:
+    """The epilogue's code (the sub-tile writer and the store loop), whitespace collapsed, tid read as t."""
+    lines = [re.sub(r"\btid\b", "t", " ".join(ln.split("//")[0].split())) for ln in code_of(src).split("\n")]
+    lines = [ln for ln in lines if ln]
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("__device__ __forceinline__ void stage_subtile"))
+    sub = next(i for i, ln in enumerate(lines) if ln.startswith("unsigned char* mine ="))
+    last = next(i for i, ln in enumerate(lines) if "tma_store_wait<0>" in ln)
+    return lines[first:first + 10] + lines[sub:last + 1]
+
+
+def test_the_epilogue_is_the_measured_kernels(sol):
+    """bench/kernels/lab5_epilogue.cu (the course's Lab 5 kernel, measured on the H100) has the same epilogue code as
+    the notebook's kernel; their mainloops are Lab 4's, in the header's helpers there and the student's wrappers
+    here."""
     bench = (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
-    assert code_of(sol["LAB5_SRC"]) == code_of(bench)
+    assert _epilogue(sol["LAB5_SRC"]) == _epilogue(bench)
 
 
 def test_stub_kernel_names_its_regions(stub):
@@ -123,7 +166,8 @@ def test_kernel_stub_fails(stub):
 
 def test_opening_shows_the_diff_and_lab4s_figures(sol):
     text = str(lab5.opening(sol["LAB5_SRC"]))
-    assert "+++ Lab 5" in text and "--- Lab 4" in text
+    assert "+++ Lab 5: the kernel graded (the course's Lab 4 kernel" in text
+    assert "--- the course's Lab 4 kernel (Lab 4)" in text and "stands in" in text
     from helpers.course.widgets import roofline
 
     lab4_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab4b")
@@ -312,19 +356,20 @@ def _swap(src: str, old: str, new: str) -> str:
 def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
     """Plausible wrong versions of the Lab 5 kernel: name -> (source, words the failure must contain)."""
     return {
-        "no fence": (_swap(src, "    hopper::fence_proxy_async();        // these", "    // these"), "unfenced-store"),
+        "no fence": (_swap(src, "      hopper::fence_proxy_async();        // these", "      // these"),
+                     "unfenced-store"),
         "fence after the barrier": (_swap(
-            src, "    hopper::fence_proxy_async();        // these generic stores, before the TMA (async proxy) reads "
-                 "them\n    hopper::named_bar_sync(1 + c, 128);  // every",
-            "    hopper::named_bar_sync(1 + c, 128);\n    hopper::fence_proxy_async();  // every"),
+            src, "      hopper::fence_proxy_async();        // these generic stores, before the TMA (async proxy) reads "
+                 "them\n      hopper::named_bar_sync(1 + c, 128);  // every",
+            "      hopper::named_bar_sync(1 + c, 128);\n      hopper::fence_proxy_async();  // every"),
             "fence-after-barrier"),
-        "no wait_group.read": (_swap(src, "      if (tid == 0) hopper::tma_store_wait_read<1>();\n", ""),
+        "no wait_group.read": (_swap(src, "        if (t == 0) hopper::tma_store_wait_read<1>();\n", ""),
                                "overwrite-in-flight"),
         "wait_group.read 2": (_swap(src, "tma_store_wait_read<1>", "tma_store_wait_read<2>"), "overwrite-in-flight"),
         "wait_group.read 0": (_swap(src, "tma_store_wait_read<1>", "tma_store_wait_read<0>"), "waits more than"),
-        "no commit": (_swap(src, "      hopper::tma_store_commit();\n", ""), "overwrite-in-flight"),
+        "no commit": (_swap(src, "        hopper::tma_store_commit();\n", ""), "overwrite-in-flight"),
         "no barrier before the store": (_swap(
-            src, "    hopper::named_bar_sync(1 + c, 128);  // every thread of the warpgroup has written and fenced\n",
+            src, "      hopper::named_bar_sync(1 + c, 128);  // every thread of the warpgroup has written and fenced\n",
             ""), "unsynced-store"),
         "__syncthreads instead of the named barrier": (_swap(src, "hopper::named_bar_sync(1 + c, 128);  // every",
                                                              "__syncthreads();  // every"), "whole-block barrier"),
@@ -336,7 +381,7 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
                                         "(__float_as_uint(d[j + 1]) & 0xFFFF0000u);").replace(
             "*reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) = v;",
             "*reinterpret_cast<unsigned*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) = v;"), "cvt.rn.bf16x2.f32"),
-        "no final wait": (_swap(src, "  if (tid == 0) hopper::tma_store_wait<0>();  // shared memory", "  // shared"),
+        "no final wait": (_swap(src, "    if (t == 0) hopper::tma_store_wait<0>();  // shared memory", "    // shared"),
                           "wait_group 0"),
     }
 
@@ -351,8 +396,11 @@ def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     lab5.check_epilogue_kernel(sol["LAB5_SRC"])
 
 
-@pytest.mark.parametrize("name", list(wrong_kernels(
-    (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text())))
+#: the solution kernel's text, read without running the notebook (for the test names)
+SOLUTION_SRC = saved_variable(SOLUTION.name, "LAB5_SRC", SOLUTION.parent)[1]
+
+
+@pytest.mark.parametrize("name", list(wrong_kernels(SOLUTION_SRC)))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """Static checks read the PTX, which is the same on every seed: one run covers them all."""
     _static_only(monkeypatch)
@@ -360,10 +408,10 @@ def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, needle)
 
 
-def test_epilogue_extraction_reads_the_solution(sol):
+def test_epilogue_extraction_reads_the_solution(sol, wrappers):
     from helpers import gpu
 
-    k = gpu.compile(sol["LAB5_SRC"], lab5.KERNEL_NAME)
+    k = gpu.compile(lab5.HEADER + wrappers + sol["LAB5_SRC"], lab5.KERNEL_NAME)
     chunks, final, notes = lab5.epilogue_ops_from_ptx(k.ptx, lab5.KERNEL_NAME)
     assert [c[0] for c in chunks] == [("write", 0), ("write", 1), ("write", 0), ("write", 1)]
     assert ("wait_read", 1) in chunks[1] and ("wait", 0) in final and not notes

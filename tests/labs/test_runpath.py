@@ -139,7 +139,7 @@ def test_on_an_h100_the_kernel_also_runs_on_the_executor_in_hazard_mode(monkeypa
 
     src = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
     calls = _pretend_h100(monkeypatch, 590.0, 600.0)
-    lab5.check_epilogue_kernel(src, sizes=(4096,))
+    lab5.check_epilogue_kernel(src, sizes=(4096,), carried=False)
     out = capsys.readouterr().out
     assert calls and "✓ ran on the H100: M=" in out, out
     assert "ran on the emulator (beside the H100, the same kernel on a small shape; hazard mode): M=392, N=520" in out
@@ -152,5 +152,5 @@ def test_on_an_h100_a_slow_kernel_fails_the_speed_floor(monkeypatch):
 
     src = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
     _pretend_h100(monkeypatch, 11.0, 600.0)
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,)), src,
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,), carried=False), src,
                            "your kernel runs at 0.02× the course's (11 against 600 TFLOP/s, 98% slower)")

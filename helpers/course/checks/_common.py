@@ -49,6 +49,8 @@ __all__ = [
     "SPILL_SLACK_BYTES",
     "call",
     "carry",
+    "saved_variable",
+    "course_kernel",
     "kernel_diff",
     "on_hardware",
     "MEASURED",
@@ -406,6 +408,25 @@ def _find_notebook(notebook: str, here: Path) -> Path | None:
     return None
 
 
+def saved_variable(notebook: str, variable: str, here: Path) -> tuple[Path | None, str | None, str]:
+    """The string literal ``variable`` is assigned in the saved ``notebook`` beside ``here`` (or in nbgrader's one
+    folder per assignment): (its path, the text, "") or, when it cannot be read, (path or None, None, why)."""
+    path = _find_notebook(notebook, here)
+    if path is None:
+        return None, None, f"{notebook} is not beside this notebook"
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return path, None, f"could not read {path.name}: {exc}"
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            found = _assigned_literal(src, variable)
+            if found is not None:
+                return path, found, ""
+    return path, None, f"{path.name} has no cell assigning {variable}"
+
+
 def carry(notebook: str, variable: str, lab: str, *, here: Path | None = None,
           check: Callable[[str], None] | None = None) -> str:
     """The CUDA source the student's earlier lab ``notebook`` assigns to ``variable`` (read from the saved
@@ -487,6 +508,15 @@ MEASURED: dict[str, str | None] = _measured_speeds()
 def _kernels() -> dict[str, dict]:
     path = HELPERS / "course" / "data" / "labs.json"
     return json.loads(path.read_text()).get("kernels", {}) if path.exists() else {}
+
+
+def course_kernel(lab: str) -> str:
+    """The course's kernel of ``lab`` ("lab4"), solved (solution markers and hints left out), from the course's data
+    (``make labs`` writes it); empty when the data is missing."""
+    from helpers.course.hints import decode
+
+    solved = _kernels().get(lab, {}).get("solved", "")
+    return decode(solved) if solved else ""
 
 
 class _Html:

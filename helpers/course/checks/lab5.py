@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import epilogue, wgmma
 
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, on_h100, stream
-from ._common import opening as _opening
 
 __all__ = [
     "KERNEL_NAME",
@@ -32,6 +31,11 @@ __all__ = [
     "rounding_cases",
     "epilogue_ops_from_ptx",
     "opening",
+    "previous",
+    "carry_wrappers",
+    "MEASURED",
+    "ladder_rows",
+    "show_ladder",
     "hint",
     "answer",
 ]
@@ -42,9 +46,76 @@ SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages + 4 C buffers + alignm
 LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (256, 64), (64, 64), out_bf16=True, cta_tile=(128, 256))
 
 
-def opening(source: str) -> Opening:
-    """What this lab changes in Lab 4's kernel (``bench/kernels/lab4_ws.cu``), with Lab 4's measured speed."""
-    return _opening("lab4_ws.cu", "lab4b", "Lab 4", source, "Lab 5 (this notebook's LAB5_SRC)")
+#: the include every graded Lab 5 kernel starts with (the carried wrappers use the header, and come before the kernel)
+HEADER = '#include "hopper.cuh"\n'
+
+
+def _course_lab4() -> str:
+    """The course's Lab 4 kernel (step 8's solution), as the course's data holds it."""
+    from ._common import course_kernel
+
+    return course_kernel("lab4")
+
+
+def carry_wrappers(*, checked: bool = True) -> str:
+    """Your wrappers from Labs 1 and 2 (my_tma_load_2d, the mbarrier wrappers and the wait loop), carried as Lab 4
+    carries them, from your saved notebooks beside this one; ``checked``: each line says whether it still passes its
+    lab's check (otherwise read quietly)."""
+    from . import lab3
+
+    return lab3.carry_wrappers(checked=checked)
+
+
+def _lab4_check(wrappers: str) -> Callable[[str], None]:
+    """Lab 4's check of step 8's kernel, quick: the compile report and the protocol from the PTX, then one small run
+    on the course's PTX executor in hazard mode (on any machine; no timing)."""
+    from . import lab4
+    from ._common import emulated
+
+    def check(kernel: str) -> None:
+        with emulated():
+            lab4.check_ws_kernel(wrappers + kernel, kernel=kernel, benchmark=False)
+
+    return check
+
+
+def previous(wrappers: str) -> carry.Previous:
+    """What Lab 5 builds on: your Lab 4 kernel (``LAB4_KERNEL`` of lab4_pipeline.ipynb), checked with Lab 4's check
+    on ``wrappers``; the course's Lab 4 kernel stands in where yours does not pass."""
+    return carry.Previous("Lab 4", "lab4_pipeline.ipynb", "LAB4_KERNEL", _course_lab4, _lab4_check(wrappers), wrappers)
+
+
+def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
+    """(the merge, the whole source to compile): your Lab 4 kernel (or the course's), this lab's change and your
+    regions, after your wrappers."""
+    if wrappers is None:
+        wrappers = carry_wrappers(checked=False)
+    made = carry.carried(previous(wrappers), source, here=here, quiet=quiet)
+    return made, HEADER + wrappers + made.kernel
+
+
+def opening(source: str, *, wrappers: str | None = None, here: Any = None) -> Opening:
+    """The kernel this lab grades, as a diff from your Lab 4 kernel (read from lab4_pipeline.ipynb beside this
+    notebook and checked with Lab 4's check; the course's stands in where yours is missing or does not pass): your
+    Lab 4 code, this lab's change and your two regions as the cell holds them. The first line says whose Lab 4
+    kernel it is; then any lines of yours this lab rewrote; then the course's Lab 4 kernel's measured speed."""
+    from helpers.course.widgets.roofline import ladder
+
+    from ._common import source_diff
+
+    if wrappers is None:
+        wrappers = carry_wrappers(checked=True)
+    made, _ = _carried(source, wrappers, here, quiet=True)
+    lines = [made.previous.line] + [f"⚠ {line}" for line in made.merge.report()]
+    mine = made.previous.yours
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == "lab4b"), None)
+        lines.append(f"the course's Lab 4 kernel at {size}³: {row or 'not measured yet'}")
+    old = "your Lab 4 kernel" if mine else "the course's Lab 4 kernel"
+    diff = source_diff(made.previous.text, made.kernel, f"{old} (Lab 4)",
+                       "Lab 5: the kernel graded (" + ("your Lab 4 kernel" if mine else "the course's Lab 4 kernel")
+                       + " + this lab's change + your regions)")
+    return Opening(f"What Lab 5 changes in {old}", lines, diff)
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -596,20 +667,35 @@ def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.G
     for size, (bench, clock, ref) in zip(sizes, time_gemm(source, spec, list(sizes), what=f"timing {what}",
                                                           reference=reference), strict=True):
         c.ok(f"timed: {bench.summary()} ({clock})")
+        if spec.name == KERNEL_NAME:
+            MEASURED[size] = (bench, ref)
         check_speed_floor(c, bench, ref, f"{size}³" if isinstance(size, int) else "×".join(map(str, size)),
                           hint="compare your mainloop and epilogue with the text (a tile computed more than once, a "
                                "stage waited for too early, a store waited for in full)")
 
 
-def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
-    """Compile the Lab 5 kernel (report: registers, spills, setmaxnreg, wgmma); read its epilogue from the PTX
-    (rounding, store form, the order of writes/fences/barriers/stores/waits on the epilogue model). Wherever kernels
-    run (the H100, or the course's PTX executor with small shapes): random non-square shapes with C poisoned against
-    fp64; on the H100 then timing at each size³ beside cuBLAS (bf16 C)."""
+def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192),
+                          wrappers: str | None = None, here: Any = None, carried: bool = True) -> None:
+    """Grade the Lab 5 kernel: your Lab 4 kernel (the course's where yours does not pass Lab 4's check) with this
+    lab's change and your regions from ``source`` (the LAB5_SRC cell), after your wrappers (``wrappers``; by default
+    carried from your Lab 1 and 2 notebooks beside this one). ``carried=False``: ``source`` is a whole kernel, graded
+    as it is (the course's bench/kernels/lab5_epilogue.cu).
+
+    Compile it (report: registers, spills, setmaxnreg, wgmma); read its epilogue from the PTX (rounding, store form,
+    the order of writes/fences/barriers/stores/waits on the epilogue model). Wherever kernels run (the H100, or the
+    course's PTX executor with small shapes): random non-square shapes with C poisoned against fp64; on the H100 then
+    timing at each size³ beside cuBLAS (bf16 C)."""
     from ._common import can_run
 
+    made = None
+    if carried:
+        made, source = _carried(source, wrappers, here, quiet=True)
     rng = grading.fresh_rng()
     with grading.check("Lab 5 · the TMA-store epilogue kernel", seed=rng.seed) as c:
+        if made is not None:
+            c.ok(f"graded: {made.whose('Lab 5', 'mainloop')}")
+            for line in made.merge.report():
+                print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         _report_checks(c, kernel.report)
         _check_epilogue_ptx(c, kernel.ptx, KERNEL_NAME, tiles=1, final_required=True)
@@ -617,3 +703,54 @@ def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[i
                                        "epilogue model); the layout and image were graded on the emulator above"):
             return
         _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+#: your kernel's timings of this session (size -> (your kernel, the course's kernel in the same run)), filled by the
+#: kernel check on an H100
+MEASURED: dict[Any, tuple[Any, Any]] = {}
+
+
+def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
+    """The ladder at size³: the course's Lab 4 and Lab 5 kernels as measured on an H100 (bench/results/ladder.json,
+    "not measured yet" where there is none), then your own Lab 5 kernel as the check timed it in this session,
+    beside the course's Lab 5 kernel timed in the same run."""
+    from helpers.course import ladder
+
+    data = ladder.load()
+    keys = {"lab4b": "Lab 4 · the course's kernel", "lab5": "Lab 5 · the course's kernel"}
+    rows = []
+    for r in ladder.rungs((size, size, size), data):
+        if r.key in keys:
+            where = f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" if r.tflops else \
+                "not measured yet"
+            rows.append({"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops, "where": where})
+    if size in MEASURED:
+        bench, ref = MEASURED[size]
+        rows.append({"step": "Lab 5 · your kernel", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,
+                     "where": "this notebook, just now"})
+        if ref is not None:
+            rows.append({"step": "Lab 5 · the course's kernel, same run", "tflops": ref.tflops,
+                         "cublas_tflops": None, "where": "this notebook, just now"})
+    else:
+        rows.append({"step": "Lab 5 · your kernel", "tflops": None, "cublas_tflops": None,
+                     "where": "not timed in this session (the check times it on an H100)"})
+    return rows
+
+
+def show_ladder(size: int = 4096) -> None:
+    """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
+    run, and the ratio."""
+    lines = [f"| {size}³ | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
+    for r in ladder_rows(size):
+        t, cb = r["tflops"], r["cublas_tflops"]
+        ratio = f"{t / cb:.2f}" if t and cb else "–"
+        lines.append(f"| {r['step']} | {f'{t:.0f}' if t else '–'} | {f'{cb:.0f}' if cb else '–'} | {ratio} | "
+                     f"{r['where']} |")
+    table = "\n".join(lines)
+    try:
+        from IPython.display import Markdown, display
+
+        display(Markdown(table))
+    except ImportError:  # pragma: no cover - IPython is always there in the course's environment
+        print(table)

@@ -1,0 +1,287 @@
+"""One kernel, the student's, carried from lab to lab.
+
+Each lab from Lab 5 on opens with the student's own kernel of the previous lab, read from the saved notebook beside
+this one (or nbgrader's one folder per assignment), checked quickly with the previous lab's own grader. Where it is
+missing, still a stub, or fails that check, the course's kernel of that lab stands in, and one line says so and why.
+
+The kernel that is graded is a three-way merge (:func:`merge`) of
+
+* **base**: the course's kernel of the previous lab (its solution, as ``helpers/course/data/labs.json`` holds it);
+* **yours**: the student's kernel of the previous lab (their region bodies and any other edit they made);
+* **lab**: this lab's kernel as the notebook cell holds it (the course's change, with the student's regions of
+  this lab).
+
+The student's edits are kept wherever this lab leaves that code alone; where this lab rewrites code the student
+had changed, the lab's version wins and the merge names those lines. The merge is line by line (``difflib``),
+deterministic, and blind to whitespace when it compares lines.
+
+A lab uses it through a :class:`Previous` (the previous notebook, its variable, the course's previous kernel, the
+previous lab's check): :func:`your_previous_kernel`, then :func:`carried` for the source to grade and the diff to
+show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from pathlib import Path
+
+__all__ = [
+    "Conflict",
+    "Merge",
+    "Previous",
+    "PreviousKernel",
+    "Carried",
+    "code_lines",
+    "merge",
+    "your_previous_kernel",
+    "carried",
+]
+
+_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+_PLACEHOLDER = "// YOUR CODE HERE"
+
+
+def code_lines(source: str) -> str:
+    """A kernel as code: an instructor's solution markers and ``// HINT`` lines, and the ``// YOUR CODE HERE`` line
+    the student's copy has at each region, left out (they are not code either side of a merge)."""
+    from helpers.course.hints import parse_hint
+
+    keep = [ln for ln in source.split("\n") if not any(m in ln for m in _MARKERS) and parse_hint(ln) is None
+            and ln.strip() != _PLACEHOLDER]
+    return "\n".join(keep).strip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the merge
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Conflict:
+    """Where the lab rewrote code the student had changed: the student's lines (1-based, in *yours*) and text, and
+    the lab's lines that were used instead (1-based, in the merged text)."""
+
+    yours_lines: tuple[int, int]  # first, last (last < first: the student's change was a deletion there)
+    yours: tuple[str, ...]
+    lab: tuple[str, ...]
+    merged_lines: tuple[int, int]
+
+    def describe(self) -> str:
+        first, last = self.yours_lines
+        where = (f"line {first}" if first == last else f"lines {first}–{last}") if last >= first else \
+            f"the lines you removed before line {first}"
+        shown = "; ".join(s.strip() for s in self.yours if s.strip())[:100]
+        return f"{where} of your kernel ({shown or 'blank'}): this lab rewrites that code; its version is used"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """The merged text, the student's edits kept (as yours-line ranges), and the conflicts the lab won."""
+
+    text: str
+    kept: tuple[tuple[int, int], ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    both: tuple[tuple[int, int], ...] = ()  # insertions at one place by both: the student's lines, kept first
+
+    def report(self) -> list[str]:
+        """One line per conflict (the lines of yours the lab replaced), for the student."""
+        return [c.describe() for c in self.conflicts]
+
+
+def _key(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _matches(base: list[str], other: list[str]) -> dict[int, int]:
+    sm = SequenceMatcher(None, [_key(x) for x in base], [_key(x) for x in other], autojunk=False)
+    out: dict[int, int] = {}
+    for a, b, size in sm.get_matching_blocks():
+        for k in range(size):
+            out[a + k] = b + k
+    return out
+
+
+def _same(x: list[str], y: list[str]) -> bool:
+    return [_key(s) for s in x] == [_key(s) for s in y]
+
+
+def merge(base: str, yours: str, lab: str) -> Merge:
+    """Three-way merge of kernel texts, line by line (the diff3 rule on ``difflib`` matches, lines compared with
+    their whitespace collapsed). ``base``: the course's previous kernel; ``yours``: the student's previous kernel;
+    ``lab``: this lab's kernel. In each stretch where the three differ:
+
+    * only the student changed it → the student's lines;
+    * only the lab changed it, or both the same way → the lab's lines;
+    * both inserted lines at the same place (nothing of base between) → both, the student's first;
+    * both changed it differently → the lab's lines, and a :class:`Conflict` naming the student's.
+
+    Where no one changed a line, the student's copy of it is used (their whitespace), or the lab's where the student's
+    is the course's exactly. Pure and deterministic; ``merge(base, base, lab).text == lab``.
+    """
+    b, y, lb = base.split("\n"), yours.split("\n"), lab.split("\n")
+    my, ml = _matches(b, y), _matches(b, lb)
+    both_matched = [i for i in range(len(b)) if i in my and i in ml]
+    out: list[str] = []
+    kept: list[tuple[int, int]] = []
+    both: list[tuple[int, int]] = []
+    conflicts: list[Conflict] = []
+    i = jy = jl = 0
+    nxt = 0  # index into both_matched
+
+    def resolve(cb: list[str], cy: list[str], cl: list[str], y0: int) -> None:
+        if _same(cy, cb):
+            out.extend(cl)
+        elif _same(cl, cb):
+            if cy or cb:
+                kept.append((y0 + 1, y0 + len(cy)))
+            out.extend(cy)
+        elif _same(cy, cl):
+            out.extend(cl)
+        elif not cb:
+            both.append((y0 + 1, y0 + len(cy)))
+            out.extend(cy)
+            out.extend(cl)
+        else:
+            start = len(out)
+            out.extend(cl)
+            conflicts.append(Conflict((y0 + 1, y0 + len(cy)), tuple(cy), tuple(cl), (start + 1, len(out))))
+
+    while True:
+        k = 0
+        while i + k < len(b) and my.get(i + k) == jy + k and ml.get(i + k) == jl + k:
+            k += 1
+        if k:
+            for d in range(k):
+                out.append(lb[jl + d] if y[jy + d] == b[i + d] else y[jy + d])
+            i, jy, jl = i + k, jy + k, jl + k
+            continue
+        while nxt < len(both_matched) and both_matched[nxt] < i:
+            nxt += 1
+        if nxt == len(both_matched):
+            if i < len(b) or jy < len(y) or jl < len(lb):
+                resolve(b[i:], y[jy:], lb[jl:], jy)
+            break
+        o = both_matched[nxt]
+        resolve(b[i:o], y[jy:my[o]], lb[jl:ml[o]], jy)
+        i, jy, jl = o, my[o], ml[o]
+    return Merge("\n".join(out), tuple(kept), tuple(conflicts), tuple(both))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the student's previous kernel
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Previous:
+    """What a lab gives to carry the previous lab's kernel: the previous notebook and the variable its kernel cell
+    assigns, the previous lab's name, the course's kernel of that lab (solution text), and that lab's check
+    (``check(kernel)`` raises ``grading.CheckFailed``; it gets the kernel as the cell holds it)."""
+
+    lab: str  # "Lab 4"
+    notebook: str  # "lab4_pipeline.ipynb"
+    variable: str  # "LAB4_KERNEL"
+    course: Callable[[], str]  # the course's kernel of that lab
+    check: Callable[[str], None]
+    depends: str = ""  # what else the check's verdict depends on (the wrappers it compiles with): part of the memo
+
+
+@dataclass(frozen=True)
+class PreviousKernel:
+    """The previous lab's kernel this lab builds on: the text (code only), whether it is the student's, and the one
+    line that says whose it is and why."""
+
+    text: str
+    yours: bool
+    line: str
+    why: str = ""  # why the course's stands in (empty when it is the student's)
+    saved: str = ""  # the student's text as saved (code only), even when it does not stand
+
+
+_CACHE: dict[tuple, PreviousKernel] = {}
+
+
+def _read(prev: Previous, here: Path) -> tuple[Path | None, str | None, str]:
+    from helpers.course.checks._common import saved_variable
+
+    return saved_variable(prev.notebook, prev.variable, here)
+
+
+def your_previous_kernel(prev: Previous, *, here: Path | None = None, quiet: bool = False) -> PreviousKernel:
+    """The student's kernel of ``prev.lab`` as they saved it, checked with that lab's check (its output kept quiet);
+    the course's kernel of that lab where theirs is missing, a stub or fails the check. Prints the one line that
+    says which (unless ``quiet``). The verdict is remembered for the same saved text."""
+    here = Path.cwd() if here is None else here
+    path, text, problem = _read(prev, here)
+    key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest(),
+           hashlib.sha256(prev.depends.encode()).hexdigest())
+    if key not in _CACHE:
+        _CACHE[key] = _judge(prev, path, text, problem)
+    got = _CACHE[key]
+    if not quiet:
+        print(got.line)
+    return got
+
+
+def _judge(prev: Previous, path: Path | None, text: str | None, problem: str) -> PreviousKernel:
+    from helpers.course import grading
+
+    course = code_lines(prev.course())
+    stands = f"the course's {prev.lab} kernel stands in until it does"
+    if text is None:
+        why = problem
+        return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel was not found ({why}); the course's {prev.lab} "
+                                             "kernel stands in until it is", why)
+    if "#error" in text:
+        why = f"{prev.variable} in {path.name if path else prev.notebook} is still a stub"
+        return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel is not written yet ({why}); {stands}", why,
+                              code_lines(text))
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            prev.check(text)
+        except grading.CheckFailed as exc:
+            why = (str(exc).strip().splitlines() or ["failed"])[0].strip().lstrip("✗❌ ")
+            return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel does not pass {prev.lab}'s check yet "
+                                                 f"({why}); {stands}", why, code_lines(text))
+        except Exception as exc:  # noqa: BLE001 - a check that could not run it: the course's stands in, said why
+            why = f"{prev.lab}'s check could not run it: {type(exc).__name__}: {exc}"
+            return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel could not be checked ({why}); {stands}",
+                                  why, code_lines(text))
+    name = path.name if path else prev.notebook
+    return PreviousKernel(code_lines(text), True, f"✓ your {prev.lab} kernel ({prev.variable} from {name}) passes "
+                                                  f"{prev.lab}'s check: this lab builds on it", "", code_lines(text))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the kernel a lab grades
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Carried:
+    """What a lab grades: the previous kernel it builds on (the student's or the course's), and its merge with this
+    lab's cell; ``kernel`` is the merged kernel, code only."""
+
+    previous: PreviousKernel
+    merge: Merge
+    prev_lab: str
+
+    @property
+    def kernel(self) -> str:
+        return self.merge.text
+
+    def whose(self, this_lab: str, part: str = "kernel") -> str:
+        """In words, for a check's ✓ line: what the graded kernel is made of (``part``: what the previous lab's
+        kernel gives it, e.g. "mainloop")."""
+        if self.previous.yours:
+            return f"your kernel (your {self.prev_lab} {part} + {this_lab}'s change + your {this_lab} regions)"
+        return (f"the course's {self.prev_lab} kernel + {this_lab}'s change + your {this_lab} regions (the course's "
+                f"{self.prev_lab} kernel stood in: {self.previous.why})")
+
+
+def carried(prev: Previous, lab_source: str, *, here: Path | None = None, quiet: bool = False) -> Carried:
+    """The kernel to grade: the previous lab's kernel (the student's, or the course's standing in) merged with this
+    lab's cell ``lab_source`` on the course's previous kernel."""
+    previous = your_previous_kernel(prev, here=here, quiet=quiet)
+    base = code_lines(prev.course())
+    lab = code_lines(lab_source)
+    return Carried(previous, merge(base, previous.text, lab), prev.lab)

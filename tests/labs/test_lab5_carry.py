@@ -1,0 +1,232 @@
+"""Lab 5 grades the student's own kernel: their saved Lab 4 kernel (lab4_pipeline.ipynb beside the Lab 5 notebook, or
+nbgrader's one folder per assignment) merged with Lab 5's change and their Lab 5 regions, on their own wrappers of
+Labs 1 and 2. The course's Lab 4 kernel stands in, and says so once, where theirs is missing, a stub, or fails Lab 4's
+check."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers.course import carry, labgen
+from helpers.course.checks import lab5
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB4 = "lab4_pipeline.ipynb"
+
+#: a student's harmless personal edits of their Lab 4 kernel: a renamed local variable inside a region they wrote,
+#: and a comment of their own
+RENAME = [("      const unsigned char* a = smem + s * STAGE_BYTES + c * 64 * 128;",
+           "      const unsigned char* my_rows = smem + s * STAGE_BYTES + c * 64 * 128;"),
+          ("kslice_desc(a, kk), kslice_desc(b, kk)", "kslice_desc(my_rows, kk), kslice_desc(b, kk)"),
+          ("        const int s = j % STAGES;\n",
+           "        const int s = j % STAGES;\n        // my note: stage s again after STAGES uses\n")]
+
+#: a race: the stage released before the wgmma that reads it has retired
+RACE = [("      hopper::wgmma_wait<1>();  // step k - 1's group has retired; step k's may still run\n"
+         "      // ### END SOLUTION\n      // ### BEGIN SOLUTION\n",
+         "      // ### END SOLUTION\n      // ### BEGIN SOLUTION\n      my_mbar_arrive(&empty[s]);\n"
+         "      hopper::wgmma_wait<1>();\n")]
+
+
+@pytest.fixture(scope="module")
+def lab4_kernel() -> str:
+    return labgen.solution_namespace(ROOT / "solutions" / LAB4)["LAB4_KERNEL"]
+
+
+@pytest.fixture(scope="module")
+def lab5_src() -> str:
+    return labgen.solution_namespace(ROOT / "solutions" / "lab5_epilogue.ipynb")["LAB5_SRC"]
+
+
+@pytest.fixture()
+def static_only(monkeypatch):
+    """Lab 5's check from the compile report and the PTX only (Lab 4's quick check still runs on the executor)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+
+
+def _edit(text: str, edits: list[tuple[str, str]]) -> str:
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+def _save_lab4(where: Path, kernel: str | None, source: Path = ROOT / "solutions" / LAB4) -> None:
+    """A saved Lab 4 notebook at ``where``: the given one, its LAB4_KERNEL cell replaced by ``kernel`` if given."""
+    nb = json.loads(source.read_text())
+    if kernel is not None:
+        cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith("LAB4_KERNEL = r"))
+        cell["source"] = 'LAB4_KERNEL = r"""' + kernel + '"""'
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text(json.dumps(nb))
+
+
+def _beside(tmp_path: Path, monkeypatch, kernel: str | None, *, lab4: bool = True, nbgrader: bool = False) -> Path:
+    """The student's folder: the solutions of Labs 1 and 2 (the wrappers), and their Lab 4 notebook with ``kernel``;
+    the working directory is where the Lab 5 notebook runs."""
+    def place(name: str) -> Path:
+        return tmp_path / Path(name).stem / name if nbgrader else tmp_path / name
+
+    for name in ("lab1_tma.ipynb", "lab2_mbarrier.ipynb"):
+        place(name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "solutions" / name, place(name))
+    if lab4:
+        _save_lab4(place(LAB4), kernel)
+    here = place("lab5_epilogue.ipynb").parent
+    here.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(here)
+    return here
+
+
+def _opening(src: str) -> str:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return str(lab5.opening(src))
+
+
+def _graded(src: str) -> tuple[carry.Carried, str]:
+    return lab5._carried(src, None, None, quiet=True)
+
+
+# ------------------------------------------------------------------------------------------- (a) the solution
+def test_the_solution_beside_builds_on_it_and_passes(tmp_path, monkeypatch, capsys, lab4_kernel, lab5_src):
+    _beside(tmp_path, monkeypatch, lab4_kernel)
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel (LAB4_KERNEL from lab4_pipeline.ipynb) passes Lab 4's check" in text
+    assert "--- your Lab 4 kernel (Lab 4)" in text and "+++ Lab 5: the kernel graded (your Lab 4 kernel" in text
+    assert "+#include <cuda_bf16.h>" in text and "-      if (row < M && col < N)" in text
+    made, source = _graded(lab5_src)
+    assert made.previous.yours and not made.merge.conflicts
+    assert made.kernel == carry.code_lines(lab5_src)  # the course's Lab 4 merged with the cell: the cell
+    assert "__device__ __forceinline__ void my_mbar_init(" in source  # the student's wrappers, not hopper:: copies
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    out = capsys.readouterr().out
+    assert "✓ graded: your kernel (your Lab 4 mainloop + Lab 5's change + your Lab 5 regions)" in out
+    assert "✓ Lab 5 · the TMA-store epilogue kernel: all" in out
+
+
+# ------------------------------------------------------------------------------------------- (b) personal edits
+def test_personal_edits_are_in_the_graded_kernel_and_it_passes(tmp_path, monkeypatch, capsys, lab4_kernel, lab5_src):
+    _beside(tmp_path, monkeypatch, _edit(lab4_kernel, RENAME))
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel" in text and "⚠" not in text
+    made, source = _graded(lab5_src)
+    assert made.previous.yours and not made.merge.conflicts
+    assert "const unsigned char* my_rows = smem + s * STAGE_BYTES + c * 64 * 128;" in made.kernel
+    assert "kslice_desc(my_rows, kk)" in made.kernel and "// my note: stage s again after STAGES uses" in made.kernel
+    assert "tma_store_2d(&tmap_c" in made.kernel  # and this lab's change
+    # the edits are the student's own lines, so the diff from their kernel does not show them as changes
+    assert "+      const unsigned char* my_rows" not in text and "-      const unsigned char* my_rows" not in text
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    out = capsys.readouterr().out
+    assert "✓ graded: your kernel (your Lab 4 mainloop" in out and "✓ Lab 5 · the TMA-store epilogue kernel: all" in out
+
+
+def test_an_edit_this_lab_rewrites_is_named(tmp_path, monkeypatch, lab4_kernel, lab5_src, static_only):
+    mine = ("      if (row < M && col < N) *reinterpret_cast<float2*>(&C[(long long)row * N + col]) = "
+            "make_float2(d[j], d[j + 1]);")
+    _beside(tmp_path, monkeypatch, _edit(lab4_kernel, [(mine, mine + "  // two floats at once")]))
+    text = _opening(lab5_src)
+    assert text.count("this lab rewrites that code; its version is used") == 1 and "two floats at once" in text
+    made, _ = _graded(lab5_src)
+    assert "two floats at once" not in made.kernel
+
+
+# ------------------------------------------------------------------------------------------- (c) stub or missing
+@pytest.mark.parametrize("case", ["stub", "missing"])
+def test_a_stub_or_missing_lab4_the_course_stands_in_said_once(tmp_path, monkeypatch, capsys, lab5_src, case,
+                                                               static_only):
+    if case == "stub":
+        _beside(tmp_path, monkeypatch, None, lab4=False)
+        _save_lab4(tmp_path / LAB4, None, ROOT / "labs" / LAB4)
+        why = "your Lab 4 kernel is not written yet (LAB4_KERNEL in lab4_pipeline.ipynb is still a stub); the " \
+              "course's Lab 4 kernel stands in until it does"
+    else:
+        _beside(tmp_path, monkeypatch, None, lab4=False)
+        why = "your Lab 4 kernel was not found (lab4_pipeline.ipynb is not beside this notebook); the course's Lab 4 " \
+              "kernel stands in until it is"
+    text = _opening(lab5_src)
+    assert text.count(why) == 1 and text.count("stands in") == 1, text
+    assert "--- the course's Lab 4 kernel (Lab 4)" in text
+    made, _ = _graded(lab5_src)
+    assert not made.previous.yours and made.kernel == carry.code_lines(lab5_src)
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    out = capsys.readouterr().out
+    assert out.count("✓ graded: the course's Lab 4 kernel + Lab 5's change + your Lab 5 regions (the course's Lab 4 "
+                     "kernel stood in: ") == 1, out
+
+
+# ------------------------------------------------------------------------------------------- (d) a race
+def test_a_lab4_with_a_race_does_not_stand(tmp_path, monkeypatch, capsys, lab4_kernel, lab5_src, static_only):
+    _beside(tmp_path, monkeypatch, _edit(lab4_kernel, RACE))
+    text = _opening(lab5_src)
+    assert text.count("⚠ your Lab 4 kernel does not pass Lab 4's check yet (Lab 4 · 128×256") == 1, text
+    assert "the course's Lab 4 kernel stands in until it does" in text
+    made, _ = _graded(lab5_src)
+    assert not made.previous.yours and "my_mbar_arrive(&empty[s]);" not in made.kernel
+    assert "my_mbar_arrive(&empty[s]);" in made.previous.saved  # what they saved, kept for the message
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    out = capsys.readouterr().out
+    assert "(the course's Lab 4 kernel stood in: Lab 4 · 128×256 · m64n256k16 + setmaxnreg kernel: a stage is " \
+           "released while the wgmma group that read it may still run)" in out, out
+
+
+# ------------------------------------------------------------------------------------------- nbgrader's layout
+def test_nbgraders_one_folder_per_assignment(tmp_path, monkeypatch, lab4_kernel, lab5_src, static_only):
+    here = _beside(tmp_path, monkeypatch, _edit(lab4_kernel, RENAME), nbgrader=True)
+    assert here == tmp_path / "lab5_epilogue" and (tmp_path / "lab4_pipeline" / LAB4).exists()
+    made, source = _graded(lab5_src)
+    assert made.previous.yours and "my_rows" in made.kernel and "#error" not in source
+
+
+def test_the_verdict_is_remembered_for_the_same_saved_kernel(tmp_path, monkeypatch, lab4_kernel, lab5_src):
+    _beside(tmp_path, monkeypatch, lab4_kernel)
+    calls = []
+    prev = lab5.previous("// wrappers\n")
+    counting = carry.Previous(prev.lab, prev.notebook, prev.variable, prev.course,
+                              lambda k: calls.append(k), "counting")
+    for _ in range(3):
+        assert carry.your_previous_kernel(counting, quiet=True).yours
+    assert len(calls) == 1
+
+
+# ------------------------------------------------------------------------------------------- on the H100
+H100 = ROOT / "tests" / "data" / "lab5_carried_h100.json"
+
+
+def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
+    """tools/h100/lab5_carried.py: the notebook's Lab 5 kernel (the student's wrappers in the mainloop) passes the
+    check on the H100 and runs as fast as bench/kernels/lab5_epilogue.cu (the header's helpers), in the same run."""
+    if not H100.exists():
+        pytest.skip("no H100 capture yet: run `bash tools/h100/run.sh lab5_carried` on an H100 and commit "
+                    "$OUT/lab5_carried_h100.json as tests/data/lab5_carried_h100.json")
+    data = json.loads(H100.read_text())
+    assert "H100" in data["meta"]["gpu"] and data["check"] == "passed", data["check"]
+    for size in ("4096", "8192"):
+        row = data["sizes"][size]
+        assert row["notebook_vs_course"] >= 0.95, (size, row)
+
+
+def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(lab5, "MEASURED", {})
+    rows = lab5.ladder_rows(4096)
+    assert [r["step"] for r in rows][-1] == "Lab 5 · your kernel" and "not timed" in rows[-1]["where"]
+    assert {"Lab 4 · the course's kernel", "Lab 5 · the course's kernel"} <= {r["step"] for r in rows}
+    lab5.MEASURED[4096] = (SimpleNamespace(tflops=600.0, cublas_tflops=650.0), SimpleNamespace(tflops=610.0))
+    rows = lab5.ladder_rows(4096)
+    mine = next(r for r in rows if r["step"] == "Lab 5 · your kernel")
+    assert mine["tflops"] == 600.0 and mine["where"] == "this notebook, just now"
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda md: shown.append(md.data))
+    lab5.show_ladder(4096)
+    (out,) = shown
+    assert "| Lab 5 · your kernel | 600 | 650 | 0.92 | this notebook, just now |" in out
+    assert "| Lab 5 · the course's kernel, same run | 610 |" in out
