@@ -1,4 +1,4 @@
-// Lab 6: persistent blocks, a tile scheduler, and 2-block clusters that multicast B.
+// Lab 7: persistent blocks, a tile scheduler, and 2-block clusters that multicast B.
 //
 // C[M][N] (bf16, row-major) = A[M][K] · B[N][K]ᵀ, bf16 in (K-major); M, N, K multiples of 8 (TMA zero-fills the
 // loads past the edge and clips the stores).
@@ -15,14 +15,14 @@
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
-#ifndef LAB6_SCALE_D
-#define LAB6_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#ifndef LAB7_SCALE_D
+#define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
 #endif
-#ifndef LAB6_GROUP
-#define LAB6_GROUP 8   // pairs along M in one raster group
+#ifndef LAB7_GROUP
+#define LAB7_GROUP 8   // pairs along M in one raster group
 #endif
 
-namespace lab6 {
+namespace lab7 {
 constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;
@@ -34,16 +34,16 @@ static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
 // Pair p of the grouped raster order → (row of pairs, column of pairs). Groups of GROUP pair-rows are walked
 // column by column, so the clusters running at the same time share rows of A and columns of B in L2.
 __device__ __forceinline__ void pair_coords(int p, int pairs_m, int pairs_n, int& pm, int& pn) {
-  const int per_group = LAB6_GROUP * pairs_n;
-  const int group = p / per_group, first = group * LAB6_GROUP;
-  const int rows = min(pairs_m - first, LAB6_GROUP);
+  const int per_group = LAB7_GROUP * pairs_n;
+  const int group = p / per_group, first = group * LAB7_GROUP;
+  const int rows = min(pairs_m - first, LAB7_GROUP);
   const int in_group = p % per_group;
   pm = first + in_group % rows;
   pn = in_group / rows;
 }
-}  // namespace lab6
+}  // namespace lab7
 
-__device__ __forceinline__ void lab6_stage_subtile(unsigned char* buf, const float* d, int tid) {
+__device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const float* d, int tid) {
   const int w = tid / 32, l = tid % 32;
 #pragma unroll
   for (int j = 0; j < 32; j += 2) {
@@ -55,9 +55,9 @@ __device__ __forceinline__ void lab6_stage_subtile(unsigned char* buf, const flo
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
-lab6_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
-  using namespace lab6;
+  using namespace lab7;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
   unsigned char* cbuf = smem + STAGES * STAGE_BYTES;
@@ -110,7 +110,7 @@ lab6_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
       int pm, pn;
       pair_coords(p, pairs_m, pairs_n, pm, pn);
       const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
-#if !LAB6_SCALE_D
+#if !LAB7_SCALE_D
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
 #endif
@@ -124,7 +124,7 @@ lab6_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         for (int kk = 0; kk < BK / 16; ++kk)
           hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
                                         hopper::make_smem_desc(b + 32 * kk, 16, 1024),
-                                        !LAB6_SCALE_D || k > 0 || kk > 0);
+                                        !LAB7_SCALE_D || k > 0 || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
@@ -139,7 +139,7 @@ lab6_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
-        lab6_stage_subtile(buf, d + 32 * sub, tid);
+        lab7_stage_subtile(buf, d + 32 * sub, tid);
         hopper::fence_proxy_async();
         hopper::named_bar_sync(1 + c, 128);
         if (tid == 0) {

@@ -1,11 +1,11 @@
-"""Lab 6 (persistent, clusters, multicast) graders, both ways: the solution passes; the stubs and the named
+"""Lab 7 (persistent, clusters, multicast) graders, both ways: the solution passes; the stubs and the named
 plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The cluster model
 itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
 one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
 executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
 comments do not give the barrier counts away).
 
-Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab6.py``).
+Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab7.py``).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab6_run_only, rejects_naming
+from gpu_lab567 import lab7_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.hopper import cluster, scheduler
 from helpers.course import grading, labgen
-from helpers.course.checks import lab6
+from helpers.course.checks import lab7
 from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTION = ROOT / "solutions" / "lab6_persistent.ipynb"
+SOLUTION = ROOT / "solutions" / "lab7_clusters.ipynb"
 SEEDS = 200
 
 
@@ -37,7 +37,7 @@ def sol() -> dict:
 
 @pytest.fixture(scope="module")
 def stub() -> dict:
-    return labgen.solution_namespace(ROOT / "labs" / "lab6_persistent.ipynb")
+    return labgen.solution_namespace(ROOT / "labs" / "lab7_clusters.ipynb")
 
 
 def _static_only(monkeypatch) -> None:
@@ -61,42 +61,42 @@ def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 10) -> None:
 
 # ------------------------------------------------------------------------------------------- the notebook
 def test_kernel_is_the_bench_kernel(sol):
-    """The notebook's kernel is the code of bench/kernels/lab6_persistent.cu (measured on the H100); only comments
+    """The notebook's kernel is the code of bench/kernels/lab7_clusters.cu (measured on the H100); only comments
     differ."""
-    bench = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
-    assert code_of(sol["LAB6_SRC"]) == code_of(bench)
+    bench = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
+    assert code_of(sol["LAB7_SRC"]) == code_of(bench)
 
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab6", ["lab6-footprint", "lab6-kernel", "lab6-loop", "lab6-multicast", "lab6-order",
-                           "lab6-release"])
-    assert len(lab_exercises("lab6")["lab6-kernel"].regions) == 8
-    assert len(lab_exercises("lab6")["lab6-multicast"].regions) == 2
+    assert_tiered("lab7", ["lab7-footprint", "lab7-kernel", "lab7-loop", "lab7-multicast", "lab7-order",
+                           "lab7-release"])
+    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 8
+    assert len(lab_exercises("lab7")["lab7-multicast"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab6_persistent.ipynb", "lab6") == 14
+    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 14
 
 
 def test_kernel_comments_do_not_give_the_counts_away(sol):
-    comments = comments_outside_regions(sol["LAB6_SRC"])
+    comments = comments_outside_regions(sol["LAB7_SRC"])
     for phrase in ("CONSUMERS × CLUSTER", "1 arrival", "WHOLE stage", "mask"):
         assert phrase not in comments, phrase
 
 
 def test_hint_and_answer_entry_points(capsys):
-    lab6.hint("lab6-kernel", 1)
-    lab6.hint("lab6-multicast", 2)
-    lab6.answer("lab6-release", sure=True)
+    lab7.hint("lab7-kernel", 1)
+    lab7.hint("lab7-multicast", 2)
+    lab7.answer("lab7-release", sure=True)
     out = capsys.readouterr().out
-    assert "Hint 1 · lab6-kernel" in out and "part 8 of 8" in out
-    assert "Hint 2 · lab6-multicast" in out and "ctx.consumers · ctx.size" in out
-    assert "ctx.arrive(ctx.mapa(ctx.empty[s], cta))" in out.split("The answer · lab6-release")[1]
+    assert "Hint 1 · lab7-kernel" in out and "part 8 of 8" in out
+    assert "Hint 2 · lab7-multicast" in out and "ctx.consumers · ctx.size" in out
+    assert "ctx.arrive(ctx.mapa(ctx.empty[s], cta))" in out.split("The answer · lab7-release")[1]
 
 
 def test_stub_kernel_hides_every_region(stub):
-    src = stub["LAB6_SRC"]
+    src = stub["LAB7_SRC"]
     assert src.count('#error "not written yet:') == 8
     for line in ("CONSUMERS * CLUSTER);", "(1u << CLUSTER) - 1", "mbar_arrive_cluster(&empty", "p += clusters",
                  "pn = in_group / rows"):
@@ -104,30 +104,30 @@ def test_stub_kernel_hides_every_region(stub):
 
 
 @pytest.mark.parametrize("grader, names", [
-    (lab6.check_pair_coords, ("pair_coords",)), (lab6.check_cluster_pairs, ("cluster_pairs",)),
-    (lab6.check_wave_footprint, ("wave_footprint",)), (lab6.check_produce, ("init_barriers", "produce")),
-    (lab6.check_release, ("release",))])
+    (lab7.check_pair_coords, ("pair_coords",)), (lab7.check_cluster_pairs, ("cluster_pairs",)),
+    (lab7.check_wave_footprint, ("wave_footprint",)), (lab7.check_produce, ("init_barriers", "produce")),
+    (lab7.check_release, ("release",))])
 def test_stubs_fail(stub, grader, names):
     grading.assert_rejects(lambda a: grader(*a), tuple(stub[n] for n in names), "not written yet", "hint")
 
 
 def test_kernel_stub_fails(stub):
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), stub["LAB6_SRC"],
+    grading.assert_rejects(lambda s: lab7.check_persistent_kernel(s, benchmark=False), stub["LAB7_SRC"],
                            "not written yet")
 
 
 def test_opening_shows_the_diff_and_lab5s_figures(sol):
-    text = str(lab6.opening(sol["LAB6_SRC"]))
+    text = str(lab7.opening(sol["LAB7_SRC"]))
     from helpers.course.widgets import roofline
 
     lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
-    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 6" in text
+    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 7" in text
     assert "__cluster_dims__(2, 1, 1)" in text
 
 
 # ------------------------------------------------------------------------------------------- 1 · raster order
 def test_order_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab6.check_pair_coords, sol["pair_coords"])
+    passes_on_seeds(monkeypatch, lab7.check_pair_coords, sol["pair_coords"])
 
 
 def test_order_matches_the_device_function():
@@ -163,12 +163,12 @@ def _row_first(p, pm, pn, g):
     (lambda p, pm, pn, g: [scheduler.grouped_coords(p, pm, pn, g)], "pair"),
 ])
 def test_order_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab6.check_pair_coords, wrong, needle)
+    rejected_on_every_seed(monkeypatch, lab7.check_pair_coords, wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- 2 · the loop
 def test_loop_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab6.check_cluster_pairs, sol["cluster_pairs"])
+    passes_on_seeds(monkeypatch, lab7.check_cluster_pairs, sol["cluster_pairs"])
 
 
 def _blocked(c, clusters, pairs):
@@ -184,12 +184,12 @@ def _blocked(c, clusters, pairs):
     (lambda c, n, p: list(range(c, p, n))[::-1], "the pairs of cluster"),
 ])
 def test_loop_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab6.check_cluster_pairs, wrong, needle)
+    rejected_on_every_seed(monkeypatch, lab7.check_cluster_pairs, wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- 3 · footprint
 def test_footprint_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab6.check_wave_footprint, sol["wave_footprint"])
+    passes_on_seeds(monkeypatch, lab7.check_wave_footprint, sol["wave_footprint"])
 
 
 def _per_pair(v, clusters, wave, K):
@@ -235,14 +235,14 @@ def _full_waves_only(v, clusters, wave, K):
 def test_footprint_wave_boundaries_are_deterministic(monkeypatch, wrong):
     """A wave one pair too long or too short, or a last wave filled up: rejected on every seed, on the fixed
     boundary cases, with a hint about the wave's pairs."""
-    rejected_on_every_seed(monkeypatch, lab6.check_wave_footprint, wrong, "of the visit order")
+    rejected_on_every_seed(monkeypatch, lab7.check_wave_footprint, wrong, "of the visit order")
 
 
 @pytest.mark.parametrize("wrong, needle", [(_per_pair, "distinct"), (_elements, "2 bytes"),
                                            (_swapped, "A panels follow"), (_first_wave_only, "wave 3"),
                                            (lambda v, c, w, K: None, "return (bytes of A")])
 def test_footprint_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab6.check_wave_footprint, wrong, needle)
+    rejected_on_every_seed(monkeypatch, lab7.check_wave_footprint, wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- 4 · the producer
@@ -288,20 +288,20 @@ WRONG_INITS = {
 
 
 def test_produce_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab6.check_produce, sol["init_barriers"], sol["produce"], seeds=3)
+    passes_on_seeds(monkeypatch, lab7.check_produce, sol["init_barriers"], sol["produce"], seeds=3)
 
 
 @pytest.mark.parametrize("name", list(WRONG_PRODUCERS))
 def test_produce_wrong_answers_fail(monkeypatch, name):
     wrong, needle = WRONG_PRODUCERS[name]
-    rejected_on_every_seed(monkeypatch, lab6.check_produce, GOOD_INIT, wrong, needle, answers=2)
+    rejected_on_every_seed(monkeypatch, lab7.check_produce, GOOD_INIT, wrong, needle, answers=2)
 
 
 @pytest.mark.parametrize("name", list(WRONG_INITS))
 def test_init_wrong_answers_fail(monkeypatch, name):
     wrong, needle = WRONG_INITS[name]
     needle = "2 counts" if False else needle
-    rejected_on_every_seed(monkeypatch, lab6.check_produce, wrong, cluster.reference_produce,
+    rejected_on_every_seed(monkeypatch, lab7.check_produce, wrong, cluster.reference_produce,
                            needle if "peer" not in needle else "both CTAs", answers=2)
 
 
@@ -333,13 +333,13 @@ WRONG_RELEASES = {
 
 
 def test_release_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab6.check_release, sol["release"], seeds=3)
+    passes_on_seeds(monkeypatch, lab7.check_release, sol["release"], seeds=3)
 
 
 @pytest.mark.parametrize("name", list(WRONG_RELEASES))
 def test_release_wrong_answers_fail(monkeypatch, name):
     wrong, needle = WRONG_RELEASES[name]
-    rejected_on_every_seed(monkeypatch, lab6.check_release, wrong, needle)
+    rejected_on_every_seed(monkeypatch, lab7.check_release, wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- the cluster model
@@ -356,7 +356,7 @@ def test_cluster_model_rejects_every_wrong_protocol(name):
     graders' own tests above run 200 seeds each)."""
     rng = np.random.default_rng(sum(map(ord, name)))
     for _ in range(100):
-        a, b, pairs = lab6.model_problem(rng)
+        a, b, pairs = lab7.model_problem(rng)
         with pytest.raises((cluster.ClusterError, MBarrierError)):
             cluster.run_mainloop(a, b, pairs, *MODEL_CASES[name])
 
@@ -364,7 +364,7 @@ def test_cluster_model_rejects_every_wrong_protocol(name):
 def test_cluster_model_accepts_the_reference_on_random_problems():
     rng = np.random.default_rng(11)
     for _ in range(20):
-        a, b, pairs = lab6.model_problem(rng)
+        a, b, pairs = lab7.model_problem(rng)
         models = cluster.run_mainloop(a, b, pairs, cluster.reference_init, cluster.reference_produce,
                                       cluster.reference_release)
         steps = models[0].steps
@@ -378,7 +378,7 @@ def _swap(src: str, old: str, new: str) -> str:
 
 
 def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
-    """Plausible wrong versions of the Lab 6 kernel: name -> (source, words the failure must contain)."""
+    """Plausible wrong versions of the Lab 7 kernel: name -> (source, words the failure must contain)."""
     return {
         "multicast mask 0b01": (_swap(src, "(1u << CLUSTER) - 1);", "1u);"), "multicast mask"),
         "multicast mask of this CTA": (_swap(src, "(1u << CLUSTER) - 1);", "1u << rank);"), "multicast mask"),
@@ -409,39 +409,39 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def wrong(sol) -> dict:
-    return wrong_kernels(sol["LAB6_SRC"])
+    return wrong_kernels(sol["LAB7_SRC"])
 
 
 def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     _static_only(monkeypatch)
-    lab6.check_persistent_kernel(sol["LAB6_SRC"])
+    lab7.check_persistent_kernel(sol["LAB7_SRC"])
 
 
-@pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+@pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """The static checks read the PTX, the same on every seed: one run covers them all."""
     _static_only(monkeypatch)
     src, needle = wrong[name]
-    grading.assert_rejects(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, needle)
+    grading.assert_rejects(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, needle)
 
 
 def test_launch_spec_matches_the_bench():
     ladder = (ROOT / "bench" / "ladder.py").read_text()
-    assert "SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024" in ladder and lab6.LAUNCH.smem == 4 * 48 * 1024 + 33 * 1024
-    assert lab6.LAUNCH.box_b == (128, 64) and lab6.LAUNCH.cluster == 2
+    assert "SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024" in ladder and lab7.LAUNCH.smem == 4 * 48 * 1024 + 33 * 1024
+    assert lab7.LAUNCH.box_b == (128, 64) and lab7.LAUNCH.cluster == 2
 
 
 @pytest.mark.gpu
 def test_kernel_solution_runs_on_the_h100(sol):
     """Random shapes, then 4096³, 8192³ and two non-square shapes beside cuBLAS (the ratios go in the report)."""
-    lab6.check_persistent_kernel(sol["LAB6_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
+    lab7.check_persistent_kernel(sol["LAB7_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
-    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
-    rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "ran on the H100", *needles)
+    src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
+    rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, "ran on the H100", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
@@ -454,7 +454,7 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     """Two clusters of two CTAs, several pairs each: the persistent loop, the multicast and the stores across
     tiles all run."""
     _executor(monkeypatch)
-    lab6.check_persistent_kernel(sol["LAB6_SRC"])
+    lab7.check_persistent_kernel(sol["LAB7_SRC"])
     out = capsys.readouterr().out
     each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) pairs on 2 clusters of "
                       r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
@@ -466,19 +466,19 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
 def test_emulator_shapes_give_every_cluster_several_pairs(seed):
     from helpers.course.checks.lab5 import _emulator_shapes
 
-    for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab6.LAUNCH):
+    for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab7.LAUNCH):
         pairs = -(-m // 256) * -(-n // 256)
         assert pairs >= 4 and m % 8 == n % 8 == k % 8 == 0 and k > 128 and len({m, n, k}) == 3
 
 
-@pytest.mark.parametrize("name", list(lab6_run_only((ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
-    src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
+    src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
     _static_only(monkeypatch)
     with contextlib.redirect_stdout(io.StringIO()):
-        lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
+        lab7.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
-    rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
+    rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
 
 
 # ------------------------------------------------------------------------------------------- the work
@@ -503,6 +503,6 @@ def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatc
     """C comes out right (the run's ✓ says so); the work does not: a tile computed twice or by the wrong block."""
     change, needles = WORK_MISTAKES[name]
     _executor(monkeypatch)
-    text = rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), change(sol["LAB6_SRC"]),
+    text = rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), change(sol["LAB7_SRC"]),
                           *needles)
     assert "C is right" in text or "the schedule gives it to" in text

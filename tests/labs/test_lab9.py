@@ -1,4 +1,4 @@
-"""Lab 7 (Stream-K) graders, both ways: the solution passes; the stub and plausible wrong answers fail, each named
+"""Lab 9 (Stream-K) graders, both ways: the solution passes; the stub and plausible wrong answers fail, each named
 wrong answer on every one of 200 seeds, with a message that names the mistake. The kernel's wrong versions are the
 solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
 course's PTX executor (three clusters; first, middle and final splits and whole pairs); the run on an H100 is a
@@ -15,25 +15,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab7_run_only
+from gpu_lab567 import lab9_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.course import grading, labgen
 from helpers.hopper import streamk as sk
-from helpers.course.checks import lab7
+from helpers.course.checks import lab9
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTION = ROOT / "solutions" / "lab7_streamk.ipynb"
+SOLUTION = ROOT / "solutions" / "lab9_streamk.ipynb"
 SOL = labgen.solution_namespace(SOLUTION)
-STUB = labgen.solution_namespace(ROOT / "labs" / "lab7_streamk.ipynb")
+STUB = labgen.solution_namespace(ROOT / "labs" / "lab9_streamk.ipynb")
 SEEDS = range(200)
 
 GRADERS = [
-    (lambda ns, **kw: lab7.check_iteration_space(ns["iteration_space"], **kw)),
-    (lambda ns, **kw: lab7.check_stream_k_pieces(ns["stream_k_pieces"], **kw)),
-    (lambda ns, **kw: lab7.check_work_list(ns["work_list"], **kw)),
-    (lambda ns, **kw: lab7.check_striped(ns["striped_store"], ns["striped_load_add"], **kw)),
-    (lambda ns, **kw: lab7.check_fixup_plan(ns["fixup_plan"], **kw)),
+    (lambda ns, **kw: lab9.check_iteration_space(ns["iteration_space"], **kw)),
+    (lambda ns, **kw: lab9.check_stream_k_pieces(ns["stream_k_pieces"], **kw)),
+    (lambda ns, **kw: lab9.check_work_list(ns["work_list"], **kw)),
+    (lambda ns, **kw: lab9.check_striped(ns["striped_store"], ns["striped_load_add"], **kw)),
+    (lambda ns, **kw: lab9.check_fixup_plan(ns["fixup_plan"], **kw)),
 ]
 
 
@@ -55,7 +55,7 @@ def _rejected_on_every_seed(grader, answer, *needles: str) -> None:
 
 # ------------------------------------------------------------------------------------------- 1 · iteration space
 def _space(fn):
-    return lambda a, seed: lab7.check_iteration_space(fn if a is None else a, seed=seed)
+    return lambda a, seed: lab9.check_iteration_space(fn if a is None else a, seed=seed)
 
 
 @pytest.mark.parametrize("wrong, needle", [
@@ -65,7 +65,7 @@ def _space(fn):
     (lambda M, N, K: (math.ceil(M / 256), math.ceil(N / 256)), "return (tiles, K steps)"),
 ])
 def test_iteration_space_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_iteration_space(a, seed=seed), wrong, needle)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_iteration_space(a, seed=seed), wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- 2 · ranges
@@ -125,11 +125,11 @@ def unsplit_pieces(cta, ctas, tiles, k_steps):
     (unsplit_pieces, "outside"),
 ])
 def test_stream_k_pieces_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_stream_k_pieces(a, seed=seed), wrong, needle)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_stream_k_pieces(a, seed=seed), wrong, needle)
 
 
 def test_floor_ranges_hint_says_round_up():
-    msg = grading.assert_rejects(lab7.check_stream_k_pieces, floor_ranges)
+    msg = grading.assert_rejects(lab9.check_stream_k_pieces, floor_ranges)
     assert "round up" in msg
 
 
@@ -171,7 +171,7 @@ def stream_k_first(cta, ctas, tiles, k_steps):
     (stream_k_first, "whole tiles first"),
 ])
 def test_work_list_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_work_list(a, seed=seed), wrong, needle)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_work_list(a, seed=seed), wrong, needle)
 
 
 # ------------------------------------------------------------------------------------------- 4 · striped
@@ -256,7 +256,7 @@ def store_that_scales_its_registers(ws, regs):
     (store_that_scales_its_registers, _ok_load_add, ("changed the registers it was given",)),
 ])
 def test_striped_inputs_dtype_and_shape(store, load_add, needles):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), *needles)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed), (store, load_add), *needles)
 
 
 @pytest.mark.parametrize("store, load_add, needle", [
@@ -270,11 +270,11 @@ def test_striped_inputs_dtype_and_shape(store, load_add, needles):
     (_ok_store, load_add_that_writes, "only reads"),
 ])
 def test_striped_wrong_answers(store, load_add, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), needle)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed), (store, load_add), needle)
 
 
 def test_striped_reference_answers_pass():
-    lab7.check_striped(_ok_store, _ok_load_add, seed=5)
+    lab9.check_striped(_ok_store, _ok_load_add, seed=5)
 
 
 # ------------------------------------------------------------------------------------------- 5 · fix-up
@@ -327,12 +327,12 @@ FIXUP_WRONG = {
 @pytest.mark.parametrize("name", sorted(FIXUP_WRONG))
 def test_fixup_wrong_answers(name):
     plan, needle = FIXUP_WRONG[name]
-    _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), plan, needle)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_fixup_plan(a, seed=seed), plan, needle)
 
 
 def test_fixup_plan_that_returns_garbage():
-    grading.assert_rejects(lab7.check_fixup_plan, lambda *a: "epilogue", "list of ops")
-    grading.assert_rejects(lab7.check_fixup_plan, lambda *a: ["epilogue"], "streamk functions")
+    grading.assert_rejects(lab9.check_fixup_plan, lambda *a: "epilogue", "list of ops")
+    grading.assert_rejects(lab9.check_fixup_plan, lambda *a: ["epilogue"], "streamk functions")
 
 
 def test_fixup_both_warpgroups_waiting_is_accepted():
@@ -340,7 +340,7 @@ def test_fixup_both_warpgroups_waiting_is_accepted():
     def both_wait(ka, kb, n, order, leader):
         ops = sk.ordered_plan(ka, kb, n, order, leader)
         return [sk.wait_flag(order)] + ops if order > 0 and not leader else ops
-    lab7.check_fixup_plan(both_wait, seed=3)
+    lab9.check_fixup_plan(both_wait, seed=3)
 
 
 def test_fixup_both_warpgroups_releasing_is_rejected():
@@ -348,70 +348,70 @@ def test_fixup_both_warpgroups_releasing_is_rejected():
     def both_release(ka, kb, n, order, leader):
         ops = sk.ordered_plan(ka, kb, n, order, leader)
         return ops + [sk.set_flag(order + 1)] if kb != n and not leader and (ka, kb) != (0, n) else ops
-    grading.assert_rejects(lambda p: lab7.check_fixup_plan(p, seed=3), both_release, "❌")
+    grading.assert_rejects(lambda p: lab9.check_fixup_plan(p, seed=3), both_release, "❌")
 
 
 # ------------------------------------------------------------------------------------------- 6 · the kernel
 def test_notebook_kernel_is_the_measured_reference():
-    """The notebook's kernel is the code of bench/kernels/lab7_streamk.cu (measured on the H100); only comments
+    """The notebook's kernel is the code of bench/kernels/lab9_streamk.cu (measured on the H100); only comments
     differ."""
-    assert code_of(SOL["LAB7_SRC"]) == code_of(lab7.lab7_reference_source())
+    assert code_of(SOL["LAB9_SRC"]) == code_of(lab9.lab9_reference_source())
 
 
-def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
-    """The opening diff: Lab 6's kernel as solved (labs.json) against Lab 7's as students get it, each part one
-    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 6's speed on the H100."""
-    diff = lab7.kernel_changes()
+def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
+    """The opening diff: Lab 7's kernel as solved (labs.json) against Lab 9's as students get it, each part one
+    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 7's speed on the H100."""
+    diff = lab9.kernel_changes()
     text = repr(diff)
-    assert text.startswith("Lab 6's kernel -> Lab 7's kernel")
+    assert text.startswith("Lab 7's kernel -> Lab 9's kernel")
     assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
-    parts = lab_exercises("lab7")["lab7-kernel"].regions
+    parts = lab_exercises("lab9")["lab9-kernel"].regions
     assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
     for region in parts:
         assert f"// ✎ {region.hints[0]}" in text
     for needle in ("flag_store_release(flag", "flag_wait_geq(flag", "*flag = 0", "W.per = ", "p = p_last -"):
         assert needle not in text
-    assert "+lab7_gemm(" in text and "-lab6_gemm(" in text
+    assert "+lab9_gemm(" in text and "-lab7_gemm(" in text
 
 
 def test_student_kernel_stub_fails():
-    msg = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), STUB["LAB7_SRC"],
+    msg = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), STUB["LAB9_SRC"],
                                  "not written yet", "hint")
-    assert "(stuck? lab7.hint('lab7-kernel', 1))" in msg
+    assert "(stuck? lab9.hint('lab9-kernel', 1))" in msg
 
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab7", ["lab7-fixup", "lab7-hybrid", "lab7-kernel", "lab7-ranges", "lab7-space", "lab7-striped"])
-    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 5
+    assert_tiered("lab9", ["lab9-fixup", "lab9-hybrid", "lab9-kernel", "lab9-ranges", "lab9-space", "lab9-striped"])
+    assert len(lab_exercises("lab9")["lab9-kernel"].regions) == 5
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab7_streamk.ipynb", "lab7") == 11
+    assert assert_stubs_show_tier_0_only("lab9_streamk.ipynb", "lab9") == 11
 
 
 def test_kernel_comments_do_not_describe_the_fixup():
-    comments = comments_outside_regions(SOL["LAB7_SRC"])
+    comments = comments_outside_regions(SOL["LAB9_SRC"])
     for phrase in ("releases the pair's flag", "flag + 1", "resets the flag", "c·16384 + j·128 + t",
                    "keyed by the lowest cluster"):
         assert phrase not in comments, phrase
 
 
 def test_hint_and_answer_entry_points(capsys):
-    lab7.hint("lab7-kernel")
-    lab7.hint("lab7-fixup", 2)
-    lab7.answer("lab7-fixup")
-    lab7.answer("lab7-kernel", sure=True)
+    lab9.hint("lab9-kernel")
+    lab9.hint("lab9-fixup", 2)
+    lab9.answer("lab9-fixup")
+    lab9.answer("lab9-kernel", sure=True)
     out = capsys.readouterr().out
-    assert "What to do · lab7-kernel" in out and "part 5 of 5" in out and "More: lab7.hint('lab7-kernel', 1)" in out
-    assert "Hint 2 · lab7-fixup" in out and "That was the last hint" in out and "sure=True" in out
-    assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab7-kernel")[1]
+    assert "What to do · lab9-kernel" in out and "part 5 of 5" in out and "More: lab9.hint('lab9-kernel', 1)" in out
+    assert "Hint 2 · lab9-fixup" in out and "That was the last hint" in out and "sure=True" in out
+    assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab9-kernel")[1]
 
 
 # ------------------------------------------------------------------------------------------- 6 · the kernel, run
 def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True, seed=5)
+    lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
     assert "bar.sync lies between the workspace stores and the release" in out
     assert out.count("✓ ran on the emulator (") == 12 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
@@ -424,8 +424,8 @@ def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
 def test_emulator_cases_exercise_every_role(seed):
     """Whatever the seed, the emulated run has whole pairs round-robin and first, middle and final splits, partial
     tiles in M and N and a partial last K step, and stays small (at most 24 pair × K step iterations a shape)."""
-    shapes = lab7.emulator_cases(grading.SeededRng(seed))
-    roles = " ".join(lab7.roles_of(*sk.iteration_space(m, n, k), lab7.EMULATED_CLUSTERS) for m, n, k in shapes)
+    shapes = lab9.emulator_cases(grading.SeededRng(seed))
+    roles = " ".join(lab9.roles_of(*sk.iteration_space(m, n, k), lab9.EMULATED_CLUSTERS) for m, n, k in shapes)
     for role in ("whole pairs round-robin", "first split", "middle split", "final split"):
         assert role in roles
     assert any(m % 256 and n % 256 and k % 64 for m, n, k in shapes)
@@ -461,40 +461,40 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("name", ["release before the barrier", "relaxed (volatile) flag store", "relaxed flag wait",
                                   "no barrier after the wait", "no flag reset"])
 def test_wrong_kernels_fail_statically(name):
-    src, needle = wrong_kernels(SOL["LAB7_SRC"])[name]
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, needle)
+    src, needle = wrong_kernels(SOL["LAB9_SRC"])[name]
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), src, needle)
 
 
 def test_reference_ptx_protocol_all_pass():
     from helpers import gpu
 
-    k = gpu.compile(lab7.lab7_reference_source(), lab7.KERNEL_NAME)
-    assert all(ok for _, ok, _ in lab7.ptx_protocol(k.ptx))
-    assert len(lab7.ptx_protocol(k.ptx)) == 7
+    k = gpu.compile(lab9.lab9_reference_source(), lab9.KERNEL_NAME)
+    assert all(ok for _, ok, _ in lab9.ptx_protocol(k.ptx))
+    assert len(lab9.ptx_protocol(k.ptx)) == 7
 
 
-@pytest.mark.parametrize("name", list(lab7_run_only(SOL["LAB7_SRC"])))
+@pytest.mark.parametrize("name", list(lab9_run_only(SOL["LAB9_SRC"])))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, monkeypatch):
-    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
+    src, needles, _ = lab9_run_only(SOL["LAB9_SRC"])[name]
     monkeypatch.setenv("HELPERS_NO_GPU", "1")
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
     with contextlib.redirect_stdout(io.StringIO()):
-        lab7.check_streamk_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
+        lab9.check_streamk_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")  # the fixed shapes show each mistake, whatever the seed
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=0), src,
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=0), src,
                            "on the emulator" if "deadlock" not in needles else "when it ran", *needles)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab7_run_only(SOL["LAB7_SRC"]).items() if on_gpu])
+@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab9_run_only(SOL["LAB9_SRC"]).items() if on_gpu])
 def test_run_only_wrong_kernels_fail_on_the_h100(name):
-    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, *needles)
+    src, needles, _ = lab9_run_only(SOL["LAB9_SRC"])[name]
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), src, *needles)
 
 
 @pytest.mark.gpu
 def test_solution_kernel_on_the_gpu(capsys):
-    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True)
+    lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True)
     print(capsys.readouterr().out)
 
 
@@ -503,7 +503,7 @@ def test_notebook_has_a_graded_check_per_step():
     nb = json.loads(SOLUTION.read_text())
     graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
               if c["metadata"].get("nbgrader", {}).get("grade")]
-    assert graded == ["lab7-space", "lab7-ranges", "lab7-hybrid", "lab7-striped", "lab7-fixup", "lab7-kernel"]
+    assert graded == ["lab9-space", "lab9-ranges", "lab9-hybrid", "lab9-striped", "lab9-fixup", "lab9-kernel"]
 
 
 # ------------------------------------------------------------------------------------------- several rules at once
@@ -512,10 +512,10 @@ def test_answers_breaking_several_rules_at_once():
         return list(reversed(floor_ranges(cta, ctas, tiles, k_steps)))
 
     # the first case (one CTA) already shows the forward walk; the floor shows from the first uneven case on
-    _rejected_on_every_seed(lambda a, seed: lab7.check_stream_k_pieces(a, seed=seed), floor_and_forward, "backwards")
+    _rejected_on_every_seed(lambda a, seed: lab9.check_stream_k_pieces(a, seed=seed), floor_and_forward, "backwards")
     relaxed_no_reset = _plan(release="relaxed", reset=False)
-    _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed),
+    _rejected_on_every_seed(lambda a, seed: lab9.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed),
                             (last_stripe_left_out, blocked_load_add), "never written")
 
 
@@ -523,10 +523,10 @@ def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
     """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
     what the launch before left there. The hint names that mistake, not the K order."""
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    src = (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
+    src = (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
     old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
     assert old in src
-    text = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=1),
+    text = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=1),
                                   src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
                                   "a later one is wrong", "only stores its sum")
     assert "K order" not in text

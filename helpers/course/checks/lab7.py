@@ -1,4 +1,4 @@
-"""Graders of Lab 6 (persistent blocks, a tile scheduler, 2-CTA clusters multicasting B): the grouped raster
+"""Graders of Lab 7 (persistent blocks, a tile scheduler, 2-CTA clusters multicasting B): the grouped raster
 order, the persistent loop, a wave's L2 footprint, the multicast producer and the two-CTA release (on the cluster
 model), and the CUDA kernel (compiled and read everywhere; run on random non-square shapes wherever kernels run: on
 the H100 on every co-resident cluster, on the course's PTX executor on two clusters with several pairs each; timed
@@ -40,16 +40,16 @@ __all__ = [
     "answer",
 ]
 
-KERNEL_NAME = "lab6_gemm"
+KERNEL_NAME = "lab7_gemm"
 PAIR = 256  # a cluster's block of C is 256×256
-#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab6)
+#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab7)
 LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64), out_bf16=True, cluster=2,
                     persistent_unit=(PAIR, PAIR))
 
 
 def opening(source: str) -> Opening:
     """What this lab changes in Lab 5's kernel (``bench/kernels/lab5_epilogue.cu``), with Lab 5's measured speed."""
-    return _opening("lab5_epilogue.cu", "lab5", "Lab 5", source, "Lab 6 (this notebook's LAB6_SRC)")
+    return _opening("lab5_epilogue.cu", "lab5", "Lab 5", source, "Lab 7 (this notebook's LAB7_SRC)")
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -87,7 +87,7 @@ def check_pair_coords(pair_coords: Callable[[int, int, int, int], tuple[int, int
     """Grade ``pair_coords(p, pairs_m, pairs_n, group) -> (pm, pn)`` on named grids (partial last group, a group
     taller than the grid, one column, group 1) and random ones: every pair exactly once, in the grouped order."""
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the grouped raster order", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the grouped raster order", seed=rng.seed) as c:
         grids = list(_GRIDS)
         while len(grids) < len(_GRIDS) + 4:
             pm, pn, g = int(rng.integers(1, 40)), int(rng.integers(1, 20)), int(rng.choice([2, 4, 8, 16]))
@@ -125,7 +125,7 @@ def check_cluster_pairs(cluster_pairs: Callable[[int, int, int], list[int]]) -> 
     """Grade ``cluster_pairs(cluster_id, clusters, pairs) -> [p, …]``: the pairs a persistent cluster takes, in
     order; over all clusters every pair exactly once (fewer pairs than clusters included)."""
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the persistent loop", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the persistent loop", seed=rng.seed) as c:
         cases = [(66, 256), (66, 1024), (66, 16), (66, 66), (3, 1), (1, 7), (5, 0)]
         cases += [(int(rng.integers(2, 80)), int(rng.integers(1, 600))) for _ in range(4)]
         for clusters, pairs in cases:
@@ -189,7 +189,7 @@ def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], t
     """Grade ``wave_footprint(visits, clusters, wave, K) -> (bytes of A, bytes of B)`` that the pairs of one wave
     read (each 256-row panel of A and 256-column panel of B once), on grouped, row-major and Hilbert orders."""
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the L2 footprint of a wave", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the L2 footprint of a wave", seed=rng.seed) as c:
         cases = [(scheduler.grouped(32, 32, 8), 66, 0, 8192), (scheduler.row_major(16, 16), 66, 0, 4096),
                  (scheduler.grouped(16, 16, 8), 66, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
                  (scheduler.grouped(5, 3, 8), 66, 0, 512)]
@@ -305,7 +305,7 @@ def check_produce(init_barriers: Callable, produce: Callable) -> None:
     """Grade ``init_barriers(ctx)`` and ``produce(ctx, s, k, m0, n0)`` on the cluster model (the release is the
     reference's): the barrier counts, the expect-tx, the multicast mask, where the shares land."""
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the multicast producer and its barriers", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the multicast producer and its barriers", seed=rng.seed) as c:
         ctx = cluster.RecordingContext(0)
         calls = _call(c, "init_barriers(ctx)", lambda: cluster.record(init_barriers, 0)) or []
         counts: dict[str, set[int]] = {"full": set(), "empty": set()}
@@ -376,7 +376,7 @@ def check_release(release: Callable) -> None:
     """Grade ``release(ctx, s)`` (a consumer warpgroup done with stage s) on the cluster model with the course's
     barriers and producer: one arrival on empty[s] of each CTA."""
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · releasing a stage in both CTAs", seed=rng.seed) as c:
+    with grading.check("Lab 7 · releasing a stage in both CTAs", seed=rng.seed) as c:
         for rank in range(2):
             s = int(rng.integers(0, 4))
             got = _call(c, f"release(ctx of CTA {rank}, s={s})",
@@ -394,8 +394,8 @@ def check_release(release: Callable) -> None:
 def _release_cluster_note() -> str:
     from helpers.course.widgets.roofline import measured
 
-    slow = measured("lab6", (8192, 8192, 8192), ("2026-11-22-ladder-run1",))
-    fast = measured("lab6", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab6-g8",))
+    slow = measured("lab7", (8192, 8192, 8192), ("2026-11-22-ladder-run1",))
+    fast = measured("lab7", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab7-g8",))
     if slow and fast:
         return (f"measured on the H100: {slow.tflops:.0f} TFLOP/s with the .release.cluster form ({slow.source}), "
                 f"{fast.tflops:.0f} with the bare arrive ({fast.source})")
@@ -414,7 +414,7 @@ def _mapa_ranks(ptx: str, entry: str) -> list[str]:
 
 
 def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
-    """Compile the Lab 6 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
+    """Compile the Lab 7 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
     the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
     cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
     random non-square shapes, C poisoned, against fp64 (on the H100 on every co-resident cluster, with partial waves;
@@ -423,7 +423,7 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
     from ._common import can_run
 
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the persistent, clustered, multicasting kernel", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the persistent, clustered, multicasting kernel", seed=rng.seed) as c:
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
         _report_checks(c, kernel.report, spills_allowed=True)

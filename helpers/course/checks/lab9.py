@@ -1,8 +1,8 @@
-"""Graders of Lab 7 (Stream-K on the Lab 6 kernel): the iteration space, the Stream-K ranges, the hybrid work list,
+"""Graders of Lab 9 (Stream-K on the Lab 7 kernel): the iteration space, the Stream-K ranges, the hybrid work list,
 the block-striped workspace moves, the ordered fix-up protocol (all on the emulator), and the CUDA kernel (compiled
 and checked in its PTX everywhere; run against fp64 and repeated bit for bit wherever kernels run: on the H100 on every
 co-resident cluster, on the course's PTX executor on three clusters and small shapes that still have first, middle
-and final splits and whole pairs; timed beside Lab 6 and cuBLAS on the H100 only).
+and final splits and whole pairs; timed beside Lab 7 and cuBLAS on the H100 only).
 
 Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C), K in 64-wide steps. The model's
 "CTA" is a cluster; ``ctas`` is how many run at once (66 on an H100).
@@ -25,16 +25,16 @@ from helpers.hopper import striped
 
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
-    "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab6_source", "lab7_reference_source", "hint",
+    "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab7_source", "lab9_reference_source", "hint",
     "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
     "EMULATED_CLUSTERS",
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
-KERNEL_NAME = "lab7_gemm"
+KERNEL_NAME = "lab9_gemm"
 SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages of A+B, two consumers' epilogue buffers, alignment slack
 QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]  # the wave-quantized shapes the targets are about
-TARGET = 1.2  # the lab's target: at least this times Lab 6's speed on the quantized shapes
+TARGET = 1.2  # the lab's target: at least this times Lab 7's speed on the quantized shapes
 
 
 
@@ -81,7 +81,7 @@ def check_iteration_space(iteration_space: Callable[[int, int, int], tuple[int, 
                           seed: int | None = None) -> None:
     """Grade ``iteration_space(M, N, K) -> (tiles, k_steps)`` on edge shapes and random ones."""
     rng = _rng(seed)
-    with grading.check("Lab 7 · the iteration space", seed=rng.seed) as c:
+    with grading.check("Lab 9 · the iteration space", seed=rng.seed) as c:
         shapes = list(_SPACE_EDGES)
         shapes += [tuple(int(x) for x in 8 * rng.integers(1, 2500, size=3)) for _ in range(12)]
         shapes += [tuple(int(x) for x in rng.integers(1, 20000, size=3)) for _ in range(8)]
@@ -211,7 +211,7 @@ def check_stream_k_pieces(stream_k_pieces: Callable[[int, int, int, int], list],
     """Grade ``stream_k_pieces(cta, ctas, tiles, k_steps)``: every CTA's pieces, exactly the kernel's, on the edge
     cases of :data:`PARTITION_EDGES` and random sizes; every iteration covered once."""
     rng = _rng(seed)
-    with grading.check("Lab 7 · the Stream-K ranges", seed=rng.seed) as c:
+    with grading.check("Lab 9 · the Stream-K ranges", seed=rng.seed) as c:
         cases = [e[:3] for e in PARTITION_EDGES]
         cases += [(int(rng.integers(1, 20)), int(rng.integers(1, 12)), int(rng.integers(1, 20))) for _ in range(25)]
         _grade_partition(c, stream_k_pieces, "stream_k_pieces", cases, PARTITION_EDGES, "stream-k", _partition_hint)
@@ -252,7 +252,7 @@ def _hybrid_variants(ctas: int, tiles: int, k_steps: int) -> list[tuple[list[lis
          "keep one to two waves for Stream-K: dp = (tiles // ctas - 1) · ctas (0 when tiles < 2·ctas); with less "
          "than a wave left, each CTA's range is short and the fix-ups dominate"),
         ([whole(c, c * each, c * each + each, 1) + sk_part(c, dp, dp) for c in cs],
-         "hand out the whole tiles round-robin: CTA c takes tiles c, c + ctas, c + 2·ctas, … (as in Lab 6)"),
+         "hand out the whole tiles round-robin: CTA c takes tiles c, c + ctas, c + 2·ctas, … (as in Lab 7)"),
         ([whole(c, c, dp, ctas) + sk_part(c, dp, 0) for c in cs],
          f"the Stream-K tiles are numbered from dp = {dp}: add dp to the tiles of your stream_k_pieces"),
         ([sk_part(c, dp, dp) + whole(c, c, dp, ctas) for c in cs], "whole tiles first, then the Stream-K pieces"),
@@ -271,7 +271,7 @@ def check_work_list(work_list: Callable[[int, int, int, int], list], *, seed: in
     """Grade ``work_list(cta, ctas, tiles, k_steps)`` (the hybrid: whole tiles round-robin for all but the last one
     or two waves, then the Stream-K pieces of the rest), exactly the kernel's, edge cases and random sizes."""
     rng = _rng(seed)
-    with grading.check("Lab 7 · the hybrid work list", seed=rng.seed) as c:
+    with grading.check("Lab 9 · the hybrid work list", seed=rng.seed) as c:
         cases = [e[:3] for e in HYBRID_EDGES]
         for _ in range(20):
             ctas = int(rng.integers(1, 12))
@@ -301,7 +301,7 @@ def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
     bit: registers (T threads × R) against a NaN-poisoned workspace, nothing written past T·R, no stripe left out,
     the workspace unchanged by the load."""
     rng = _rng(seed)
-    with grading.check("Lab 7 · block-striped store and load-add", seed=rng.seed) as c:
+    with grading.check("Lab 9 · block-striped store and load-add", seed=rng.seed) as c:
         shapes = [(128, 128), (32, 1), (1, 5), (256, 3), (96, 7)]
         shapes += [(32 * int(rng.integers(1, 9)), int(rng.integers(1, 40))) for _ in range(6)]
         for T, R in shapes:
@@ -416,7 +416,7 @@ def check_fixup_plan(fixup_plan: Callable[[int, int, int, int, bool], list], *, 
     oldest value the memory model allows, under several schedules, twice in a row (the flags must come back to 0).
     Every tile must be written once, built from its splits in K order, bit for bit, with no deadlock."""
     rng = _rng(seed)
-    with grading.check("Lab 7 · the ordered fix-up", seed=rng.seed) as c:
+    with grading.check("Lab 9 · the ordered fix-up", seed=rng.seed) as c:
         _call(c, "fixup_plan(0, 4, 4, 0, True)", fixup_plan, 0, 4, 4, 0, True)
         for tiles, k_steps, ctas, schedule, about in FIXUP_EDGES:
             for policy in POLICIES:
@@ -446,27 +446,27 @@ def check_fixup_plan(fixup_plan: Callable[[int, int, int, int, bool], list], *, 
 # =========================================================================================================
 # 6 · the kernel
 # =========================================================================================================
-def lab6_source() -> str:
-    """The Lab 6 reference kernel (persistent, 2-block clusters, B multicast): the step this lab starts from."""
-    return (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+def lab7_source() -> str:
+    """The Lab 7 reference kernel (persistent, 2-block clusters, B multicast): the step this lab starts from."""
+    return (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
 
 
-def lab7_reference_source() -> str:
-    """The Lab 7 reference kernel as measured on the H100 (bench/kernels/lab7_streamk.cu)."""
-    return (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
+def lab9_reference_source() -> str:
+    """The Lab 9 reference kernel as measured on the H100 (bench/kernels/lab9_streamk.cu)."""
+    return (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
 
 
 def kernel_changes() -> Any:
-    """What this lab changes in Lab 6's kernel: Lab 6's kernel as solved, this lab's as you get it (each part you
-    write is one ``// ✎`` line), with Lab 6's speed on the H100 (cuBLAS in the same run)."""
+    """What this lab changes in Lab 7's kernel: Lab 7's kernel as solved, this lab's as you get it (each part you
+    write is one ``// ✎`` line), with Lab 7's speed on the H100 (cuBLAS in the same run)."""
     from . import _common
 
     m = sk.measured()
     speeds = ", ".join(f"{m[('data-parallel', s)][0]:.0f} TFLOP/s at {s[0]}×{s[1]}×{s[2]}"
                        for s in QUANTIZED + [(4096, 4096, 4096)] if ("data-parallel", s) in m)
-    note = (f"Lab 6 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
-            else "Lab 6 on the H100: not measured yet")
-    return _common.lab_diff("lab6", "lab7", note=note)
+    note = (f"Lab 7 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
+            else "Lab 7 on the H100: not measured yet")
+    return _common.lab_diff("lab7", "lab9", note=note)
 
 
 # ------------------------------------------------------------------------------------------- static PTX checks
@@ -539,7 +539,7 @@ def _tmap(a: Any, rows: int, cols: int) -> Any:
     return gpu.tensor_map_2d(a, rows, cols)
 
 
-def _lab7_launcher(kernel: Any, a: Any, b: Any, c: Any, ws: Any, flags: Any, clusters: int) -> Any:
+def _lab9_launcher(kernel: Any, a: Any, b: Any, c: Any, ws: Any, flags: Any, clusters: int) -> Any:
     from helpers import gpu
 
     (m, k), n = a.shape, b.shape[0]
@@ -573,7 +573,7 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
         clusters, ws, flags = _workspace(kernel, clusters)  # a fresh workspace and flags for each case
         da, db = gpu.to_device(a), gpu.to_device(b)
         dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
-        launch = _lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
+        launch = _lab9_launcher(kernel, da, db, dc, ws, flags, clusters)
         launch()
         gpu.wait()
         first = dc.to_host()
@@ -595,16 +595,16 @@ def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: 
     return {"clusters": clusters, "results": results, "work": work}
 
 
-def gpu_speed(source: str, lab6: str, shapes: list[tuple[int, int, int]], repeat: int = 20) -> list[dict]:
-    """(Runs in the isolated child.) Lab 7 (this source) and Lab 6 timed at each shape, each beside cuBLAS."""
+def gpu_speed(source: str, lab7: str, shapes: list[tuple[int, int, int]], repeat: int = 20) -> list[dict]:
+    """(Runs in the isolated child.) Lab 9 (this source) and Lab 7 timed at each shape, each beside cuBLAS."""
     from helpers import gpu
 
     k7 = gpu.compile(source, KERNEL_NAME)
-    k6 = gpu.compile(lab6, "lab6_gemm")
+    k6 = gpu.compile(lab7, "lab7_gemm")
     clusters, ws, flags = _workspace(k7)
 
     def make7(a: Any, b: Any, c: Any) -> Any:
-        return _lab7_launcher(k7, a, b, c, ws, flags, clusters)
+        return _lab9_launcher(k7, a, b, c, ws, flags, clusters)
 
     def make6(a: Any, b: Any, c: Any) -> Any:
         (m, k), n = a.shape, b.shape[0]
@@ -621,7 +621,7 @@ def gpu_speed(source: str, lab6: str, shapes: list[tuple[int, int, int]], repeat
         except AssertionError as exc:  # the benchmark checks every element against cuBLAS first
             out.append({"shape": (m, n, k), "error": str(exc)})
             continue
-        out.append({"shape": (m, n, k), "lab7": r7.tflops, "lab6": r6.tflops, "cublas": r7.cublas_tflops,
+        out.append({"shape": (m, n, k), "lab9": r7.tflops, "lab7": r6.tflops, "cublas": r7.cublas_tflops,
                     "clock": clk.summary()})
     return out
 
@@ -696,7 +696,7 @@ def owner_slots(m: int, n: int, k: int, clusters: int) -> list[int]:
     tiles, steps = sk.iteration_space(m, n, k)
     slots = set()
     for t in _split_pairs(tiles, steps, clusters):
-        pm, _ = scheduler.grouped_coords(t, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
+        pm, _ = scheduler.grouped_coords(t, -(-m // 256), -(-n // 256), 8)  # LAB9_GROUP
         owner = sk.owner(t, clusters, tiles, steps, "hybrid")
         slots |= {owner * 2 + r for r in range(2) if 256 * pm + 128 * r < m}
     return sorted(slots)
@@ -704,7 +704,7 @@ def owner_slots(m: int, n: int, k: int, clusters: int) -> list[int]:
 
 def _slots_hint(written: list[int], want: list[int]) -> str:
     if not written:
-        return ("nothing reached the workspace: no pair was split, so the kernel ran as Lab 6 (whole pairs) — the "
+        return ("nothing reached the workspace: no pair was split, so the kernel ran as Lab 7 (whole pairs) — the "
                 "Stream-K pieces come from plan and Work::item, and a split that is not final stores its sum")
     owners, got = sorted({s // 2 for s in want}), sorted({s // 2 for s in written})
     return (f"the partial sums went to the slots of clusters {got[:8]}, the split pairs' owners are {owners[:8]}: a "
@@ -721,7 +721,7 @@ def _run_hint(got: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
 
     bad = set()
     for p in range(tiles):
-        pm, pn = scheduler.grouped_coords(p, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
+        pm, pn = scheduler.grouped_coords(p, -(-m // 256), -(-n // 256), 8)  # LAB9_GROUP
         if bad_el[256 * pm:256 * pm + 256, 256 * pn:256 * pn + 256].any():
             bad.add(p)
     split = _split_pairs(tiles, steps, clusters)
@@ -763,7 +763,7 @@ def _work_owners(m: int, n: int, k: int, clusters: int) -> tuple[Any, Any, Any]:
 
     tiles, steps = sk.iteration_space(m, n, k)
     pm, pn = -(-m // 256), -(-n // 256)
-    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB7_GROUP
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB9_GROUP
     pieces: dict[int, list[tuple[int, int, int]]] = {}
     for cl, work in enumerate(sk.partition(tiles, steps, clusters, "hybrid")):
         for t, a, b in work:
@@ -835,11 +835,11 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
     workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
     and the flags back to 0: on the H100 on every co-resident cluster (random shapes, three more launches), on the
     course's PTX executor on :data:`EMULATED_CLUSTERS` clusters (:func:`emulator_cases`, one more launch). On the
-    H100 Lab 7 is then timed beside Lab 6 and cuBLAS on the two quantized shapes."""
+    H100 Lab 9 is then timed beside Lab 7 and cuBLAS on the two quantized shapes."""
     from . import _common
 
     rng = _rng(seed)
-    with grading.check("Lab 7 · the Stream-K kernel", seed=rng.seed) as c:
+    with grading.check("Lab 9 · the Stream-K kernel", seed=rng.seed) as c:
         kernel = _common.compile_student(source, KERNEL_NAME, what="your kernel")
         report = kernel.report
         c.ok(f"compiles: {report.summary()}")
@@ -847,7 +847,7 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
                hint="the 128 accumulators must stay in registers: index d[] only with compile-time constants "
                "(#pragma unroll on the workspace loops)")
         c.true("setmaxnreg kept (24 for the producer, 240 for the consumers)", report.uses_setmaxnreg,
-               hint="keep __launch_bounds__(384, 1) from Lab 6")
+               hint="keep __launch_bounds__(384, 1) from Lab 7")
         for what, ok, hint in ptx_protocol(kernel.ptx):
             c.true(f"PTX: {what}", ok, hint=hint)
         if not _common.runnable(kernel, checked="the fix-up's PTX (above), the partition, the striped moves and the "
@@ -864,17 +864,17 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
         if not benchmark:
             return
         if not hardware:
-            print("timing skipped: Lab 7 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
+            print("timing skipped: Lab 9 beside Lab 7 and cuBLAS needs the H100 (the emulator checked the results "
                   "above)")
             return
-        speeds = _run(c, "the timing run", gpu_speed, source, lab6_source(), QUANTIZED, timeout=300)
+        speeds = _run(c, "the timing run", gpu_speed, source, lab7_source(), QUANTIZED, timeout=300)
         for s in speeds:
             m, n, k = s["shape"]
             if "error" in s:
                 c.fail(f"{m}×{n}×{k}: the timing run's result differs from cuBLAS: {s['error']}")
-            ratio = s["lab7"] / s["lab6"]
-            c.ok(f"{m}×{n}×{k}: Lab 7 {s['lab7']:.0f} TFLOP/s, Lab 6 {s['lab6']:.0f} ({ratio:.2f}×), cuBLAS "
-                 f"{s['cublas']:.0f} (Lab 7 at {s['lab7'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
-            c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 6", ratio >= TARGET,
+            ratio = s["lab9"] / s["lab7"]
+            c.ok(f"{m}×{n}×{k}: Lab 9 {s['lab9']:.0f} TFLOP/s, Lab 7 {s['lab7']:.0f} ({ratio:.2f}×), cuBLAS "
+                 f"{s['cublas']:.0f} (Lab 9 at {s['lab9'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
+            c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 7", ratio >= TARGET,
                    hint="every cluster gets the same number of K steps: check the ranges (per) and that whole pairs "
                    "go first and the Stream-K range is walked from its end")
