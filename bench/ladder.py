@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None, rungs_in: list[Rung] | None = None) -> i
         return 0
     info = gpu.device_info()
     result: dict[str, Any] = {
-        "gpu": info.name, "sm_count": info.sm_count, "driver_cuda": list(info.driver_version),
+        "gpu": info.name, "sm_count": info.sm_count, "driver_cuda": list(info.driver_version), "lab_numbering": 2,
         "nvrtc": list(gpu.nvrtc_version() or ()), "cublas": gpu.cublas_version(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "method":
         f"bf16 inputs (random normal), inputs rotated over >= 3x L2; kernel and cuBLAS (cublasGemmEx, fp32 compute, "

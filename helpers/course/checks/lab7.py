@@ -1,11 +1,11 @@
-"""Graders of Lab 7 (persistent blocks, a tile scheduler, 2-CTA clusters multicasting B): the grouped raster
-order, the persistent loop, a wave's L2 footprint, the multicast producer and the two-CTA release (on the cluster
-model), and the CUDA kernel (compiled and read everywhere; run on random non-square shapes wherever kernels run: on
-the H100 on every co-resident cluster, on the course's PTX executor on two clusters with several pairs each; timed
-beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
+"""Graders of Lab 7 (2-CTA clusters multicasting B, on Lab 6's persistent kernel): the multicast producer and the
+two-CTA release (on the cluster model), and the CUDA kernel (compiled and read everywhere; run on random non-square
+shapes wherever kernels run: on the H100 on every co-resident cluster, on the course's PTX executor on two clusters
+with several pairs each; timed beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
 
 Units: a *pair* is the 256×256 block of C one 2-CTA cluster computes (CTA r: rows 128·r … of it); pairs are
-numbered in the raster order, and cluster ``c`` of ``clusters`` takes pairs ``c, c + clusters, …``.
+numbered in the raster order (Lab 6's grouped order, over pairs), and cluster ``c`` of ``clusters`` takes pairs
+``c, c + clusters, …``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,9 @@ __all__ = [
     "KERNEL_NAME",
     "LAUNCH",
     "PAIR",
-    "check_pair_coords",
-    "check_cluster_pairs",
-    "check_wave_footprint",
     "check_produce",
     "check_release",
-    "check_persistent_kernel",
+    "check_cluster_kernel",
     "model_problem",
     "opening",
     "hint",
@@ -48,8 +45,8 @@ LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64)
 
 
 def opening(source: str) -> Opening:
-    """What this lab changes in Lab 5's kernel (``bench/kernels/lab5_epilogue.cu``), with Lab 5's measured speed."""
-    return _opening("lab5_epilogue.cu", "lab5", "Lab 5", source, "Lab 7 (this notebook's LAB7_SRC)")
+    """What this lab changes in Lab 6's kernel (``bench/kernels/lab6_persistent.cu``), with Lab 6's measured speed."""
+    return _opening("lab6_persistent.cu", "lab6", "Lab 6", source, "Lab 7 (this notebook's LAB7_SRC)")
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -61,174 +58,7 @@ def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint:
         c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
 
 
-# ------------------------------------------------------------------------------------------- 1 · raster order
-_GRIDS = [(1, 1, 8), (5, 3, 8), (16, 4, 8), (17, 5, 8), (23, 7, 4), (6, 9, 1), (8, 1, 8), (3, 12, 2)]
-
-
-def _order_variants(pm: int, pn: int, g: int) -> list[tuple[np.ndarray, str]]:
-    p = np.arange(pm * pn)
-    per = g * pn
-    first = (p // per) * g
-    in_group = p % per
-    return [
-        (np.stack([first + in_group // pn, in_group % pn], 1),
-         "inside a group you walk along the row first (row-major order): walk down a column of the group first "
-         "(pm changes fastest), then go column by column"),
-        (scheduler.row_major(pm, pn), "this is row-major order (along N first): walk each group of rows column by "
-                                      "column, down a column first"),
-        (scheduler.column_major(pm, pn), "this is column-major order over the whole grid: cut the rows into groups "
-                                         "of `group` first"),
-        (np.stack([first + in_group % g, in_group // g], 1),
-         "the last group can hold fewer than `group` rows: rows = min(pairs_m - first, group)"),
-    ]
-
-
-def check_pair_coords(pair_coords: Callable[[int, int, int, int], tuple[int, int]]) -> None:
-    """Grade ``pair_coords(p, pairs_m, pairs_n, group) -> (pm, pn)`` on named grids (partial last group, a group
-    taller than the grid, one column, group 1) and random ones: every pair exactly once, in the grouped order."""
-    rng = grading.fresh_rng()
-    with grading.check("Lab 7 · the grouped raster order", seed=rng.seed) as c:
-        grids = list(_GRIDS)
-        while len(grids) < len(_GRIDS) + 4:
-            pm, pn, g = int(rng.integers(1, 40)), int(rng.integers(1, 20)), int(rng.choice([2, 4, 8, 16]))
-            if pm % g:
-                grids.append((pm, pn, g))
-        for pm, pn, g in grids:
-            what = f"pair_coords(p, pairs_m={pm}, pairs_n={pn}, group={g}) for p = 0 … {pm * pn - 1}"
-            got = []
-            for p in range(pm * pn):
-                r = _call(c, f"pair_coords({p}, {pm}, {pn}, {g})", pair_coords, p, pm, pn, g)
-                try:
-                    a, b = r
-                    got.append((int(a), int(b)))
-                except (TypeError, ValueError):
-                    c.fail(f"pair_coords({p}, {pm}, {pn}, {g})", scheduler.grouped_coords(p, pm, pn, g), r,
-                           hint="return a pair (pm, pn)")
-            got_a = np.array(got, np.int64).reshape(-1, 2)
-            problems = scheduler.permutation_problems(got_a, pm, pn)
-            if problems:
-                hint = next((why for order, why in _order_variants(pm, pn, g) if np.array_equal(got_a, order)),
-                            "every p from 0 to pairs_m·pairs_n - 1 must give a different pair inside the grid")
-                c.fail(f"{what}: the order is not a permutation of the pairs", detail="    " + "; ".join(problems),
-                       hint=hint)
-            want = scheduler.grouped(pm, pn, g)
-            if not np.array_equal(got_a, want):
-                i = int(np.flatnonzero((got_a != want).any(1))[0])
-                hint = next((why for order, why in _order_variants(pm, pn, g) if np.array_equal(got_a, order)),
-                            "groups of `group` pair-rows, each walked column by column, top to bottom")
-                c.fail(f"{what}: pair {i}", tuple(int(v) for v in want[i]), tuple(int(v) for v in got_a[i]), hint=hint)
-            c.ok(f"{pm}×{pn} pairs, group {g}: every pair once, in the grouped order")
-
-
-# ------------------------------------------------------------------------------------------- 2 · persistent loop
-def check_cluster_pairs(cluster_pairs: Callable[[int, int, int], list[int]]) -> None:
-    """Grade ``cluster_pairs(cluster_id, clusters, pairs) -> [p, …]``: the pairs a persistent cluster takes, in
-    order; over all clusters every pair exactly once (fewer pairs than clusters included)."""
-    rng = grading.fresh_rng()
-    with grading.check("Lab 7 · the persistent loop", seed=rng.seed) as c:
-        cases = [(66, 256), (66, 1024), (66, 16), (66, 66), (3, 1), (1, 7), (5, 0)]
-        cases += [(int(rng.integers(2, 80)), int(rng.integers(1, 600))) for _ in range(4)]
-        for clusters, pairs in cases:
-            what = f"{clusters} clusters, {pairs} pairs"
-            taken: list[list[int]] = []
-            for cid in range(clusters):
-                got = _call(c, f"cluster_pairs({cid}, {clusters}, {pairs})", cluster_pairs, cid, clusters, pairs)
-                try:
-                    taken.append([int(p) for p in got])
-                except (TypeError, ValueError):
-                    c.fail(f"cluster_pairs({cid}, {clusters}, {pairs})", "a list of pair numbers", got)
-            flat = np.array([p for t in taken for p in t], np.int64)
-            counts = np.bincount(flat[(flat >= 0) & (flat < pairs)], minlength=pairs) if pairs else np.zeros(0)
-            if flat.size and (flat.min() < 0 or flat.max() >= pairs):
-                c.fail(f"{what}: a pair outside 0 … {pairs - 1}", hint="stop at p < pairs")
-            if (counts > 1).any():
-                p = int(np.flatnonzero(counts > 1)[0])
-                c.fail(f"{what}: pair {p} is taken {int(counts[p])} times (a tile computed twice)",
-                       hint="cluster c starts at p = c and steps by the number of clusters")
-            if (counts == 0).any():
-                p = int(np.flatnonzero(counts == 0)[0])
-                c.fail(f"{what}: pair {p} is never taken (a tile of C left unwritten)",
-                       hint="cluster c starts at p = c (not c + 1) and steps by `clusters` while p < pairs")
-            for cid, t in enumerate(taken):
-                want = list(range(cid, pairs, clusters))
-                if t != want:
-                    blocked = -(-pairs // clusters)
-                    hint = ("every pair once, but in contiguous chunks: the kernel strides (p = c, c + clusters, …) "
-                            "so the clusters running at the same time take consecutive pairs of the raster order, "
-                            "which share rows of A and columns of B in L2"
-                            if t == list(range(cid * blocked, min(pairs, (cid + 1) * blocked)))
-                            else "p = cluster_id, cluster_id + clusters, … while p < pairs")
-                    c.fail(f"{what}: the pairs of cluster {cid}", want[:8], t[:8], hint=hint)
-            w = scheduler.waves(pairs, clusters)
-            c.ok(f"{what}: every pair once, cluster c takes c, c + {clusters}, … ({w.count} wave(s), the last with "
-                 f"{w.last})")
-
-
-# ------------------------------------------------------------------------------------------- 3 · L2 footprint
-#: (visits, clusters, wave, K) on every run: waves that end exactly where a new row of pairs starts (the next wave's
-#: first pair brings a new A panel, the wave's own last pair a new B panel), the last, partial wave, and a wave that
-#: ends exactly at the last pair
-BOUNDARY_WAVES = [(scheduler.row_major(6, 8), 8, 2, 1024), (scheduler.row_major(6, 8), 8, 0, 512),
-                  (scheduler.column_major(7, 5), 7, 1, 768), (scheduler.row_major(5, 7), 4, 8, 640),
-                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(9, 9, 8), 66, 1, 2048)]
-
-
-def _off_by_one(visits: np.ndarray, clusters: int, wave: int, K: int) -> set[tuple[int, int]]:
-    """The footprints of a wave one pair too long or too short at either end, or a last wave filled up with the
-    first pairs again."""
-    lo, hi = wave * clusters, (wave + 1) * clusters
-    chunks = [visits[max(a, 0):max(b, 0)] for a, b in ((lo, hi + 1), (lo, hi - 1), (lo - 1, hi), (lo + 1, hi),
-                                                       (lo + 1, hi + 1), (lo - 1, hi - 1))]
-    if len(visits):
-        chunks.append(visits[[(lo + i) % len(visits) for i in range(clusters)]])
-    return {(len({int(v) for v in x[:, 0]}) * PAIR * K * 2, len({int(v) for v in x[:, 1]}) * PAIR * K * 2)
-            for x in chunks if len(x)}
-
-
-def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], tuple[int, int]]) -> None:
-    """Grade ``wave_footprint(visits, clusters, wave, K) -> (bytes of A, bytes of B)`` that the pairs of one wave
-    read (each 256-row panel of A and 256-column panel of B once), on grouped, row-major and Hilbert orders."""
-    rng = grading.fresh_rng()
-    with grading.check("Lab 7 · the L2 footprint of a wave", seed=rng.seed) as c:
-        cases = [(scheduler.grouped(32, 32, 8), 66, 0, 8192), (scheduler.row_major(16, 16), 66, 0, 4096),
-                 (scheduler.grouped(16, 16, 8), 66, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
-                 (scheduler.grouped(5, 3, 8), 66, 0, 512)]
-        cases += BOUNDARY_WAVES
-        for _ in range(3):
-            pm, pn = int(rng.integers(2, 40)), int(rng.integers(2, 40))
-            g = int(rng.choice([1, 2, 4, 8, 16]))
-            clusters = int(rng.integers(4, 67))
-            visits = scheduler.grouped(pm, pn, g)
-            wave = int(rng.integers(0, -(-pm * pn // clusters)))
-            cases.append((visits, clusters, wave, 64 * int(rng.integers(1, 200))))
-        for visits, clusters, wave, K in cases:
-            what = f"wave {wave} of {len(visits)} pairs on {clusters} clusters, K={K}"
-            got = _call(c, f"wave_footprint(visits, {clusters}, {wave}, {K})", wave_footprint, visits.copy(),
-                        clusters, wave, K)
-            want = scheduler.wave_footprint(visits, clusters, wave, PAIR, PAIR, K)
-            try:
-                a, b = (int(v) for v in got)
-            except (TypeError, ValueError):
-                c.fail(what, (want.bytes_a, want.bytes_b), got, hint="return (bytes of A, bytes of B)")
-            if (a, b) != (want.bytes_a, want.bytes_b):
-                chunk = visits[wave * clusters:(wave + 1) * clusters]
-                hint = "count each 256-row panel of A (a pair-row) and each 256-column panel of B once: K·256·2 bytes"
-                if (a, b) == (len(chunk) * PAIR * K * 2,) * 2:
-                    hint = "every pair counted its own panels: pairs of the same row share their A panel, " \
-                           "of the same column their B panel — count distinct ones"
-                elif (a, b) == (want.a_panels * PAIR * K, want.b_panels * PAIR * K):
-                    hint = "a bf16 element is 2 bytes"
-                elif (a, b) == (want.b_panels * PAIR * K * 2, want.a_panels * PAIR * K * 2):
-                    hint = "A panels follow the pair's row (pm), B panels its column (pn)"
-                elif (a, b) in _off_by_one(visits, clusters, wave, K):
-                    hint = (f"wave {wave} is pairs {wave * clusters} … {min((wave + 1) * clusters, len(visits)) - 1} "
-                            "of the visit order: no more (the next wave's first pair is not in it), no fewer (the "
-                            "last wave may be partial)")
-                c.fail(what, (want.bytes_a, want.bytes_b), (a, b), hint=hint)
-            c.ok(f"{what}: {want.a_panels} A panels + {want.b_panels} B panels = {want.bytes / 2**20:.1f} MiB")
-
-
-# ------------------------------------------------------------------------------------------- 4, 5 · multicast
+# ------------------------------------------------------------------------------------------- 1, 2 · multicast
 def model_problem(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """A small random problem for the cluster model: A, B with partial tiles, K long enough for the 4-stage ring to
     wrap inside a tile and across tiles, and the 2–3 pairs one cluster takes in the grouped order."""
@@ -390,12 +220,12 @@ def check_release(release: Callable) -> None:
                    cluster.reference_produce, release, rng, hint=_release_hint(cluster.record(release, 0, 0), 0, 0))
 
 
-# ------------------------------------------------------------------------------------------- 6 · the kernel
+# ------------------------------------------------------------------------------------------- 3 · the kernel
 def _release_cluster_note() -> str:
     from helpers.course.widgets.roofline import measured
 
     slow = measured("lab7", (8192, 8192, 8192), ("2026-11-22-ladder-run1",))
-    fast = measured("lab7", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab7-g8",))
+    fast = measured("lab7", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab6-g8",))
     if slow and fast:
         return (f"measured on the H100: {slow.tflops:.0f} TFLOP/s with the .release.cluster form ({slow.source}), "
                 f"{fast.tflops:.0f} with the bare arrive ({fast.source})")
@@ -413,7 +243,7 @@ def _mapa_ranks(ptx: str, entry: str) -> list[str]:
     return out
 
 
-def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
+def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
     """Compile the Lab 7 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
     the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
     cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
@@ -423,7 +253,7 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
     from ._common import can_run
 
     rng = grading.fresh_rng()
-    with grading.check("Lab 7 · the persistent, clustered, multicasting kernel", seed=rng.seed) as c:
+    with grading.check("Lab 7 · the clustered, multicasting kernel", seed=rng.seed) as c:
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
         _report_checks(c, kernel.report, spills_allowed=True)
