@@ -1,6 +1,6 @@
-"""Lab 7 (persistent, clusters, multicast) graders, both ways: the solution passes; the stubs and the named
-plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The cluster model
-itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
+"""Lab 7 (clusters and multicast on Lab 6's persistent kernel) graders, both ways: the solution passes; the stubs
+and the named plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The
+cluster model itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
 one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
 executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
 comments do not give the barrier counts away).
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab7_run_only, rejects_naming
+from gpu_lab5679 import lab7_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
-from helpers.hopper import cluster, scheduler
 from helpers.course import grading, labgen
 from helpers.course.checks import lab7
+from helpers.hopper import cluster
 from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,14 +69,13 @@ def test_kernel_is_the_bench_kernel(sol):
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab7", ["lab7-footprint", "lab7-kernel", "lab7-loop", "lab7-multicast", "lab7-order",
-                           "lab7-release"])
-    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 8
+    assert_tiered("lab7", ["lab7-kernel", "lab7-multicast", "lab7-release"])
+    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 7
     assert len(lab_exercises("lab7")["lab7-multicast"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 14
+    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 10
 
 
 def test_kernel_comments_do_not_give_the_counts_away(sol):
@@ -90,162 +89,43 @@ def test_hint_and_answer_entry_points(capsys):
     lab7.hint("lab7-multicast", 2)
     lab7.answer("lab7-release", sure=True)
     out = capsys.readouterr().out
-    assert "Hint 1 · lab7-kernel" in out and "part 8 of 8" in out
+    assert "Hint 1 · lab7-kernel" in out and "part 7 of 7" in out
     assert "Hint 2 · lab7-multicast" in out and "ctx.consumers · ctx.size" in out
     assert "ctx.arrive(ctx.mapa(ctx.empty[s], cta))" in out.split("The answer · lab7-release")[1]
 
 
 def test_stub_kernel_hides_every_region(stub):
     src = stub["LAB7_SRC"]
-    assert src.count('#error "not written yet:') == 8
-    for line in ("CONSUMERS * CLUSTER);", "(1u << CLUSTER) - 1", "mbar_arrive_cluster(&empty", "p += clusters",
-                 "pn = in_group / rows"):
+    assert src.count('#error "not written yet:') == 7
+    for line in ("CONSUMERS * CLUSTER);", "(1u << CLUSTER) - 1", "mbar_arrive_cluster(&empty", "p += clusters"):
         assert line not in src
 
 
 @pytest.mark.parametrize("grader, names", [
-    (lab7.check_pair_coords, ("pair_coords",)), (lab7.check_cluster_pairs, ("cluster_pairs",)),
-    (lab7.check_wave_footprint, ("wave_footprint",)), (lab7.check_produce, ("init_barriers", "produce")),
-    (lab7.check_release, ("release",))])
+    (lab7.check_produce, ("init_barriers", "produce")), (lab7.check_release, ("release",))])
 def test_stubs_fail(stub, grader, names):
     grading.assert_rejects(lambda a: grader(*a), tuple(stub[n] for n in names), "not written yet", "hint")
 
 
 def test_kernel_stub_fails(stub):
-    grading.assert_rejects(lambda s: lab7.check_persistent_kernel(s, benchmark=False), stub["LAB7_SRC"],
+    grading.assert_rejects(lambda s: lab7.check_cluster_kernel(s, benchmark=False), stub["LAB7_SRC"],
                            "not written yet")
 
 
-def test_opening_shows_the_diff_and_lab5s_figures(sol):
+def test_opening_shows_the_diff_from_lab6_and_its_figures(sol):
+    """The diff from Lab 6's persistent kernel: the cluster parts only (the persistent loop, scale-d and the
+    epilogue's waits are Lab 6's); Lab 6's speed where measured, else "not measured yet"."""
     text = str(lab7.opening(sol["LAB7_SRC"]))
     from helpers.course.widgets import roofline
 
-    lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
-    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 7" in text
-    assert "__cluster_dims__(2, 1, 1)" in text
+    lab6_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab6")
+    assert "--- Lab 6 (bench/kernels/lab6_persistent.cu)" in text and "+++ Lab 7" in text
+    assert (f"{lab6_4096.tflops:.0f} TFLOP/s" in text) if lab6_4096 else "Lab 6 at 4096³: not measured yet" in text
+    assert "+extern \"C\" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)" in text
+    assert "+          hopper::tma_load_2d_multicast(" in text and "+  hopper::cluster_sync();" in text
 
 
-# ------------------------------------------------------------------------------------------- 1 · raster order
-def test_order_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab7.check_pair_coords, sol["pair_coords"])
-
-
-def test_order_matches_the_device_function():
-    """scheduler.grouped (vectorised) and grouped_coords (the kernel's arithmetic) agree, and are permutations."""
-    rng = np.random.default_rng(3)
-    for _ in range(200):
-        pm, pn, g = int(rng.integers(1, 50)), int(rng.integers(1, 50)), int(rng.integers(1, 20))
-        v = scheduler.grouped(pm, pn, g)
-        assert not scheduler.permutation_problems(v, pm, pn)
-        p = int(rng.integers(0, pm * pn))
-        assert tuple(v[p]) == scheduler.grouped_coords(p, pm, pn, g)
-
-
-def _no_partial_group(p, pm, pn, g):
-    per = g * pn
-    first = (p // per) * g
-    return first + (p % per) % g, (p % per) // g
-
-
-def _row_first(p, pm, pn, g):
-    per = g * pn
-    first = (p // per) * g
-    rows = min(pm - first, g)
-    return first + (p % per) // pn, (p % per) % pn if rows else 0
-
-
-@pytest.mark.parametrize("wrong, needle", [
-    (lambda p, pm, pn, g: (p // pn, p % pn), "down a column"),
-    (lambda p, pm, pn, g: (p % pm, p // pm), "column-major"),
-    (_no_partial_group, "fewer than `group` rows"),
-    (_row_first, "down a column"),
-    (lambda p, pm, pn, g: scheduler.grouped_coords(min(p + 1, pm * pn - 1), pm, pn, g), "not a permutation"),
-    (lambda p, pm, pn, g: [scheduler.grouped_coords(p, pm, pn, g)], "pair"),
-])
-def test_order_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab7.check_pair_coords, wrong, needle)
-
-
-# ------------------------------------------------------------------------------------------- 2 · the loop
-def test_loop_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab7.check_cluster_pairs, sol["cluster_pairs"])
-
-
-def _blocked(c, clusters, pairs):
-    size = -(-pairs // clusters)
-    return list(range(c * size, min(pairs, (c + 1) * size)))
-
-
-@pytest.mark.parametrize("wrong, needle", [
-    (lambda c, n, p: list(range(c + 1, p, n)), "never taken"),  # skips a tile
-    (lambda c, n, p: list(range(c, p, max(1, n - 1))), "taken"),  # repeats tiles
-    (lambda c, n, p: list(range(c, p + 1, n)), "outside"),
-    (_blocked, "contiguous chunks"),
-    (lambda c, n, p: list(range(c, p, n))[::-1], "the pairs of cluster"),
-])
-def test_loop_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab7.check_cluster_pairs, wrong, needle)
-
-
-# ------------------------------------------------------------------------------------------- 3 · footprint
-def test_footprint_solution_passes(sol, monkeypatch):
-    passes_on_seeds(monkeypatch, lab7.check_wave_footprint, sol["wave_footprint"])
-
-
-def _per_pair(v, clusters, wave, K):
-    n = len(v[wave * clusters:(wave + 1) * clusters])
-    return n * 256 * K * 2, n * 256 * K * 2
-
-
-def _elements(v, clusters, wave, K):
-    f = scheduler.wave_footprint(v, clusters, wave, 256, 256, K)
-    return f.a_panels * 256 * K, f.b_panels * 256 * K
-
-
-def _swapped(v, clusters, wave, K):
-    f = scheduler.wave_footprint(v, clusters, wave, 256, 256, K)
-    return f.bytes_b, f.bytes_a
-
-
-def _first_wave_only(v, clusters, wave, K):
-    f = scheduler.wave_footprint(v, clusters, 0, 256, 256, K)
-    return f.bytes_a, f.bytes_b
-
-
-def _one_more_pair(v, clusters, wave, K):
-    """The wave plus the next wave's first pair."""
-    chunk = v[wave * clusters:(wave + 1) * clusters + 1]
-    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
-
-
-def _one_pair_short(v, clusters, wave, K):
-    """The wave without its last pair."""
-    chunk = v[wave * clusters:min((wave + 1) * clusters, len(v)) - 1]
-    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
-
-
-def _full_waves_only(v, clusters, wave, K):
-    """Wraps round to the first pairs when the last wave is partial."""
-    idx = [(wave * clusters + i) % len(v) for i in range(clusters)]
-    chunk = v[idx]
-    return len(set(chunk[:, 0].tolist())) * 256 * K * 2, len(set(chunk[:, 1].tolist())) * 256 * K * 2
-
-
-@pytest.mark.parametrize("wrong", [_one_more_pair, _one_pair_short, _full_waves_only])
-def test_footprint_wave_boundaries_are_deterministic(monkeypatch, wrong):
-    """A wave one pair too long or too short, or a last wave filled up: rejected on every seed, on the fixed
-    boundary cases, with a hint about the wave's pairs."""
-    rejected_on_every_seed(monkeypatch, lab7.check_wave_footprint, wrong, "of the visit order")
-
-
-@pytest.mark.parametrize("wrong, needle", [(_per_pair, "distinct"), (_elements, "2 bytes"),
-                                           (_swapped, "A panels follow"), (_first_wave_only, "wave 3"),
-                                           (lambda v, c, w, K: None, "return (bytes of A")])
-def test_footprint_wrong_answers_fail(monkeypatch, wrong, needle):
-    rejected_on_every_seed(monkeypatch, lab7.check_wave_footprint, wrong, needle)
-
-
-# ------------------------------------------------------------------------------------------- 4 · the producer
+# ------------------------------------------------------------------------------------------- 1 · the producer
 def _produce(mask=None, expect=None, b_offset=None, b_rows=None, a_multicast=False):
     def produce(ctx, s, k, m0, n0):
         base = s * ctx.STAGE_BYTES
@@ -414,7 +294,7 @@ def wrong(sol) -> dict:
 
 def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     _static_only(monkeypatch)
-    lab7.check_persistent_kernel(sol["LAB7_SRC"])
+    lab7.check_cluster_kernel(sol["LAB7_SRC"])
 
 
 @pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
@@ -422,7 +302,7 @@ def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """The static checks read the PTX, the same on every seed: one run covers them all."""
     _static_only(monkeypatch)
     src, needle = wrong[name]
-    grading.assert_rejects(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, needle)
+    grading.assert_rejects(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, needle)
 
 
 def test_launch_spec_matches_the_bench():
@@ -434,14 +314,14 @@ def test_launch_spec_matches_the_bench():
 @pytest.mark.gpu
 def test_kernel_solution_runs_on_the_h100(sol):
     """Random shapes, then 4096³, 8192³ and two non-square shapes beside cuBLAS (the ratios go in the report)."""
-    lab7.check_persistent_kernel(sol["LAB7_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
+    lab7.check_cluster_kernel(sol["LAB7_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
-    rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, "ran on the H100", *needles)
+    rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, "ran on the H100", *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor
@@ -454,7 +334,7 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     """Two clusters of two CTAs, several pairs each: the persistent loop, the multicast and the stores across
     tiles all run."""
     _executor(monkeypatch)
-    lab7.check_persistent_kernel(sol["LAB7_SRC"])
+    lab7.check_cluster_kernel(sol["LAB7_SRC"])
     out = capsys.readouterr().out
     each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) pairs on 2 clusters of "
                       r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
@@ -476,9 +356,9 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
     src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
     _static_only(monkeypatch)
     with contextlib.redirect_stdout(io.StringIO()):
-        lab7.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
+        lab7.check_cluster_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
-    rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
+    rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, "on the emulator", *needles)
 
 
 # ------------------------------------------------------------------------------------------- the work
@@ -503,6 +383,6 @@ def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatc
     """C comes out right (the run's ✓ says so); the work does not: a tile computed twice or by the wrong block."""
     change, needles = WORK_MISTAKES[name]
     _executor(monkeypatch)
-    text = rejects_naming(lambda s: lab7.check_persistent_kernel(s, benchmark=False), change(sol["LAB7_SRC"]),
+    text = rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), change(sol["LAB7_SRC"]),
                           *needles)
     assert "C is right" in text or "the schedule gives it to" in text

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab9_run_only
+from gpu_lab5679 import lab9_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.course import grading, labgen
