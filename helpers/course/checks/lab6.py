@@ -18,7 +18,7 @@ from helpers.course import grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import scheduler
 
-from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream
 from ._common import opening as _opening
 from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
@@ -223,14 +223,16 @@ def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], t
                            "of the same column their B panel — count distinct ones"
                 elif (a, b) == (want.a_panels * TILE[0] * K, want.b_panels * TILE[1] * K):
                     hint = "a bf16 element is 2 bytes"
-                elif (a, b) == (want.a_panels * TILE[1] * K * 2, want.b_panels * TILE[0] * K * 2):
-                    hint = "an A panel is 128 rows (the tile's height), a B panel 256 rows of B (the tile's width)"
-                elif (a, b) == _panel_bytes(want.b_panels, want.a_panels, K):
-                    hint = "A panels follow the tile's row (tm), B panels its column (tn)"
                 elif (a, b) in _off_by_one(visits, blocks, wave, K):
                     hint = (f"wave {wave} is tiles {wave * blocks} … {min((wave + 1) * blocks, len(visits)) - 1} "
                             "of the visit order: no more (the next wave's first tile is not in it), no fewer (the "
                             "last wave may be partial)")
+                elif (a, b) == _panel_bytes(want.b_panels, want.a_panels, K):
+                    hint = "A panels follow the tile's row (tm), B panels its column (tn)"
+                elif (a, b) in ((want.a_panels * TILE[1] * K * 2, want.bytes_b),
+                                (want.bytes_a, want.b_panels * TILE[0] * K * 2),
+                                (want.a_panels * TILE[1] * K * 2, want.b_panels * TILE[0] * K * 2)):
+                    hint = "an A panel is 128 rows (the tile's height), a B panel 256 rows of B (the tile's width)"
                 c.fail(what, (want.bytes_a, want.bytes_b), (a, b), hint=hint)
             c.ok(f"{what}: {want.a_panels} A panels + {want.b_panels} B panels = {want.bytes / 2**20:.1f} MiB")
 
@@ -248,9 +250,13 @@ def _scale_d_operands(ptx: str, entry: str) -> list[str]:
 
 
 def _zeroes_accumulators(ptx: str, entry: str) -> bool:
-    """Whether the kernel writes 0.0 into at least 128 float registers (the accumulators zeroed by hand)."""
-    movs = find_instrs(ptx, "mov.f32", entry)
-    return sum(1 for m in movs if m.operands.replace(" ", "").endswith(",0f00000000")) >= 128
+    """Whether the kernel writes 0.0 into at least 128 float registers (the accumulators zeroed by hand): NVRTC
+    makes one register 0 and copies it into the others."""
+    movs = [[o.strip() for o in ln.instr.operands.split(",")] for ln in stream(ptx, entry)
+            if ln.instr and ln.instr.opcode == "mov.f32"]
+    zeros = {ops[0] for ops in movs if len(ops) == 2 and ops[1] == "0f00000000"}
+    copies = {ops[0] for ops in movs if len(ops) == 2 and ops[1] in zeros}
+    return len(zeros | copies) >= 128
 
 
 def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
