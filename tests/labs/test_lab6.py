@@ -359,3 +359,24 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
         lab6.check_persistent_kernel(src, benchmark=False)  # the PTX cannot tell
     _executor(monkeypatch)
     rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "on the emulator", *needles)
+
+
+# ------------------------------------------------------------------------------------------- the work
+WORK_MISTAKES = {
+    "the loop steps by one block too few (every tile from the block's own on)": (
+        lambda s: s.replace(_LOOP, "for (int t = blockIdx.x; t < tiles; t += gridDim.x - 1) {"),
+        ("was computed and stored 2 times", "by block (0,0), block (1,0)", "step by the grid size")),
+    "the two blocks swap their tiles": (
+        lambda s: s.replace(_LOOP, "for (int t = gridDim.x - 1 - blockIdx.x; t < tiles; t += gridDim.x) {"),
+        ("which the schedule gives block 0", "was stored by block (1,0)")),
+}
+
+
+@pytest.mark.parametrize("name", list(WORK_MISTAKES))
+def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatch, name):
+    """C comes out right; the work does not: a tile computed twice, or by the wrong block."""
+    change, needles = WORK_MISTAKES[name]
+    _executor(monkeypatch)
+    text = rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), change(sol["LAB6_SRC"]),
+                          *needles)
+    assert "C is right" in text or "the schedule gives it to" in text

@@ -410,8 +410,8 @@ def _emulator_shapes(rng: np.random.Generator, spec: GemmLaunch) -> list[tuple[i
     """Smaller non-square shapes for the PTX executor (a CPU runs every thread), still with partial tiles and several
     K steps (the last one partial): Lab 5's grid has several blocks; the persistent grids of Labs 6 and 7 (two blocks,
     or two clusters, there) have at least two tiles per block, so each block takes several tiles in turn."""
-    if spec.persistent_unit and spec.cluster == 1:  # 6 to 8 tiles on two blocks, 4 or 5 K steps: the ring wraps
-        shapes, low, high = [(264, 296, 200)], 33, 42
+    if spec.persistent_unit and spec.cluster == 1:  # 9 tiles on two blocks (a partial wave), then 6; the ring wraps
+        shapes, low, high = [(264, 520, 200)], 33, 42
     else:
         shapes, low, high = [(392, 520, 200)], (33 if spec.persistent_unit else 17), 66  # 2 × 2 pairs at least
     while len(shapes) < 2:
