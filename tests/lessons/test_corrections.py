@@ -224,7 +224,7 @@ def test_the_launch_cell_builds_the_real_driver_objects():
     with contextlib.redirect_stdout(out):
         exec(src, {})  # noqa: S102 - the lesson's own cell, no GPU needed
     text = out.getvalue()
-    assert "cuFuncSetAttribute(lab6_gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 230400)" in text
+    assert "cuFuncSetAttribute(lab7_gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 230400)" in text
     assert "cuLaunchKernelEx" in text and "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1)" in text
     road = _cell("lessons/00_big_picture.ipynb", "l00-31")
     assert re.search(r"\| 04 \|[^\n]*warp specialization", road)
