@@ -259,8 +259,7 @@ def test_footprint_wrong_answers_fail(monkeypatch, wrong, needle):
 
 # ------------------------------------------------------------------------------------------- 4 · the kernel
 _LOOP = "for (int t = blockIdx.x; t < tiles; t += gridDim.x) {"
-_WAIT = ("      if (tid == 0) hopper::tma_store_wait_read<1>();\n"
-         "      hopper::named_bar_sync(1 + c, 128);\n")
+_WAIT = "      if (tid == 0) hopper::tma_store_wait_read<1>();\n"
 
 
 def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
@@ -271,7 +270,7 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
         "scale-d left at 1 on a tile's first wgmma (accumulates the previous tile)": (
             _swap(src, "k > 0 || kk > 0);", "true);"), "previous tile's sums"),
         "the store buffer reused before the previous tile's store was waited for (Lab 5's wait)": (
-            _swap(src, _WAIT, "      if (sub >= 2) {\n  " + _WAIT.replace("\n      ", "\n        ") + "      }\n"),
+            _swap(src, _WAIT, "      if (sub >= 2 && tid == 0) hopper::tma_store_wait_read<1>();\n"),
             "overwrite-in-flight"),
         "clusters of 2 left on": (_swap(src, "__launch_bounds__(384, 1)\n", "__launch_bounds__(384, 1) "
                                         "__cluster_dims__(2, 1, 1)\n"), "without clusters"),

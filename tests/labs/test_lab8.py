@@ -221,6 +221,8 @@ def test_the_lab_says_what_the_h100_measured():
     shapes = json.loads(runs[-1].read_text())["shapes"]
     text = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
                    for c in json.loads((ROOT / "solutions" / "lab8_pingpong.ipynb").read_text())["cells"])
-    assert all(r["lab8_vs_lab7"] < 1 for r in shapes) == ("the cooperative kernel won at every shape measured" in text)
-    for r in shapes:
-        assert f"{r['lab8_vs_lab7']:.2f}×" in text, f"the lab quotes Lab 8 / Lab 7 at {r['shape']}"
+    # runs recorded before the labs were renumbered call the cooperative kernel (today's Lab 7) "lab6"
+    ratios = [r.get("lab8_vs_lab7", r.get("lab8_vs_lab6")) for r in shapes]
+    assert all(x < 1 for x in ratios) == ("the cooperative kernel won at every shape measured" in text)
+    for r, x in zip(shapes, ratios, strict=True):
+        assert f"{x:.2f}×" in text, f"the lab quotes Lab 8 / Lab 7 at {r['shape']}"
