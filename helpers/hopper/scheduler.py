@@ -3,8 +3,9 @@
 A GEMM's C is cut into tiles (here: any unit of work, e.g. Lab 6's 128×256 tiles, or Lab 7's 256×256 "pairs" of a
 2-block cluster). A *raster order* lists the tiles in the order workers take them; a *persistent* kernel launches
 one worker per resident block or cluster and worker ``w`` takes tiles ``w, w + W, w + 2W, …`` of that list. Tiles
-``i·W … (i+1)·W - 1`` run at about the same time: one *wave*. This module computes the orders, the schedule, the waves and
-the L2 footprint of a wave (the bytes of A and B the tiles of a wave read), as the lessons and graders use them.
+``i·W … (i+1)·W - 1`` run at about the same time: one *wave*. This module computes the orders, the schedule, the
+waves and the L2 footprint of a wave (the bytes of A and B the tiles of a wave read), as the lessons and graders use
+them.
 
 Orders (``(T, 2)`` int arrays of ``(tile_m, tile_n)`` in visit order):
 
