@@ -37,7 +37,7 @@ def fp32_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, block: i
 
 def bf16_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, cluster: tuple | None = None,
               streamk: int = 0) -> executor.RunResult:
-    """A Lab 5-7 GEMM (bf16 C through a TMA store), hazard mode on."""
+    """A Lab 5-9 GEMM (bf16 C through a TMA store), hazard mode on."""
     a, b = _operands(m, n, k, seed=3)
     c = np.full((m, n), np.nan, gpu.bfloat16)
     extra = ()
@@ -133,6 +133,11 @@ def test_lab4_notebook_solutions_have_no_hazard() -> None:
 
 def test_lab5_tma_store_epilogue_has_no_hazard() -> None:
     clean(bf16_gemm(_kernel("lab5_epilogue.cu"), "lab5_gemm", 136, 264, 128, (2, 2)))
+
+
+def test_lab6_persistent_blocks_have_no_hazard() -> None:
+    """Two blocks, 5 and 4 tiles each: the ring and the stores run on across tiles."""
+    clean(bf16_gemm(_kernel("lab6_persistent.cu"), "lab6_gemm", 264, 520, 200, (2, 1, 1)))
 
 
 def test_lab7_clusters_with_multicast_have_no_hazard() -> None:
