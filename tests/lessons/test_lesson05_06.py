@@ -69,7 +69,7 @@ def test_measured_figures_come_from_the_results_files():
     assert roofline.measured("lab7", (1, 2, 3)) is None
     assert roofline.measured("lab6", (8192, 8192, 8192), ("2026-11-22-ladder-run1",)) is None
     rows = roofline.ladder(4096)
-    assert [k for k, _, _ in rows] == ["lab3", "lab4a", "lab4b", "lab5", "lab6", "lab7"]
+    assert [k for k, _, _ in rows] == ["lab3", "lab4a", "lab4b", "lab5", "lab6", "lab7", "lab8", "lab9"]
     assert [k for k, _, m in rows if m is None] in ([], ["lab6"])  # Lab 6: not measured yet until the H100 run
 
 

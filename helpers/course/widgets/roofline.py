@@ -179,6 +179,8 @@ LADDER = [
     ("lab5", "Lab 5 · TMA-store epilogue, bf16 C", ("ladder", "2026-11-22-ladder-run1")),
     ("lab6", "Lab 6 · persistent blocks, grouped raster order", ("ladder",)),
     ("lab7", "Lab 7 · 2-block clusters, B multicast", ("ladder", "2026-11-22-tune-run2:lab6-g8")),
+    ("lab8", "Lab 8 · ping-pong consumers, a sequence barrier", ("ladder",)),
+    ("lab9", "Lab 9 · Stream-K over the last waves", ("ladder",)),
 ]
 
 
