@@ -3,7 +3,7 @@ targets:
 a plain run, the same with the hazard checker (``executor_options(hazards=True)``) and with a timeline recorded
 (``trace=True``). CPU seconds of the launch alone (compiled and warmed up first), on this machine's single core:
 
-    python bench/ptx_speed.py [--repeat 3] [--only "Lab 7"] [--write bench/results/NAME.md]
+    python bench/ptx_speed.py [--repeat 3] [--only "Lab 9"] [--write bench/results/NAME.md]
 """
 
 from __future__ import annotations
@@ -85,10 +85,10 @@ def cases() -> list[tuple[str, str, float, object]]:
                 _gemm_case(ws, "ws_gemm", 256, 256, 512, (1, 2), 384, ws_smem(256, 3), (128, 64), (256, 64))))
     out.append(("Lab 5 TMA-store epilogue (bench)", "264×520×200", 30.0,
                 _bf16_case("lab5_epilogue.cu", "lab5_gemm", 264, 520, 200, (3, 3))))
-    out.append(("Lab 6 persistent, clusters of 2, multicast (bench)", "776×520×200, 2 clusters", 30.0,
-                _bf16_case("lab6_persistent.cu", "lab6_gemm", 776, 520, 200, (4, 1, 1), cluster=(2, 1, 1))))
-    out.append(("Lab 7 Stream-K (bench)", "520×264×1000, 4 clusters", 60.0,
-                _bf16_case("lab7_streamk.cu", "lab7_gemm", 520, 264, 1000, (8, 1, 1), cluster=(2, 1, 1),
+    out.append(("Lab 7 persistent, clusters of 2, multicast (bench)", "776×520×200, 2 clusters", 30.0,
+                _bf16_case("lab7_clusters.cu", "lab7_gemm", 776, 520, 200, (4, 1, 1), cluster=(2, 1, 1))))
+    out.append(("Lab 9 Stream-K (bench)", "520×264×1000, 4 clusters", 60.0,
+                _bf16_case("lab9_streamk.cu", "lab9_gemm", 520, 264, 1000, (8, 1, 1), cluster=(2, 1, 1),
                            streamk=4)))
     return out
 

@@ -2,7 +2,7 @@
 
     python bench/shapes.py [--quick] [--only NAME ...] [--rounds 9] [--write bench/results/NAME]
 
-For every shape of :data:`SHAPES`: Lab 6 (data-parallel) and Lab 7 (Stream-K) each interleaved with cuBLAS (same
+For every shape of :data:`SHAPES`: Lab 7 (data-parallel) and Lab 9 (Stream-K) each interleaved with cuBLAS (same
 bf16 output, same rotated inputs, >= 7 rounds, median of the per-round ratios with min-max, SM clock and power of
 each side), cuBLAS against itself the same way (the noise floor), and the kernel ``gpu.matmul`` chooses there.
 Then the geometric mean of each column over the set. Writes NAME.json and NAME.md. Without a Hopper GPU it
@@ -61,10 +61,10 @@ def geomean(xs: list[float]) -> float | None:
 
 
 def summarize(rows: list[dict]) -> dict[str, Any]:
-    """Geometric means of the ratios over the rows (all, and per group) for lab6, lab7, the chosen kernel and the
+    """Geometric means of the ratios over the rows (all, and per group) for lab7, lab9, the chosen kernel and the
     noise floor."""
     def means(rs: list[dict]) -> dict[str, float | None]:
-        return {col: geomean([r[col]["ratio"] for r in rs if r.get(col)]) for col in ("lab6", "lab7", "noise")} | {
+        return {col: geomean([r[col]["ratio"] for r in rs if r.get(col)]) for col in ("lab7", "lab9", "noise")} | {
             "chosen": geomean([r[r["chosen"]]["ratio"] for r in rs if r.get(r["chosen"])])}
 
     groups = sorted({r["group"] for r in rows})
@@ -76,24 +76,24 @@ def render(result: dict) -> str:
              f"- GPU: {result['gpu']} ({result['sm_count']} SMs), driver CUDA "
              f"{'.'.join(map(str, result['driver_cuda']))}, cuBLAS {result['cublas']}", f"- date: {result['date']}",
              f"- method: {result['method']}", "",
-             "| shape | M×N×K | Lab 6 × cuBLAS | Lab 7 × cuBLAS | chosen | cuBLAS × itself | cuBLAS TFLOP/s | "
-             "SM MHz Lab 6 / cuBLAS | W Lab 6 / cuBLAS |", "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+             "| shape | M×N×K | Lab 7 × cuBLAS | Lab 9 × cuBLAS | chosen | cuBLAS × itself | cuBLAS TFLOP/s | "
+             "SM MHz Lab 7 / cuBLAS | W Lab 7 / cuBLAS |", "|---|---|---:|---:|---|---:|---:|---:|---:|"]
     for r in result["shapes"]:
         m, n, k = r["shape"]
         cells = []
-        for col in ("lab6", "lab7", "noise"):
+        for col in ("lab7", "lab9", "noise"):
             d = r.get(col)
             cells.append(ladder._range(d) + (" (clocks differ)" if d.get("clock_differs") else "") if d else
                          r.get(f"{col}_failure", "—")[:60])
-        d6 = r.get("lab6") or {}
+        d6 = r.get("lab7") or {}
         (c6, w6), (cc, wc) = (ladder._side(d6), ladder._side(d6, "cublas_")) if d6 else (("—", "—"), ("—", "—"))
         cub = f"{d6['cublas_tflops']:.0f}" if d6 else "—"
         lines.append(f"| {r['name']} | {m}×{n}×{k} | {cells[0]} | {cells[1]} | {r['chosen']} | {cells[2]} | {cub} | "
                      f"{c6} / {cc} | {w6} / {wc} |")
     lines += ["", "Geometric means of the median ratios:", "",
-              "| shapes | Lab 6 | Lab 7 | chosen per shape | cuBLAS × itself |", "|---|---:|---:|---:|---:|"]
+              "| shapes | Lab 7 | Lab 9 | chosen per shape | cuBLAS × itself |", "|---|---:|---:|---:|---:|"]
     for group, g in result["geomean"].items():
-        f = [f"{g[c]:.3f}" if g[c] else "—" for c in ("lab6", "lab7", "chosen", "noise")]
+        f = [f"{g[c]:.3f}" if g[c] else "—" for c in ("lab7", "lab9", "chosen", "noise")]
         lines.append(f"| {group} | {' | '.join(f)} |")
     return "\n".join(lines) + "\n"
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     wanted = args.only or (QUICK if args.quick else None)
     shapes = [s for s in SHAPES if wanted is None or s[0] in wanted]
-    kernels = {style: gpu_matmul.course_kernel(style) for style in ("lab6", "lab7")}
+    kernels = {style: gpu_matmul.course_kernel(style) for style in ("lab7", "lab9")}
     for style, k in kernels.items():
         print(f"{style}: {k.report.summary()}")
     for name, _, (m, n, k) in shapes:

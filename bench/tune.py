@@ -1,4 +1,4 @@
-"""Tuning runs: variants of the Lab 6 and Lab 7 kernels (compile-time switches) beside cuBLAS in one run.
+"""Tuning runs: variants of the Lab 7 and Lab 9 kernels (compile-time switches) beside cuBLAS in one run.
 
     python bench/tune.py [--write bench/results/NAME] [ladder options]
 """
@@ -20,11 +20,11 @@ SK = ladder.WAVE_QUANTIZED
 def variants() -> list[ladder.Rung]:
     out = [dataclasses.replace(BASE["lab5"], shapes=[])]
     for group in (4, 8, 16):
-        out.append(dataclasses.replace(BASE["lab6"], key=f"lab6-g{group}", options=(f"-DLAB6_GROUP={group}",),
+        out.append(dataclasses.replace(BASE["lab7"], key=f"lab7-g{group}", options=(f"-DLAB7_GROUP={group}",),
                                        shapes=[]))
-    out.append(dataclasses.replace(BASE["lab6"], key="lab6-g8-zero", options=("-DLAB6_SCALE_D=0",), shapes=SK))
-    out.append(dataclasses.replace(BASE["lab7"], key="lab7-hybrid", shapes=SK))
-    out.append(dataclasses.replace(BASE["lab7"], key="lab7-pure", options=("-DLAB7_HYBRID=0",), shapes=SK))
+    out.append(dataclasses.replace(BASE["lab7"], key="lab7-g8-zero", options=("-DLAB7_SCALE_D=0",), shapes=SK))
+    out.append(dataclasses.replace(BASE["lab9"], key="lab9-hybrid", shapes=SK))
+    out.append(dataclasses.replace(BASE["lab9"], key="lab9-pure", options=("-DLAB9_HYBRID=0",), shapes=SK))
     return out
 
 

@@ -1,21 +1,21 @@
 // Lab 8: ping-pong. Two consumer warpgroups, each with a tile of its own, take turns at the tensor cores.
 //
 // C[M][N] (bf16, row-major) = A[M][K] · B[N][K]ᵀ, bf16 in (K-major); M, N, K multiples of 8 (TMA zero-fills the
-// loads past the edge and clips the stores). The same parameters, grid and clusters as Lab 6: one cluster of
+// loads past the edge and clips the stores). The same parameters, grid and clusters as Lab 7: one cluster of
 // CLUSTER blocks per CLUSTER SMs, persistent, walking "pairs" of output tiles in a grouped raster order; block r
 // of a cluster computes the 128×BN tile at rows m0 + 128r, both blocks share the BN×64 slice of B at every K step
 // (each loads half of it and multicasts it to both).
 //
-// What is new. In Lab 6 both consumer warpgroups split ONE 128×256 tile (64 rows each) and finish it together, so
+// What is new. In Lab 7 both consumer warpgroups split ONE 128×256 tile (64 rows each) and finish it together, so
 // the tensor cores idle while both run the epilogue. Here each consumer warpgroup owns a whole 128×BN tile: the
 // block's tiles go alternately to consumer 0 and consumer 1. A consumer holds its whole tile's accumulators:
-// 128×BN fp32 over 128 threads is BN registers a thread, so BN = 128 (128 accumulators, as Lab 6's 64×256 half)
+// 128×BN fp32 over 128 threads is BN registers a thread, so BN = 128 (128 accumulators, as Lab 7's 64×256 half)
 // is the widest that fits beside the addresses under setmaxnreg 240; 128×256 would need 256 (more than a thread
 // has). An ordered sequence barrier (Lesson 07) makes the two take turns: consumer 0's mainloop, then consumer
 // 1's mainloop while consumer 0 runs its epilogue, then consumer 0's next mainloop while consumer 1 runs its
 // epilogue, ... Mainloops never overlap each other (each has the tensor cores to itself), nor do epilogues.
 //
-// The ring of stages is the producer's, as in Lab 6, but each stage is read by ONE consumer (the one whose tile it
+// The ring of stages is the producer's, as in Lab 7, but each stage is read by ONE consumer (the one whose tile it
 // belongs to): tile j of the block uses ring positions j·steps … j·steps + steps - 1, and since the mainloops run
 // in tile order, the consumers wait on the stages in the order the producer fills them.
 #include "hopper.cuh"
@@ -50,7 +50,7 @@ static_assert(BN == 64 || BN == 128, "a consumer's tile is 128×64 or 128×128")
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
 static_assert(STAGES >= 2 && STAGES * STAGE_BYTES + CBUF_BYTES + ALIGN_SLACK <= SMEM_LIMIT, "the stages must fit");
 
-// Pair p of the grouped raster order → (row of pairs, column of pairs), as in Lab 6.
+// Pair p of the grouped raster order → (row of pairs, column of pairs), as in Lab 7.
 __device__ __forceinline__ void pair_coords(int p, int pairs_m, int pairs_n, int& pm, int& pn) {
   const int per_group = LAB8_GROUP * pairs_n;
   const int group = p / per_group, first = group * LAB8_GROUP;

@@ -14,9 +14,9 @@ otherwise a small kernel copies it into a zero-padded bf16 buffer (transposing B
 8), and C goes through a padded buffer when N is not a multiple of 8. The tensor maps zero-fill loads past M, N
 and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
 
-Which kernel: Lab 6's data-parallel persistent kernel, unless the last wave of 256×256 tile pairs would leave
-many clusters idle, where Lab 7's Stream-K spreads the K steps evenly (:func:`choose`). ``kernel=`` runs a
-kernel of your own with Lab 6's or Lab 7's parameters instead (the count of parameters says which).
+Which kernel: Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile pairs would leave
+many clusters idle, where Lab 9's Stream-K spreads the K steps evenly (:func:`choose`). ``kernel=`` runs a
+kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says which).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = ["matmul", "choose", "wave_efficiency", "launcher", "course_kernel", "
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
-KERNELS = {"lab6": ("lab6_persistent.cu", "lab6_gemm"), "lab7": ("lab7_streamk.cu", "lab7_gemm")}
+KERNELS = {"lab7": ("lab7_clusters.cu", "lab7_gemm"), "lab9": ("lab9_streamk.cu", "lab9_gemm")}
 #: dynamic shared memory of both: 4 stages of 128×64 A + 256×64 B, two 64×64 bf16 store buffers per consumer
 #: warpgroup, 1 KB of alignment slack
 SMEM_BYTES = 4 * (128 * 64 + 256 * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
@@ -61,19 +61,19 @@ def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS) -> float:
 
 
 def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> str:
-    """``"lab7"`` (Stream-K) when the tile pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters,
-    else ``"lab6"``. From the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where
+    """``"lab9"`` (Stream-K) when the tile pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters,
+    else ``"lab7"``. From the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where
     the last wave was mostly empty (1024×1024×16384: 16 pairs on 66 clusters; 1024×4352×8192: 68 pairs, two waves
     of which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97)."""
     del k  # the K loop's length does not change how full the waves are
-    return "lab7" if wave_efficiency(m, n, clusters) < STREAMK_BELOW else "lab6"
+    return "lab9" if wave_efficiency(m, n, clusters) < STREAMK_BELOW else "lab7"
 
 
 _compiled: dict[str, Kernel] = {}
 
 
 def course_kernel(style: str) -> Kernel:
-    """The course's kernel of this style ("lab6" or "lab7"), compiled once (NVRTC's cache keeps it across runs)."""
+    """The course's kernel of this style ("lab7" or "lab9"), compiled once (NVRTC's cache keeps it across runs)."""
     if style not in _compiled:
         file, name = KERNELS[style]
         _compiled[style] = compile((KERNELS_DIR / file).read_text(), name, filename=file)
@@ -81,14 +81,14 @@ def course_kernel(style: str) -> Kernel:
 
 
 def kernel_style(kernel: Kernel) -> str:
-    """"lab6" for a kernel with Lab 6's parameters (maps of A, B, C; M, N, K), "lab7" for Lab 7's (those, then the
+    """"lab7" for a kernel with Lab 7's parameters (maps of A, B, C; M, N, K), "lab9" for Lab 9's (those, then the
     Stream-K workspace and flags); counted in the kernel's PTX entry."""
     m = re.search(r"\.entry\s+" + re.escape(kernel.lowered_name) + r"\s*\((.*?)\)", kernel.ptx, re.S)
     count = len(re.findall(r"\.param\b", m.group(1))) if m else -1
-    styles = {6: "lab6", 8: "lab7"}
+    styles = {6: "lab7", 8: "lab9"}
     if count not in styles:
-        raise TypeError(f"kernel {kernel.name} takes {count} parameters; matmul runs kernels with Lab 6's six "
-                        "(tensor maps of A, B and C; M, N, K) or Lab 7's eight (those, then the workspace and the "
+        raise TypeError(f"kernel {kernel.name} takes {count} parameters; matmul runs kernels with Lab 7's six "
+                        "(tensor maps of A, B and C; M, N, K) or Lab 9's eight (those, then the workspace and the "
                         "flags)")
     return styles[count]
 
@@ -126,14 +126,14 @@ _workspaces: dict[tuple[int, int], tuple[DeviceArray, DeviceArray]] = {}
 def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = None) -> Launcher:
     """A launcher of the course's kernel (or one with its parameters) on A (M×K), B (N×K, K-major) and C (M×N), all
     bf16 with rows a multiple of 16 bytes apart (``DeviceArray`` or :class:`Matrix`): every resident cluster
-    (:data:`EMULATED_CLUSTERS` on the emulator), fewer for Lab 6 when there are fewer tile pairs. Lab 7 style gets
+    (:data:`EMULATED_CLUSTERS` on the emulator), fewer for Lab 7 when there are fewer tile pairs. Lab 9 style gets
     a zeroed workspace and flags, kept per kernel (the kernel leaves the flags zeroed)."""
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
     active = clusters or _clusters(kernel)
     maps = (tensor_map(a, (128, 64)), tensor_map(b, (128, 64)), tensor_map(c, (64, 64)))
     dims = (np.int32(m), np.int32(n), np.int32(k))
-    if style == "lab6":
+    if style == "lab7":
         pairs = math.ceil(m / PAIR) * math.ceil(n / PAIR)
         grid = 2 * max(1, min(active, pairs))
         return prepare(kernel, (grid, 1, 1), 384, SMEM_BYTES, *maps, *dims, cluster=(2, 1, 1))
@@ -316,7 +316,7 @@ def _run(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: An
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:
     """C = A·B (A: M×K, B: K×N) with the course's final kernel, any M, N, K; returns C (M×N) of the inputs' kind
-    and dtype, or writes `out`. ``kernel=`` runs your own kernel with Lab 6's or Lab 7's parameters."""
+    and dtype, or writes `out`. ``kernel=`` runs your own kernel with Lab 7's or Lab 9's parameters."""
     m, n, k = _shapes(a, b)
     if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
         raise TypeError("A and B must both be numpy arrays or both be GPU arrays")

@@ -7,7 +7,7 @@ at block-row i, block-column j of the cluster's patch. The CTAs of a row need th
 column the same slice of B; each loads its share of the slice and multicasts it to all of them. The plan lists,
 per CTA, the loads it issues, who receives each, and the bytes every CTA must expect on its FULL barrier.
 
-**The Lab 6 mainloop on a cluster** (:class:`ClusterModel`): every CTA of the cluster has its own ring of stages
+**The Lab 7 mainloop on a cluster** (:class:`ClusterModel`): every CTA of the cluster has its own ring of stages
 in its own shared memory, its own ``full[s]`` / ``empty[s]`` mbarriers (``helpers.hopper.mbarrier``), a producer and
 ``consumers`` consumer warpgroups. Your code runs in it through a context ``ctx`` (one per CTA), the way the
 kernel runs on the GPU:
@@ -49,7 +49,7 @@ __all__ = [
     "multicast_plan",
     "BarrierRef",
     "Geometry",
-    "LAB6",
+    "LAB7",
     "Schedule",
     "SCHEDULES",
     "ClusterContext",
@@ -100,7 +100,7 @@ def multicast_plan(cm: int, cn: int, BM: int = 128, BN: int = 256, BK: int = 64,
                    share: str = "both") -> list[CtaPlan]:
     """Per CTA of a ``cm × cn`` cluster (cm along M, cn along N): the loads of one K step.
 
-    ``share``: "B" (CTAs along M share their B slice, each loads 1/cm of it: Lab 6 with cm = 2), "A" (CTAs along N
+    ``share``: "B" (CTAs along M share their B slice, each loads 1/cm of it: Lab 7 with cm = 2), "A" (CTAs along N
     share A), "both", or "none". A slice that is shared is cut into equal parts along its rows, one per sharer.
     """
     if cm < 1 or cn < 1 or cm * cn > 16:
@@ -189,8 +189,8 @@ class Geometry:
         return self.BN // self.size
 
 
-#: Lab 6's kernel: 128×256 per CTA, 64-wide K steps, 4 stages, 2 consumer warpgroups, 2 CTAs sharing B
-LAB6 = Geometry()
+#: Lab 7's kernel: 128×256 per CTA, 64-wide K steps, 4 stages, 2 consumer warpgroups, 2 CTAs sharing B
+LAB7 = Geometry()
 
 
 @dataclass(frozen=True)
@@ -288,9 +288,9 @@ class _Landing:
 
 
 class ClusterModel:
-    """One cluster running the Lab 6 mainloop over the pair tiles ``pairs`` ((pm, pn) each) of C = A·Bᵀ."""
+    """One cluster running the Lab 7 mainloop over the pair tiles ``pairs`` ((pm, pn) each) of C = A·Bᵀ."""
 
-    def __init__(self, A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], geometry: Geometry = LAB6,
+    def __init__(self, A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], geometry: Geometry = LAB7,
                  schedule: Schedule = SCHEDULES[0], cache: dict | None = None):
         self.geometry = g = geometry
         self.schedule = schedule
@@ -560,7 +560,7 @@ class ClusterModel:
 
 
 def run_mainloop(A: np.ndarray, B: np.ndarray, pairs: list[tuple[int, int]], init: Callable, produce: Callable,
-                 release: Callable, geometry: Geometry = LAB6,
+                 release: Callable, geometry: Geometry = LAB7,
                  schedules: tuple[Schedule, ...] = SCHEDULES) -> list[ClusterModel]:
     """Run one cluster's mainloop over ``pairs`` under every schedule; the first hazard raises (the message says
     which schedule). Returns the finished models."""
@@ -580,7 +580,7 @@ class RecordingContext(ClusterContext):
     """A context that runs nothing and records every call (``calls``: (name, args) tuples), to see what a
     function would do on CTA ``rank``: graders compare it with the reference, lessons print it."""
 
-    def __init__(self, rank: int, geometry: Geometry = LAB6):
+    def __init__(self, rank: int, geometry: Geometry = LAB7):
         class _Stub:
             pass
 
@@ -603,7 +603,7 @@ class RecordingContext(ClusterContext):
         self.calls.append(("tma_load", operand, dst, tuple(coords), bar, mask))
 
 
-def record(fn: Callable, rank: int, *args: Any, geometry: Geometry = LAB6) -> list[tuple]:
+def record(fn: Callable, rank: int, *args: Any, geometry: Geometry = LAB7) -> list[tuple]:
     """The calls ``fn(ctx, *args)`` makes on CTA ``rank`` (see :class:`RecordingContext`)."""
     ctx = RecordingContext(rank, geometry)
     fn(ctx, *args)

@@ -1,17 +1,18 @@
 """Tile schedulers: which output tile a persistent block (or cluster) takes, in which order, and what it costs.
 
-A GEMM's C is cut into tiles (here: any unit of work, e.g. Lab 6's 256×256 "pairs" of a 2-block cluster). A
-*raster order* lists the tiles in the order workers take them; a *persistent* kernel launches one worker per
-resident block or cluster and worker ``w`` takes tiles ``w, w + W, w + 2W, …`` of that list. Tiles ``i·W …
-(i+1)·W - 1`` run at about the same time: one *wave*. This module computes the orders, the schedule, the waves and
-the L2 footprint of a wave (the bytes of A and B the tiles of a wave read), as the lessons and graders use them.
+A GEMM's C is cut into tiles (here: any unit of work, e.g. Lab 6's 128×256 tiles, or Lab 7's 256×256 "pairs" of a
+2-block cluster). A *raster order* lists the tiles in the order workers take them; a *persistent* kernel launches
+one worker per resident block or cluster and worker ``w`` takes tiles ``w, w + W, w + 2W, …`` of that list. Tiles
+``i·W … (i+1)·W - 1`` run at about the same time: one *wave*. This module computes the orders, the schedule, the
+waves and the L2 footprint of a wave (the bytes of A and B the tiles of a wave read), as the lessons and graders use
+them.
 
 Orders (``(T, 2)`` int arrays of ``(tile_m, tile_n)`` in visit order):
 
 - :func:`row_major` — along N first (the order of a plain 2-D grid's block indices);
 - :func:`column_major` — along M first;
-- :func:`grouped` — groups of ``group`` tile-rows walked column by column (Lab 6's ``pair_coords``; also known as
-  "swizzled" rasterization in CUTLASS and Triton);
+- :func:`grouped` — groups of ``group`` tile-rows walked column by column (Lab 6's ``tile_coords``, Lab 7's
+  ``pair_coords``; also known as "swizzled" rasterization in CUTLASS and Triton);
 - :func:`hilbert` — a Hilbert curve over the grid (a space-filling curve: each step moves to a neighbour).
 """
 
@@ -74,7 +75,7 @@ def column_major(tiles_m: int, tiles_n: int) -> np.ndarray:
 
 
 def grouped_coords(p: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
-    """Tile ``p`` of the grouped order, exactly as Lab 6's ``pair_coords`` computes it on the GPU.
+    """Tile ``p`` of the grouped order, exactly as Lab 6's ``tile_coords`` (Lab 7's ``pair_coords``) computes it.
 
     The tile-rows are cut into groups of ``group`` rows (the last group may be shorter); each group is walked
     column by column, top to bottom inside a column, before the next group starts.

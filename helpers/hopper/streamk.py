@@ -1,6 +1,6 @@
 """Stream-K: the GEMM's iteration space (tiles × K steps) cut among persistent CTAs, and split tiles put back together.
 
-Pure Python/numpy, no GPU. It models what ``bench/kernels/lab7_streamk.cu`` does, piece by piece:
+Pure Python/numpy, no GPU. It models what ``bench/kernels/lab9_streamk.cu`` does, piece by piece:
 
 - **the partition**: :func:`iteration_space` (tiles and K steps of a shape), :func:`stream_k_range` (one
   contiguous range of ``ceil(total / ctas)`` iterations per CTA), :func:`stream_k_pieces` (a CTA's range as
@@ -358,9 +358,9 @@ class FixupResult:
 class Costs:
     """Durations in microseconds for :func:`predict` and the ``time`` policy (one cluster = one CTA of the model)."""
 
-    step: float = 0.68  # one 256×256×64 K step of a cluster while every SM is busy (Lab 6: 0.697 at 4096³,
+    step: float = 0.68  # one 256×256×64 K step of a cluster while every SM is busy (Lab 7: 0.697 at 4096³,
     #                     0.676 at 8192³)
-    workspace: float = 3.8  # one load or store of a block's 128×256 fp32 workspace slot (fitted to Lab 7 at
+    workspace: float = 3.8  # one load or store of a block's 128×256 fp32 workspace slot (fitted to Lab 9 at
     #                         1024×1024×16384)
     epilogue: float = 1.0  # the bf16 TMA-store epilogue of a 256×256 pair (mostly hidden behind the next tile)
     flag: float = 1.0  # from a flag's release to a spinning reader seeing it
@@ -370,8 +370,8 @@ class Costs:
     cluster: int = 2  # SMs per CTA of the model
 
 
-#: calibrated on the H100 (bench/results/2026-11-22-tune-run2.md): the K step on Lab 6 at 4096³ and 8192³, the
-#: workspace traffic on Lab 7 at 1024×1024×16384
+#: calibrated on the H100 (bench/results/2026-11-22-tune-run2.md): the K step on Lab 7 at 4096³ and 8192³, the
+#: workspace traffic on Lab 9 at 1024×1024×16384
 H100 = Costs()
 
 
@@ -871,7 +871,7 @@ class Prediction:
 
 
 def predict(M: int, N: int, K: int, schedule: str = "hybrid", sms: int = 132, costs: Costs = H100) -> Prediction:
-    """Predicted run time of the Lab 6 (``data-parallel``) or Lab 7 (``stream-k``, ``hybrid``) kernel: every CTA
+    """Predicted run time of the Lab 7 (``data-parallel``) or Lab 9 (``stream-k``, ``hybrid``) kernel: every CTA
     (a 2-SM cluster) runs its work list with the ordered fix-up in simulated time. A model: it knows wave
     quantization and the fix-up's waits and workspace traffic, not caches (see the lesson for where it misses)."""
     ctas = sms // costs.cluster
@@ -888,12 +888,14 @@ def predict(M: int, N: int, K: int, schedule: str = "hybrid", sms: int = 132, co
 # =========================================================================================================
 #: the tuning run the costs were calibrated on (bench/results): which kernel variant is which schedule
 MEASURED_RUN = "bench/results/2026-11-22-tune-run2.json"
+#: the keys of those variants in 2026-11-22-tune-run2.json, recorded before the labs were renumbered (its "lab6" is
+#: today's Lab 7 kernel, its "lab7" today's Lab 9)
 _RUNG_OF = {"data-parallel": ("lab6-g8", "lab6-g8-zero"), "hybrid": ("lab7-hybrid",), "stream-k": ("lab7-pure",)}
 
 
 def measured(path: str | None = None) -> dict[tuple[str, tuple[int, int, int]], tuple[float, float]]:
     """(schedule, (M, N, K)) → (TFLOP/s, cuBLAS TFLOP/s in the same run) measured on the H100 (empty when the
-    results file is not there). Data-parallel is the Lab 6 kernel."""
+    results file is not there). Data-parallel is the Lab 7 kernel."""
     import json
     from pathlib import Path
 

@@ -2,7 +2,7 @@
 
 Register ``j`` of thread ``t`` is element ``j·T + t``: at every register index the threads of a warp touch 32
 consecutive elements (one 128-byte line of fp32: coalesced), and every element has exactly one owner. This is how
-the Stream-K kernel (``bench/kernels/lab7_streamk.cu``) moves its partial accumulators through the workspace: each
+the Stream-K kernel (``bench/kernels/lab9_streamk.cu``) moves its partial accumulators through the workspace: each
 consumer warpgroup (128 threads × 128 fp32 registers) owns 16384 consecutive elements of a block's slot, register
 ``j`` of its thread ``t`` at ``c·16384 + j·128 + t``. Nobody else ever reads the slot in the tile's layout, so it
 may be in *register* order: only the same thread finds its registers again.
@@ -48,7 +48,7 @@ def blocked_offsets(threads: int, registers: int) -> np.ndarray:
 
 
 def kernel_offsets(warpgroups: int = 2, threads: int = 128, registers: int = 128) -> np.ndarray:
-    """(warpgroups·threads, registers): the Lab 7 kernel's slot layout, ``c·T·R + j·T + t`` for thread t of
+    """(warpgroups·threads, registers): the Lab 9 kernel's slot layout, ``c·T·R + j·T + t`` for thread t of
     consumer warpgroup c (each warpgroup stripes its own half)."""
     per = offsets(threads, registers)
     return np.concatenate([c * threads * registers + per for c in range(warpgroups)])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.course.checks import lab6
+from helpers.course.checks import lab7
 from helpers.hopper import cluster
 from helpers.hopper.mbarrier import Deadlock
 
@@ -21,7 +21,7 @@ SASS = ROOT / "tests" / "data" / "lab6_arrive_sass.json"
 
 
 # ------------------------------------------------------------------------------------------- the plan
-def test_lab6_plan():
+def test_lab7_plan():
     plans = cluster.multicast_plan(2, 1, share="B")
     assert [p.expect_tx for p in plans] == [49152, 49152] and [p.l2_bytes for p in plans] == [32768, 32768]
     b_loads = [ld for p in plans for ld in p.issues if ld.operand == "B"]
@@ -44,9 +44,9 @@ def test_plans_of_other_shapes():
 
 
 def test_geometry_is_the_kernels():
-    src = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+    src = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
     assert "constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;" in src
-    g = cluster.LAB6
+    g = cluster.LAB7
     assert (g.A_BYTES, g.B_BYTES, g.STAGE_BYTES, g.B_HALF, g.B_ROWS) == (16384, 32768, 49152, 16384, 128)
 
 
@@ -54,7 +54,7 @@ def test_geometry_is_the_kernels():
 def test_reference_survives_every_timing_and_early_bytes_really_come_early():
     rng = np.random.default_rng(4)
     for _ in range(10):
-        a, b, pairs = lab6.model_problem(rng)
+        a, b, pairs = lab7.model_problem(rng)
         models = cluster.run_mainloop(a, b, pairs, cluster.reference_init, cluster.reference_produce,
                                       cluster.reference_release)
         by = {m.schedule.name: m for m in models}
@@ -64,7 +64,7 @@ def test_reference_survives_every_timing_and_early_bytes_really_come_early():
 
 
 def _problem():
-    return lab6.model_problem(np.random.default_rng(0))
+    return lab7.model_problem(np.random.default_rng(0))
 
 
 def _run(init=cluster.reference_init, produce=cluster.reference_produce, release=cluster.reference_release):

@@ -46,11 +46,20 @@ def test_grouped_coords_is_the_vectorised_order():
 
 
 def test_grouped_coords_is_the_kernels_pair_coords():
-    """The Lab 6 kernel's device function computes the same arithmetic, line by line."""
-    src = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
-    for line in ("const int per_group = LAB6_GROUP * pairs_n;", "first = group * LAB6_GROUP;",
-                 "const int rows = min(pairs_m - first, LAB6_GROUP);", "const int in_group = p % per_group;",
+    """Lab 7's device function (pairs) computes the same arithmetic, line by line."""
+    src = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
+    for line in ("const int per_group = LAB7_GROUP * pairs_n;", "first = group * LAB7_GROUP;",
+                 "const int rows = min(pairs_m - first, LAB7_GROUP);", "const int in_group = p % per_group;",
                  "pm = first + in_group % rows;", "pn = in_group / rows;"):
+        assert line in src
+
+
+def test_grouped_coords_is_the_kernels_tile_coords():
+    """Lab 6's device function (tiles) computes the same arithmetic, line by line."""
+    src = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+    for line in ("const int per_group = LAB6_GROUP * tiles_n;", "const int first = (t / per_group) * LAB6_GROUP;",
+                 "const int rows = min(tiles_m - first, LAB6_GROUP);", "const int in_group = t % per_group;",
+                 "tm = first + in_group % rows;", "tn = in_group / rows;"):
         assert line in src
 
 

@@ -15,7 +15,7 @@ rng = np.random.default_rng(2026)
 
 # ------------------------------------------------------------------------------------------- the kernel's arithmetic
 def kernel_work(pairs: int, steps: int, cluster_id: int, clusters: int, hybrid: bool = True) -> list[tuple]:
-    """bench/kernels/lab7_streamk.cu's plan() and Work::item(), transliterated line by line (C integer division)."""
+    """bench/kernels/lab9_streamk.cu's plan() and Work::item(), transliterated line by line (C integer division)."""
     dp_pairs = (pairs // clusters - 1) * clusters if hybrid and pairs >= 2 * clusters else 0
     dp_mine = dp_pairs // clusters
     total = (pairs - dp_pairs) * steps
@@ -174,7 +174,7 @@ def test_measured_run_is_there():
     ("hybrid", (1024, 1024, 16384)), ("hybrid", (1024, 4352, 8192)), ("hybrid", (4096, 4096, 4096)),
     ("hybrid", (8192, 8192, 8192)), ("stream-k", (1024, 1024, 16384)), ("stream-k", (1024, 4352, 8192))])
 def test_predictions_within_fifteen_percent_of_the_h100(schedule, shape):
-    """All but one within 5 %; Lab 6 at 1024×1024×16384 is predicted 12 % low (with 16 clusters busy, each K step
+    """All but one within 5 %; Lab 7 at 1024×1024×16384 is predicted 12 % low (with 16 clusters busy, each K step
     runs faster than with all 66: the model has one step time)."""
     got = sk.predict(*shape, schedule=schedule).tflops
     assert got == pytest.approx(MEASURED[(schedule, shape)][0], rel=0.15)

@@ -26,7 +26,7 @@ def test_coalescing_four_sectors_per_warp_access_versus_thirty_two():
 
 
 def test_kernel_layout():
-    """bench/kernels/lab7_streamk.cu: register j of thread t of consumer warpgroup c is c·16384 + j·128 + t."""
+    """bench/kernels/lab9_streamk.cu: register j of thread t of consumer warpgroup c is c·16384 + j·128 + t."""
     k = striped.kernel_offsets()
     for c, t, j in [(0, 0, 0), (1, 5, 3), (1, 127, 127), (0, 64, 77)]:
         assert k[128 * c + t, j] == c * 16384 + j * 128 + t

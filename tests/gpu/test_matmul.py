@@ -23,7 +23,7 @@ def _emulator_unless_gpu(monkeypatch):
         monkeypatch.setenv("HELPERS_EXECUTOR", "force")
 
 
-@pytest.mark.parametrize("style", ["lab6", "lab7"])
+@pytest.mark.parametrize("style", ["lab7", "lab9"])
 @pytest.mark.parametrize("shape", EDGES)
 def test_numpy_bf16_any_shape_with_both_course_kernels(style, shape):
     m, n, k = shape
@@ -85,20 +85,20 @@ def test_mistakes_are_refused_in_words():
     with pytest.raises(TypeError, match="bf16, fp16 or fp32"):
         mm.matmul(np.ones((4, 3), np.int32), np.ones((3, 2), np.int32))
     k = gpu.compile('extern "C" __global__ void three(float* a, int n, int m) { a[0] = n + m; }', "three")
-    with pytest.raises(TypeError, match="Lab 6's six"):
+    with pytest.raises(TypeError, match="Lab 7's six"):
         mm.matmul(a, np.ones((3, 2), gpu.bfloat16), kernel=k)
 
 
 def test_kernel_styles_are_read_from_the_parameters():
-    assert mm.kernel_style(mm.course_kernel("lab6")) == "lab6"
     assert mm.kernel_style(mm.course_kernel("lab7")) == "lab7"
+    assert mm.kernel_style(mm.course_kernel("lab9")) == "lab9"
 
 
 @pytest.mark.parametrize(("shape", "style"), [
-    ((4096, 4096, 4096), "lab6"),      # 256 pairs, waves 97 % full
-    ((8192, 4096, 8192), "lab6"),      # 512 pairs, 97 %
-    ((1024, 1024, 16384), "lab7"),     # 16 pairs on 66 clusters
-    ((1024, 4352, 8192), "lab7"),      # 68 pairs: a second wave of 2
+    ((4096, 4096, 4096), "lab7"),      # 256 pairs, waves 97 % full
+    ((8192, 4096, 8192), "lab7"),      # 512 pairs, 97 %
+    ((1024, 1024, 16384), "lab9"),     # 16 pairs on 66 clusters
+    ((1024, 4352, 8192), "lab9"),      # 68 pairs: a second wave of 2
 ])
 def test_streamk_where_the_last_wave_is_mostly_empty(shape, style):
     assert mm.choose(*shape) == style

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab5_run_only
+from gpu_lab5679 import lab5_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.hopper import epilogue

@@ -1,532 +1,388 @@
-"""Lab 7 (Stream-K) graders, both ways: the solution passes; the stub and plausible wrong answers fail, each named
-wrong answer on every one of 200 seeds, with a message that names the mistake. The kernel's wrong versions are the
-solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
-course's PTX executor (three clusters; first, middle and final splits and whole pairs); the run on an H100 is a
-``gpu`` test. Also here: the tiered hints (the stubs show tier 0 only; the kernel's comments do not describe the
-fix-up) and the diff the lab opens with."""
+"""Lab 7 (clusters and multicast on Lab 6's persistent kernel) graders, both ways: the solution passes; the stubs
+and the named plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The
+cluster model itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
+one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
+executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
+comments do not give the barrier counts away).
+
+Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab7.py``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
-import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_lab567 import lab7_run_only
+from gpu_lab5679 import lab7_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.course import grading, labgen
-from helpers.hopper import streamk as sk
 from helpers.course.checks import lab7
+from helpers.hopper import cluster
+from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTION = ROOT / "solutions" / "lab7_streamk.ipynb"
-SOL = labgen.solution_namespace(SOLUTION)
-STUB = labgen.solution_namespace(ROOT / "labs" / "lab7_streamk.ipynb")
-SEEDS = range(200)
+SOLUTION = ROOT / "solutions" / "lab7_clusters.ipynb"
+SEEDS = 200
 
-GRADERS = [
-    (lambda ns, **kw: lab7.check_iteration_space(ns["iteration_space"], **kw)),
-    (lambda ns, **kw: lab7.check_stream_k_pieces(ns["stream_k_pieces"], **kw)),
-    (lambda ns, **kw: lab7.check_work_list(ns["work_list"], **kw)),
-    (lambda ns, **kw: lab7.check_striped(ns["striped_store"], ns["striped_load_add"], **kw)),
-    (lambda ns, **kw: lab7.check_fixup_plan(ns["fixup_plan"], **kw)),
-]
 
+@pytest.fixture(scope="module")
+def sol() -> dict:
+    return labgen.solution_namespace(SOLUTION)
 
-@pytest.mark.parametrize("grader", GRADERS)
-@pytest.mark.parametrize("seed", [None, 1, 2])
-def test_solution_passes(grader, seed):
-    grader(SOL, seed=seed)
 
+@pytest.fixture(scope="module")
+def stub() -> dict:
+    return labgen.solution_namespace(ROOT / "labs" / "lab7_clusters.ipynb")
 
-@pytest.mark.parametrize("grader", GRADERS)
-def test_stub_fails(grader):
-    grading.assert_rejects(lambda ns: grader(ns), STUB, "not written yet", "hint")
 
+def _static_only(monkeypatch) -> None:
+    """Grade from the compile report and the PTX only: no GPU, and no PTX executor (where helpers.gpu has one)."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
 
-def _rejected_on_every_seed(grader, answer, *needles: str) -> None:
-    for seed in SEEDS:
-        grading.assert_rejects(lambda a, seed=seed: grader(a, seed=seed), answer, *needles)
 
+def rejected_on_every_seed(monkeypatch, grader, *answer_and_needles, seeds: int = SEEDS, answers: int = 1) -> None:
+    answer, needles = answer_and_needles[:answers], answer_and_needles[answers:]
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grading.assert_rejects(lambda a: grader(*a), answer, *needles)
 
-# ------------------------------------------------------------------------------------------- 1 · iteration space
-def _space(fn):
-    return lambda a, seed: lab7.check_iteration_space(fn if a is None else a, seed=seed)
 
+def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 10) -> None:
+    for seed in range(seeds):
+        monkeypatch.setattr(grading, "fresh_rng", lambda seed=seed: grading.SeededRng(seed))
+        grader(*answer)
 
-@pytest.mark.parametrize("wrong, needle", [
-    (lambda M, N, K: ((M // 256) * (N // 256), K // 64), "round up"),
-    (lambda M, N, K: (math.ceil(M / 128) * math.ceil(N / 256), math.ceil(K / 64)), "PAIR"),
-    (lambda M, N, K: (math.ceil(M / 256) * math.ceil(N / 256), math.ceil(K / 128)), "64 wide"),
-    (lambda M, N, K: (math.ceil(M / 256), math.ceil(N / 256)), "return (tiles, K steps)"),
-])
-def test_iteration_space_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_iteration_space(a, seed=seed), wrong, needle)
 
-
-# ------------------------------------------------------------------------------------------- 2 · ranges
-def _pieces_from_range(g0, g1, k_steps, backwards=True):
-    out = []
-    if g1 > g0:
-        tiles = range((g1 - 1) // k_steps, g0 // k_steps - 1, -1)
-        for t in (tiles if backwards else reversed(tiles)):
-            t0 = t * k_steps
-            out.append((t, max(g0, t0) - t0, min(g1, t0 + k_steps) - t0))
-    return out
-
-
-def floor_ranges(cta, ctas, tiles, k_steps):
-    """per = total // ctas: the last total % ctas iterations belong to nobody (a skipped K block)."""
-    total = tiles * k_steps
-    per = max(1, total // ctas)
-    return _pieces_from_range(min(total, cta * per), min(total, cta * per + per), k_steps)
-
-
-def overlapping_ranges(cta, ctas, tiles, k_steps):
-    """Each range runs one iteration into the next (an inclusive end): a repeated K block."""
-    total = tiles * k_steps
-    per = -(-total // ctas)
-    g0 = min(total, cta * per)
-    return _pieces_from_range(g0, min(total, g0 + per + 1) if g0 < total else g0, k_steps)
-
-
-def forward_walk(cta, ctas, tiles, k_steps):
-    total = tiles * k_steps
-    per = -(-total // ctas)
-    g0 = min(total, cta * per)
-    return _pieces_from_range(g0, min(total, g0 + per), k_steps, backwards=False)
-
-
-def balanced_ranges(cta, ctas, tiles, k_steps):
-    """Floor plus one for the first total % ctas CTAs: covers everything once, but not the kernel's ranges."""
-    total = tiles * k_steps
-    q, r = divmod(total, ctas)
-    g0 = cta * q + min(cta, r)
-    return _pieces_from_range(g0, g0 + q + (cta < r), k_steps)
-
-
-def unsplit_pieces(cta, ctas, tiles, k_steps):
-    """The range as one piece of its first tile, not cut at tile boundaries."""
-    total = tiles * k_steps
-    per = -(-total // ctas)
-    g0, g1 = min(total, cta * per), min(total, cta * per + per)
-    return [(g0 // k_steps, g0 % k_steps, g0 % k_steps + (g1 - g0))] if g1 > g0 else []
-
-
-@pytest.mark.parametrize("wrong, needle", [
-    (floor_ranges, "computed by no CTA"),
-    (overlapping_ranges, "a K block repeated"),
-    (forward_walk, "from its END backwards"),
-    (balanced_ranges, "not by the kernel's ranges"),
-    (unsplit_pieces, "outside"),
-])
-def test_stream_k_pieces_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_stream_k_pieces(a, seed=seed), wrong, needle)
-
-
-def test_floor_ranges_hint_says_round_up():
-    msg = grading.assert_rejects(lab7.check_stream_k_pieces, floor_ranges)
-    assert "round up" in msg
-
-
-# ------------------------------------------------------------------------------------------- 3 · work list
-def pure_stream_k(cta, ctas, tiles, k_steps):
-    return sk.stream_k_pieces(cta, ctas, tiles, k_steps)
-
-
-def whole_waves(cta, ctas, tiles, k_steps):
-    dp = (tiles // ctas) * ctas
-    return [sk.Piece(t, 0, k_steps) for t in range(cta, dp, ctas)] + sk.stream_k_pieces(cta, ctas, tiles - dp,
-                                                                                          k_steps, dp)
-
-
-def contiguous_blocks(cta, ctas, tiles, k_steps):
-    dp = sk.data_parallel_tiles(tiles, ctas)
-    each = dp // ctas
-    return ([sk.Piece(t, 0, k_steps) for t in range(cta * each, cta * each + each)]
-            + sk.stream_k_pieces(cta, ctas, tiles - dp, k_steps, dp))
-
-
-def not_offset(cta, ctas, tiles, k_steps):
-    dp = sk.data_parallel_tiles(tiles, ctas)
-    return [sk.Piece(t, 0, k_steps) for t in range(cta, dp, ctas)] + sk.stream_k_pieces(cta, ctas, tiles - dp,
-                                                                                          k_steps)
-
-
-def stream_k_first(cta, ctas, tiles, k_steps):
-    dp = sk.data_parallel_tiles(tiles, ctas)
-    return sk.stream_k_pieces(cta, ctas, tiles - dp, k_steps, dp) + [sk.Piece(t, 0, k_steps)
-                                                                     for t in range(cta, dp, ctas)]
-
-
-@pytest.mark.parametrize("wrong, needle", [
-    (pure_stream_k, "go out whole"),
-    (whole_waves, "keep one to two waves"),
-    (contiguous_blocks, "round-robin"),
-    (not_offset, "numbered from dp"),
-    (stream_k_first, "whole tiles first"),
-])
-def test_work_list_wrong_answers(wrong, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_work_list(a, seed=seed), wrong, needle)
-
-
-# ------------------------------------------------------------------------------------------- 4 · striped
-def _ok_store(ws, regs):
-    T, R = regs.shape
-    for j in range(R):
-        ws[j * T:(j + 1) * T] = regs[:, j]
-
-
-def _ok_load_add(ws, regs):
-    T, R = regs.shape
-    return (regs + ws[:T * R].reshape(R, T).T).astype(np.float32)
-
-
-def blocked_store(ws, regs):
-    ws[:regs.size] = regs.reshape(-1)
-
-
-def last_stripe_left_out(ws, regs):
-    T, R = regs.shape
-    for j in range(R - 1):
-        ws[j * T:(j + 1) * T] = regs[:, j]
-
-
-def last_thread_left_out(ws, regs):
-    T, R = regs.shape
-    for j in range(R):
-        ws[j * T:j * T + T - 1] = regs[:T - 1, j]
-
-
-def store_past_the_end(ws, regs):
-    _ok_store(ws, regs)
-    ws[regs.size:] = 0.0
-
-
-def half_precision_store(ws, regs):
-    with np.errstate(over="ignore"):
-        _ok_store(ws, regs.astype(np.float16).astype(np.float32))
-
-
-def blocked_load_add(ws, regs):
-    return (regs + ws[:regs.size].reshape(regs.shape)).astype(np.float32)
-
-
-def load_without_add(ws, regs):
-    return regs.copy()
-
-
-def load_add_that_writes(ws, regs):
-    out = _ok_load_add(ws, regs)
-    ws[:] = 0.0
-    return out
-
-
-def load_add_in_place(ws, regs):
-    """Adds into the registers it was given (the caller's array changes) and returns them: bits right."""
-    T, R = regs.shape
-    regs += ws[:T * R].reshape(R, T).T
-    return regs
-
-
-def load_add_in_float64(ws, regs):
-    """The right sums, returned as float64 registers."""
-    return _ok_load_add(ws, regs).astype(np.float64)
-
-
-def load_add_flat(ws, regs):
-    """The right registers, flattened."""
-    return _ok_load_add(ws, regs).reshape(-1)
-
-
-def store_that_scales_its_registers(ws, regs):
-    """Stores right, but halves the registers it was given on the way."""
-    _ok_store(ws, regs)
-    regs *= 0.5
-
-
-@pytest.mark.parametrize("store, load_add, needles", [
-    (_ok_store, load_add_in_place, ("changed the registers it was given", "not an addition into regs in place")),
-    (_ok_store, load_add_in_float64, ("dtype", "float32")),
-    (_ok_store, load_add_flat, ("shape",)),
-    (store_that_scales_its_registers, _ok_load_add, ("changed the registers it was given",)),
-])
-def test_striped_inputs_dtype_and_shape(store, load_add, needles):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), *needles)
-
-
-@pytest.mark.parametrize("store, load_add, needle", [
-    (blocked_store, _ok_load_add, "t·R + j"),
-    (last_stripe_left_out, _ok_load_add, "never written"),
-    (last_thread_left_out, _ok_load_add, "never written"),
-    (store_past_the_end, _ok_load_add, "past T·R"),
-    (half_precision_store, _ok_load_add, "bits unchanged"),
-    (_ok_store, blocked_load_add, "j·T + t"),
-    (_ok_store, load_without_add, "unchanged"),
-    (_ok_store, load_add_that_writes, "only reads"),
-])
-def test_striped_wrong_answers(store, load_add, needle):
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed), (store, load_add), needle)
-
-
-def test_striped_reference_answers_pass():
-    lab7.check_striped(_ok_store, _ok_load_add, seed=5)
-
-
-# ------------------------------------------------------------------------------------------- 5 · fix-up
-def _plan(*, release="release", wait="acquire", bar_after_wait=True, bar_before_release=True,
-          release_first=False, reset=True, reset_first=False, final_adds=True, wait_for_one=False,
-          epilogue_everywhere=False):
-    def plan(ka, kb, n, order, leader):
-        if ka == 0 and kb == n:
-            return [sk.epilogue()]
-        ops = []
-        if reset_first and kb == n and leader:
-            ops.append(sk.set_flag(0, "relaxed"))
-        if order > 0:
-            if leader:
-                ops.append(sk.wait_flag(1 if wait_for_one else order, wait))
-            if bar_after_wait:
-                ops.append(sk.bar_sync())
-            if kb != n or final_adds:
-                ops.append(sk.load_add())
-        if kb != n:
-            flag = [sk.set_flag(order + 1, release)] if leader else []
-            if release_first:
-                ops += flag + [sk.store(), sk.bar_sync()]
-            elif bar_before_release:
-                ops += [sk.store(), sk.bar_sync()] + flag
-            else:
-                ops += [sk.store()] + flag + [sk.bar_sync()]
-            return ops + ([sk.epilogue()] if epilogue_everywhere else [])
-        if reset and not reset_first and leader:
-            ops.append(sk.set_flag(0, "relaxed"))
-        return ops + [sk.epilogue()]
-    return plan
-
-
-FIXUP_WRONG = {
-    "adds out of order (waits for flag >= 1)": (_plan(wait_for_one=True), "reaches its order"),
-    "atomic adds in arrival order": (sk.atomic_plan, "out of K order"),
-    "flag written before the partials it guards": (_plan(release_first=True), "before the stores"),
-    "relaxed flag store": (_plan(release="relaxed"), "relaxed flag"),
-    "relaxed flag wait": (_plan(wait="relaxed"), "acquire"),
-    "no barrier after the wait": (_plan(bar_after_wait=False), "bar_sync, then load_add"),
-    "release before the barrier": (_plan(bar_before_release=False), "both warpgroups' stores are in"),
-    "no flag reset": (_plan(reset=False), "resets the tile's flag"),
-    "reset before the wait": (_plan(reset_first=True), "❌"),
-    "final split forgets the workspace": (_plan(final_adds=False), "never added"),
-    "every split runs the epilogue": (_plan(epilogue_everywhere=True), "only the final split"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(FIXUP_WRONG))
-def test_fixup_wrong_answers(name):
-    plan, needle = FIXUP_WRONG[name]
-    _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), plan, needle)
-
-
-def test_fixup_plan_that_returns_garbage():
-    grading.assert_rejects(lab7.check_fixup_plan, lambda *a: "epilogue", "list of ops")
-    grading.assert_rejects(lab7.check_fixup_plan, lambda *a: ["epilogue"], "streamk functions")
-
-
-def test_fixup_both_warpgroups_waiting_is_accepted():
-    """Both warpgroups acquiring the flag is wasteful but correct: the grader accepts it."""
-    def both_wait(ka, kb, n, order, leader):
-        ops = sk.ordered_plan(ka, kb, n, order, leader)
-        return [sk.wait_flag(order)] + ops if order > 0 and not leader else ops
-    lab7.check_fixup_plan(both_wait, seed=3)
-
-
-def test_fixup_both_warpgroups_releasing_is_rejected():
-    """Two writers of one flag: the final split may reset it before the second release lands."""
-    def both_release(ka, kb, n, order, leader):
-        ops = sk.ordered_plan(ka, kb, n, order, leader)
-        return ops + [sk.set_flag(order + 1)] if kb != n and not leader and (ka, kb) != (0, n) else ops
-    grading.assert_rejects(lambda p: lab7.check_fixup_plan(p, seed=3), both_release, "❌")
-
-
-# ------------------------------------------------------------------------------------------- 6 · the kernel
-def test_notebook_kernel_is_the_measured_reference():
-    """The notebook's kernel is the code of bench/kernels/lab7_streamk.cu (measured on the H100); only comments
+# ------------------------------------------------------------------------------------------- the notebook
+def test_kernel_is_the_bench_kernel(sol):
+    """The notebook's kernel is the code of bench/kernels/lab7_clusters.cu (measured on the H100); only comments
     differ."""
-    assert code_of(SOL["LAB7_SRC"]) == code_of(lab7.lab7_reference_source())
-
-
-def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
-    """The opening diff: Lab 6's kernel as solved (labs.json) against Lab 7's as students get it, each part one
-    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 6's speed on the H100."""
-    diff = lab7.kernel_changes()
-    text = repr(diff)
-    assert text.startswith("Lab 6's kernel -> Lab 7's kernel")
-    assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
-    parts = lab_exercises("lab7")["lab7-kernel"].regions
-    assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
-    for region in parts:
-        assert f"// ✎ {region.hints[0]}" in text
-    for needle in ("flag_store_release(flag", "flag_wait_geq(flag", "*flag = 0", "W.per = ", "p = p_last -"):
-        assert needle not in text
-    assert "+lab7_gemm(" in text and "-lab6_gemm(" in text
-
-
-def test_student_kernel_stub_fails():
-    msg = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), STUB["LAB7_SRC"],
-                                 "not written yet", "hint")
-    assert "(stuck? lab7.hint('lab7-kernel', 1))" in msg
+    bench = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
+    assert code_of(sol["LAB7_SRC"]) == code_of(bench)
 
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab7", ["lab7-fixup", "lab7-hybrid", "lab7-kernel", "lab7-ranges", "lab7-space", "lab7-striped"])
-    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 5
+    assert_tiered("lab7", ["lab7-kernel", "lab7-multicast", "lab7-release"])
+    assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 7
+    assert len(lab_exercises("lab7")["lab7-multicast"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab7_streamk.ipynb", "lab7") == 11
+    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 10
 
 
-def test_kernel_comments_do_not_describe_the_fixup():
-    comments = comments_outside_regions(SOL["LAB7_SRC"])
-    for phrase in ("releases the pair's flag", "flag + 1", "resets the flag", "c·16384 + j·128 + t",
-                   "keyed by the lowest cluster"):
+def test_kernel_comments_do_not_give_the_counts_away(sol):
+    comments = comments_outside_regions(sol["LAB7_SRC"])
+    for phrase in ("CONSUMERS × CLUSTER", "1 arrival", "WHOLE stage", "mask"):
         assert phrase not in comments, phrase
 
 
 def test_hint_and_answer_entry_points(capsys):
-    lab7.hint("lab7-kernel")
-    lab7.hint("lab7-fixup", 2)
-    lab7.answer("lab7-fixup")
-    lab7.answer("lab7-kernel", sure=True)
+    lab7.hint("lab7-kernel", 1)
+    lab7.hint("lab7-multicast", 2)
+    lab7.answer("lab7-release", sure=True)
     out = capsys.readouterr().out
-    assert "What to do · lab7-kernel" in out and "part 5 of 5" in out and "More: lab7.hint('lab7-kernel', 1)" in out
-    assert "Hint 2 · lab7-fixup" in out and "That was the last hint" in out and "sure=True" in out
-    assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab7-kernel")[1]
+    assert "Hint 1 · lab7-kernel" in out and "part 7 of 7" in out
+    assert "Hint 2 · lab7-multicast" in out and "ctx.consumers · ctx.size" in out
+    assert "ctx.arrive(ctx.mapa(ctx.empty[s], cta))" in out.split("The answer · lab7-release")[1]
 
 
-# ------------------------------------------------------------------------------------------- 6 · the kernel, run
-def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
-    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True, seed=5)
-    out = capsys.readouterr().out
-    assert "bar.sync lies between the workspace stores and the release" in out
-    assert out.count("✓ ran on the emulator (") == 12 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
-    assert out.count("the work, as the emulator recorded it: each of the") == 3, out
-    assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
-    assert "timing skipped" in out
+def test_stub_kernel_hides_every_region(stub):
+    src = stub["LAB7_SRC"]
+    assert src.count('#error "not written yet:') == 7
+    for line in ("CONSUMERS * CLUSTER);", "(1u << CLUSTER) - 1", "mbar_arrive_cluster(&empty", "p += clusters"):
+        assert line not in src
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_emulator_cases_exercise_every_role(seed):
-    """Whatever the seed, the emulated run has whole pairs round-robin and first, middle and final splits, partial
-    tiles in M and N and a partial last K step, and stays small (at most 24 pair × K step iterations a shape)."""
-    shapes = lab7.emulator_cases(grading.SeededRng(seed))
-    roles = " ".join(lab7.roles_of(*sk.iteration_space(m, n, k), lab7.EMULATED_CLUSTERS) for m, n, k in shapes)
-    for role in ("whole pairs round-robin", "first split", "middle split", "final split"):
-        assert role in roles
-    assert any(m % 256 and n % 256 and k % 64 for m, n, k in shapes)
-    for m, n, k in shapes:
-        tiles, steps = sk.iteration_space(m, n, k)
-        assert tiles * steps <= 24 and m % 8 == n % 8 == k % 8 == 0
+@pytest.mark.parametrize("grader, names", [
+    (lab7.check_produce, ("init_barriers", "produce")), (lab7.check_release, ("release",))])
+def test_stubs_fail(stub, grader, names):
+    grading.assert_rejects(lambda a: grader(*a), tuple(stub[n] for n in names), "not written yet", "hint")
 
 
+def test_kernel_stub_fails(stub):
+    grading.assert_rejects(lambda s: lab7.check_cluster_kernel(s, benchmark=False), stub["LAB7_SRC"],
+                           "not written yet")
+
+
+def test_opening_shows_the_diff_from_lab6_and_its_figures(sol):
+    """The diff from Lab 6's persistent kernel: the cluster parts only (the persistent loop, scale-d and the
+    epilogue's waits are Lab 6's); Lab 6's speed where measured, else "not measured yet"."""
+    text = str(lab7.opening(sol["LAB7_SRC"]))
+    from helpers.course.widgets import roofline
+
+    lab6_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab6")
+    assert "--- Lab 6 (bench/kernels/lab6_persistent.cu)" in text and "+++ Lab 7" in text
+    assert (f"{lab6_4096.tflops:.0f} TFLOP/s" in text) if lab6_4096 else "Lab 6 at 4096³: not measured yet" in text
+    assert "+extern \"C\" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)" in text
+    assert "+          hopper::tma_load_2d_multicast(" in text and "+  hopper::cluster_sync();" in text
+
+
+# ------------------------------------------------------------------------------------------- 1 · the producer
+def _produce(mask=None, expect=None, b_offset=None, b_rows=None, a_multicast=False):
+    def produce(ctx, s, k, m0, n0):
+        base = s * ctx.STAGE_BYTES
+        ctx.arrive_expect_tx(ctx.full[s], expect(ctx) if expect else ctx.STAGE_BYTES)
+        ctx.tma_load("A", base, (k * ctx.BK, m0), ctx.full[s], mask=3 if a_multicast else None)
+        ctx.tma_load("B", base + ctx.A_BYTES + (b_offset(ctx) if b_offset else ctx.rank * ctx.B_HALF),
+                     (k * ctx.BK, n0 + (b_rows(ctx) if b_rows else ctx.rank * ctx.B_ROWS)), ctx.full[s],
+                     mask=mask(ctx) if mask else (1 << ctx.size) - 1)
+
+    return produce
+
+
+def _init(empty, full=1):
+    def init(ctx):
+        for s in range(ctx.stages):
+            ctx.init(ctx.full[s], full)
+            ctx.init(ctx.empty[s], empty(ctx))
+
+    return init
+
+
+GOOD_INIT = _init(lambda ctx: ctx.consumers * ctx.size)
+WRONG_PRODUCERS = {
+    "mask 0b01": (_produce(mask=lambda ctx: 1), "0b11"),
+    "mask of this CTA only": (_produce(mask=lambda ctx: 1 << ctx.rank), "only to this CTA"),
+    "mask 0b10": (_produce(mask=lambda ctx: 2), "0b11"),
+    "expect-tx of the local operands only": (_produce(expect=lambda ctx: ctx.A_BYTES + ctx.B_HALF),
+                                             "only this CTA's own loads"),
+    "expect-tx of A + the whole B + the half again": (_produce(expect=lambda ctx: ctx.STAGE_BYTES + ctx.B_HALF),
+                                                      "STAGE_BYTES"),
+    "both shares at the same offset": (_produce(b_offset=lambda ctx: 0), "must not land on top"),
+    "both shares the same rows": (_produce(b_rows=lambda ctx: 0), "B_ROWS"),
+    "A multicast too": (_produce(a_multicast=True), "one multicast load"),
+}
+WRONG_INITS = {
+    "empty counts this CTA's consumers only": (_init(lambda ctx: ctx.consumers), "forgets the peer"),
+    "empty counts 1": (_init(lambda ctx: 1), "every consumer warpgroup of every CTA"),
+    "full counts 2": (_init(lambda ctx: 4, full=2), "full[s]'s arrival count"),
+}
+
+
+def test_produce_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab7.check_produce, sol["init_barriers"], sol["produce"], seeds=3)
+
+
+@pytest.mark.parametrize("name", list(WRONG_PRODUCERS))
+def test_produce_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_PRODUCERS[name]
+    rejected_on_every_seed(monkeypatch, lab7.check_produce, GOOD_INIT, wrong, needle, answers=2)
+
+
+@pytest.mark.parametrize("name", list(WRONG_INITS))
+def test_init_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_INITS[name]
+    needle = "2 counts" if False else needle
+    rejected_on_every_seed(monkeypatch, lab7.check_produce, wrong, cluster.reference_produce,
+                           needle if "peer" not in needle else "both CTAs", answers=2)
+
+
+# ------------------------------------------------------------------------------------------- 5 · the release
+def _release_local_twice(ctx, s):
+    for _ in range(ctx.size):
+        ctx.arrive(ctx.empty[s])
+
+
+def _release_local_once(ctx, s):
+    ctx.arrive(ctx.empty[s])
+
+
+def _release_peer_only(ctx, s):
+    ctx.arrive(ctx.mapa(ctx.empty[s], 1 - ctx.rank))
+
+
+def _release_full(ctx, s):
+    for cta in range(ctx.size):
+        ctx.arrive(ctx.mapa(ctx.full[s], cta))
+
+
+WRONG_RELEASES = {
+    "remote arrival sent to the local barrier": (_release_local_twice, "own empty[s]"),
+    "only the local barrier": (_release_local_once, "for both CTAs"),
+    "only the peer's barrier": (_release_peer_only, "this CTA's empty[s] too"),
+    "arrives on full": (_release_full, "not another barrier"),
+}
+
+
+def test_release_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab7.check_release, sol["release"], seeds=3)
+
+
+@pytest.mark.parametrize("name", list(WRONG_RELEASES))
+def test_release_wrong_answers_fail(monkeypatch, name):
+    wrong, needle = WRONG_RELEASES[name]
+    rejected_on_every_seed(monkeypatch, lab7.check_release, wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- the cluster model
+MODEL_CASES = {
+    **{f"producer: {k}": (GOOD_INIT, v[0], cluster.reference_release) for k, v in WRONG_PRODUCERS.items()},
+    **{f"init: {k}": (v[0], cluster.reference_produce, cluster.reference_release) for k, v in WRONG_INITS.items()},
+    **{f"release: {k}": (cluster.reference_init, cluster.reference_produce, v[0]) for k, v in WRONG_RELEASES.items()},
+}
+
+
+@pytest.mark.parametrize("name", list(MODEL_CASES))
+def test_cluster_model_rejects_every_wrong_protocol(name):
+    """Not only the graders' call probes: the model itself catches each wrong protocol, on 100 random problems (the
+    graders' own tests above run 200 seeds each)."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    for _ in range(100):
+        a, b, pairs = lab7.model_problem(rng)
+        with pytest.raises((cluster.ClusterError, MBarrierError)):
+            cluster.run_mainloop(a, b, pairs, *MODEL_CASES[name])
+
+
+def test_cluster_model_accepts_the_reference_on_random_problems():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        a, b, pairs = lab7.model_problem(rng)
+        models = cluster.run_mainloop(a, b, pairs, cluster.reference_init, cluster.reference_produce,
+                                      cluster.reference_release)
+        steps = models[0].steps
+        assert all(m.reads == 2 * 2 * len(pairs) * steps for m in models)
+
+
+# ------------------------------------------------------------------------------------------- 6 · the kernel
 def _swap(src: str, old: str, new: str) -> str:
-    assert old in src, old
+    assert src.count(old) >= 1, old
     return src.replace(old, new)
 
 
 def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
-    """Plausible wrong kernels made from the solution's: name -> (source, words the grader's message must hold)."""
-    release = "          if (threadIdx.x == 128) hopper::flag_store_release(flag, order + 1);"
-    bar_after_store = "          hopper::named_bar_sync(3, 256);  // every consumer thread has stored"
-    wait = 'hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank)'
+    """Plausible wrong versions of the Lab 7 kernel: name -> (source, words the failure must contain)."""
     return {
-        "release before the barrier": (_swap(src, f"{bar_after_store}\n{release}", f"{release}\n{bar_after_store}"),
-                                       "between the workspace stores and the release"),
-        "relaxed (volatile) flag store": (_swap(src, "hopper::flag_store_release(flag, order + 1)",
-                                                "*(volatile unsigned*)flag = order + 1"), "st.release.gpu"),
-        "relaxed flag wait": (_swap(src, wait, "while (*(volatile unsigned*)flag < order) {}"), "ld.acquire.gpu"),
-        "no barrier after the wait": (_swap(src, "          hopper::named_bar_sync(3, 256);\n#pragma unroll\n"
-                                                 "          for (int j = 0; j < BN / 2; ++j) d[j] +=",
-                                            "#pragma unroll\n          for (int j = 0; j < BN / 2; ++j) d[j] +="),
-                                      "between the acquiring wait and the workspace loads"),
-        "no flag reset": (_swap(src, "        if (threadIdx.x == 128) *flag = 0;", ""), "writes 0 to the flag"),
+        "multicast mask 0b01": (_swap(src, "(1u << CLUSTER) - 1);", "1u);"), "multicast mask"),
+        "multicast mask of this CTA": (_swap(src, "(1u << CLUSTER) - 1);", "1u << rank);"), "multicast mask"),
+        "expect-tx of the local operands": (_swap(src, "mbar_arrive_expect_tx(&full[s], STAGE_BYTES)",
+                                                  "mbar_arrive_expect_tx(&full[s], A_BYTES + B_HALF)"), "32768"),
+        "EMPTY forgets the peer's consumers": (_swap(src, "mbar_init(&empty[s], CONSUMERS * CLUSTER)",
+                                                     "mbar_init(&empty[s], CONSUMERS)"), "this CTA's consumers only"),
+        "remote arrival sent to the local barrier": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+                                                           "&empty[(it - 1) % STAGES], rank)"), "own rank"),
+        "remote arrivals all to CTA 0": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+                                               "&empty[(it - 1) % STAGES], 0)"), "CTA ['0']"),
+        "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid)",
+                                       "hopper::mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
+        "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(",
+                                            "hopper::mbar_arrive_cluster_release("), "547 TFLOP/s"),
+        "no cluster barrier at the end": (_swap(src, "  hopper::cluster_sync();\n}", "}"), "at the end"),
+        "no cluster barrier after init": (_swap(src, "  hopper::cluster_sync();  // both", "  // both"),
+                                          "before any copy"),
+        "no cluster dims": (_swap(src, " __cluster_dims__(2, 1, 1)", ""), "reqnctapercluster"),
+        "Lab 5's epilogue wait (only from sub-tile 2)": (_swap(
+            src, "        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read "
+                 "it\n        hopper::named_bar_sync(1 + c, 128);\n",
+            "        if (sub >= 2) {\n          if (tid == 0) hopper::tma_store_wait_read<1>();\n"
+            "          hopper::named_bar_sync(1 + c, 128);\n        }\n"), "overwrite-in-flight"),
+        "no fence": (_swap(src, "        hopper::fence_proxy_async();\n", ""), "unfenced-store"),
     }
 
 
-@pytest.mark.parametrize("name", ["release before the barrier", "relaxed (volatile) flag store", "relaxed flag wait",
-                                  "no barrier after the wait", "no flag reset"])
-def test_wrong_kernels_fail_statically(name):
-    src, needle = wrong_kernels(SOL["LAB7_SRC"])[name]
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, needle)
+@pytest.fixture(scope="module")
+def wrong(sol) -> dict:
+    return wrong_kernels(sol["LAB7_SRC"])
 
 
-def test_reference_ptx_protocol_all_pass():
-    from helpers import gpu
-
-    k = gpu.compile(lab7.lab7_reference_source(), lab7.KERNEL_NAME)
-    assert all(ok for _, ok, _ in lab7.ptx_protocol(k.ptx))
-    assert len(lab7.ptx_protocol(k.ptx)) == 7
+def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
+    _static_only(monkeypatch)
+    lab7.check_cluster_kernel(sol["LAB7_SRC"])
 
 
-@pytest.mark.parametrize("name", list(lab7_run_only(SOL["LAB7_SRC"])))
-def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, monkeypatch):
-    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
-    monkeypatch.setenv("HELPERS_NO_GPU", "1")
-    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
-    with contextlib.redirect_stdout(io.StringIO()):
-        lab7.check_streamk_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
-    monkeypatch.setenv("HELPERS_EXECUTOR", "force")  # the fixed shapes show each mistake, whatever the seed
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=0), src,
-                           "on the emulator" if "deadlock" not in needles else "when it ran", *needles)
+@pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
+    """The static checks read the PTX, the same on every seed: one run covers them all."""
+    _static_only(monkeypatch)
+    src, needle = wrong[name]
+    grading.assert_rejects(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, needle)
+
+
+def test_launch_spec_matches_the_bench():
+    ladder = (ROOT / "bench" / "ladder.py").read_text()
+    assert "SMEM_EPI = 4 * 48 * 1024 + 32 * 1024 + 1024" in ladder and lab7.LAUNCH.smem == 4 * 48 * 1024 + 33 * 1024
+    assert lab7.LAUNCH.box_b == (128, 64) and lab7.LAUNCH.cluster == 2
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab7_run_only(SOL["LAB7_SRC"]).items() if on_gpu])
-def test_run_only_wrong_kernels_fail_on_the_h100(name):
-    src, needles, _ = lab7_run_only(SOL["LAB7_SRC"])[name]
-    grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False), src, *needles)
+def test_kernel_solution_runs_on_the_h100(sol):
+    """Random shapes, then 4096³, 8192³ and two non-square shapes beside cuBLAS (the ratios go in the report)."""
+    lab7.check_cluster_kernel(sol["LAB7_SRC"], sizes=(4096, 8192, (8192, 4096, 8192), (4096, 8192, 2048)))
 
 
 @pytest.mark.gpu
-def test_solution_kernel_on_the_gpu(capsys):
-    lab7.check_streamk_kernel(SOL["LAB7_SRC"], benchmark=True)
-    print(capsys.readouterr().out)
+@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
+    src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
+    rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, "ran on the H100", *needles)
 
 
-# ------------------------------------------------------------------------------------------- the notebook
-def test_notebook_has_a_graded_check_per_step():
-    nb = json.loads(SOLUTION.read_text())
-    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
-              if c["metadata"].get("nbgrader", {}).get("grade")]
-    assert graded == ["lab7-space", "lab7-ranges", "lab7-hybrid", "lab7-striped", "lab7-fixup", "lab7-kernel"]
-
-
-# ------------------------------------------------------------------------------------------- several rules at once
-def test_answers_breaking_several_rules_at_once():
-    def floor_and_forward(cta, ctas, tiles, k_steps):
-        return list(reversed(floor_ranges(cta, ctas, tiles, k_steps)))
-
-    # the first case (one CTA) already shows the forward walk; the floor shows from the first uneven case on
-    _rejected_on_every_seed(lambda a, seed: lab7.check_stream_k_pieces(a, seed=seed), floor_and_forward, "backwards")
-    relaxed_no_reset = _plan(release="relaxed", reset=False)
-    _rejected_on_every_seed(lambda a, seed: lab7.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
-    _rejected_on_every_seed(lambda a, seed: lab7.check_striped(*a, seed=seed),
-                            (last_stripe_left_out, blocked_load_add), "never written")
-
-
-def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
-    """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
-    what the launch before left there. The hint names that mistake, not the K order."""
+# ------------------------------------------------------------------------------------------- on the PTX executor
+def _executor(monkeypatch) -> None:
+    """Run kernels on the course's PTX executor (the default without a GPU; forced here even beside one)."""
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    src = (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
-    old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
-    assert old in src
-    text = grading.assert_rejects(lambda s: lab7.check_streamk_kernel(s, benchmark=False, seed=1),
-                                  src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
-                                  "a later one is wrong", "only stores its sum")
-    assert "K order" not in text
+
+
+def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
+    """Two clusters of two CTAs, several pairs each: the persistent loop, the multicast and the stores across
+    tiles all run."""
+    _executor(monkeypatch)
+    lab7.check_cluster_kernel(sol["LAB7_SRC"])
+    out = capsys.readouterr().out
+    each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) pairs on 2 clusters of "
+                      r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
+    assert len(each) == 2 and all(int(least) >= 2 for _, least in each), out
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_emulator_shapes_give_every_cluster_several_pairs(seed):
+    from helpers.course.checks.lab5 import _emulator_shapes
+
+    for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab7.LAUNCH):
+        pairs = -(-m // 256) * -(-n // 256)
+        assert pairs >= 4 and m % 8 == n % 8 == k % 8 == 0 and k > 128 and len({m, n, k}) == 3
+
+
+@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
+    src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
+    _static_only(monkeypatch)
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab7.check_cluster_kernel(src, benchmark=False)  # the PTX cannot tell
+    _executor(monkeypatch)
+    rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, "on the emulator", *needles)
+
+
+# ------------------------------------------------------------------------------------------- the work
+_LOOP = "for (int p = cluster_id; p < pairs; p += clusters)"
+_M0 = "const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"
+WORK_MISTAKES = {
+    "every cluster takes every pair from its own on (++p)": (
+        lambda s: _swap(s, _LOOP, "for (int p = cluster_id; p < pairs; ++p)"),
+        ("was computed and stored 2 times", "block (0,0) (cluster 0, rank 0), block (2,0) (cluster 1, rank 0)",
+         "step by the number of clusters")),
+    "two clusters swap their pairs": (
+        lambda s: _swap(s, _LOOP, "for (int p = clusters - 1 - cluster_id; p < pairs; p += clusters)"),
+        ("pair 0, which the schedule gives cluster 0", "was stored by block (2,0) (cluster 1, rank 0)")),
+    "each CTA computes the other CTA's rows": (
+        lambda s: _swap(s, _M0, "const int m0 = pm * 2 * BM + (1 - rank) * BM, n0 = pn * BN;"),
+        ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",)),
+}
+
+
+@pytest.mark.parametrize("name", list(WORK_MISTAKES))
+def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatch, name):
+    """C comes out right (the run's ✓ says so); the work does not: a tile computed twice or by the wrong block."""
+    change, needles = WORK_MISTAKES[name]
+    _executor(monkeypatch)
+    text = rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), change(sol["LAB7_SRC"]),
+                          *needles)
+    assert "C is right" in text or "the schedule gives it to" in text

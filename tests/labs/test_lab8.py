@@ -51,10 +51,10 @@ def test_the_stubs_show_tier_0_only():
     assert assert_stubs_show_tier_0_only("lab8_pingpong.ipynb", "lab8") == 10
 
 
-def test_kernel_changes_show_lab6_solved_and_the_parts_to_write():
+def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
     text = repr(lab8.kernel_changes())
-    assert text.startswith("Lab 6's kernel (cooperative) -> Lab 8's kernel")
-    assert "+lab8_gemm(" in text and "-lab6_gemm(" in text
+    assert text.startswith("Lab 7's kernel (cooperative) -> Lab 8's kernel")
+    assert "+lab8_gemm(" in text and "-lab7_gemm(" in text
     for region in lab_exercises("lab8")["lab8-kernel"].regions:
         assert f"// ✎ {region.hints[0]}" in text
     for needle in ("phase ^= 1", "mbar_init(&order[i], 128)", "c == 0 ? 1u : 0u", "j += CONSUMERS"):
@@ -221,6 +221,8 @@ def test_the_lab_says_what_the_h100_measured():
     shapes = json.loads(runs[-1].read_text())["shapes"]
     text = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
                    for c in json.loads((ROOT / "solutions" / "lab8_pingpong.ipynb").read_text())["cells"])
-    assert all(r["lab8_vs_lab6"] < 1 for r in shapes) == ("the cooperative kernel won at every shape measured" in text)
-    for r in shapes:
-        assert f"{r['lab8_vs_lab6']:.2f}×" in text, f"the lab quotes Lab 8 / Lab 6 at {r['shape']}"
+    # runs recorded before the labs were renumbered call the cooperative kernel (today's Lab 7) "lab6"
+    ratios = [r.get("lab8_vs_lab7", r.get("lab8_vs_lab6")) for r in shapes]
+    assert all(x < 1 for x in ratios) == ("the cooperative kernel won at every shape measured" in text)
+    for r, x in zip(shapes, ratios, strict=True):
+        assert f"{x:.2f}×" in text, f"the lab quotes Lab 8 / Lab 7 at {r['shape']}"

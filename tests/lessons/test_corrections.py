@@ -62,8 +62,8 @@ def test_at_the_headline_shape_many_clusters_start_with_a_waiting_middle_split()
 
 def test_the_texts_say_a_first_piece_may_wait_and_why_nothing_deadlocks():
     lesson = _cell("lessons/07_sequence_barriers.ipynb", "l07-24")
-    lab = _cell("solutions/lab7_streamk.ipynb", "ranges-md")
-    header = (ROOT / "bench/kernels/lab7_streamk.cu").read_text().split("#include")[0]
+    lab = _cell("solutions/lab9_streamk.ipynb", "ranges-md")
+    header = (ROOT / "bench/kernels/lab9_streamk.cu").read_text().split("#include")[0]
     for text in (lesson, lab, header):
         assert not re.search(r"a first split never waits|it never waits|which never waits", text)
         assert "middle" in text and "lower" in text
@@ -113,7 +113,7 @@ def test_the_fixup_capture_compiles_three_fixups_with_and_without_red():
 def test_the_fixup_variants_run_on_the_executor_and_ordered_red_keeps_the_bits():
     from ml_dtypes import bfloat16
 
-    from helpers.course.checks import lab7
+    from helpers.course.checks import lab9
 
     sys.path.insert(0, str(ROOT / "tools" / "h100"))
     import fixup
@@ -123,7 +123,7 @@ def test_the_fixup_variants_run_on_the_executor_and_ordered_red_keeps_the_bits()
     ref = a.astype(np.float64) @ b.astype(np.float64).T
     bits = {}
     for name, src in fixup.variants().items():  # one pair of 9 K steps on 4 clusters: every role occurs
-        c, same, flags_left, *_ = lab7.gpu_trial(src, [(a, b)], repeats=1, clusters=4)["results"][0]
+        c, same, flags_left, *_ = lab9.gpu_trial(src, [(a, b)], repeats=1, clusters=4)["results"][0]
         assert same and flags_left == 0, name
         assert np.abs(np.asarray(c).astype(np.float64) - ref).max() < 0.5, name
         bits[name] = np.asarray(c).view(np.uint16)
@@ -186,8 +186,8 @@ def test_the_pingpong_model_in_the_text_is_the_widgets(epilogue):
 
 
 # ------------------------------------------------------------------------------------------- 5 · reader of C
-def test_lab7_fixup_moves_partials_through_a_workspace_not_through_c():
-    kernel = (ROOT / "bench/kernels/lab7_streamk.cu").read_text()
+def test_lab9_fixup_moves_partials_through_a_workspace_not_through_c():
+    kernel = (ROOT / "bench/kernels/lab9_streamk.cu").read_text()
     assert "__ldcg(ws" in kernel and "__stcg(ws" in kernel
     text = _cell("lessons/06_epilogue.ipynb", "l06-16")
     assert "never reads C" in text and "release at GPU scope" in text and "__stcg" in text
@@ -197,8 +197,8 @@ def test_lab7_fixup_moves_partials_through_a_workspace_not_through_c():
 def test_the_arrive_comparison_is_one_run_or_says_it_is_not():
     cell = _cell("lessons/05_kernel_design.ipynb", "l05-37")
     assert "lab6_arrive_speed_h100.json" in cell and "not measured on an H100 yet" in cell
-    lab6 = _cell("solutions/lab6_persistent.ipynb", "kernel-check-md")
-    assert "says exactly that" not in lab6 and "ClusterBarrier::arrive" in lab6 and "two runs" in lab6
+    lab7 = _cell("solutions/lab7_clusters.ipynb", "kernel-check-md")
+    assert "says exactly that" not in lab7 and "ClusterBarrier::arrive" in lab7 and "two runs" in lab7
     assert "ClusterBarrier::arrive" in _cell("lessons/05_kernel_design.ipynb", "l05-34")
     assert "547 vs 794" not in lesson05.remote_arrive.explanation
     sys.path.insert(0, str(ROOT / "tools" / "h100"))
@@ -224,7 +224,7 @@ def test_the_launch_cell_builds_the_real_driver_objects():
     with contextlib.redirect_stdout(out):
         exec(src, {})  # noqa: S102 - the lesson's own cell, no GPU needed
     text = out.getvalue()
-    assert "cuFuncSetAttribute(lab6_gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 230400)" in text
+    assert "cuFuncSetAttribute(lab7_gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 230400)" in text
     assert "cuLaunchKernelEx" in text and "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1)" in text
     road = _cell("lessons/00_big_picture.ipynb", "l00-31")
     assert re.search(r"\| 04 \|[^\n]*warp specialization", road)

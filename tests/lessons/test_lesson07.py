@@ -97,7 +97,7 @@ def test_relaxed_and_nonresident_demos_say_what_the_text_says():
 def test_bit_identical_claim_is_measured():
     """'on the H100 its output was bit-identical over repeated runs on every shape tested' (the tuning run)."""
     data = json.loads((ROOT / streamk.MEASURED_RUN).read_text())
-    for key in ("lab7-hybrid", "lab7-pure"):
+    for key in ("lab7-hybrid", "lab7-pure"):  # the keys of that run, recorded when Stream-K was Lab 7
         entries = data["rungs"][key]["correctness"]
         assert entries and all(e["bit_identical_repeats"] and e["ok"] for e in entries)
 
@@ -106,7 +106,7 @@ def test_h100_capture_when_present():
     """tools/h100/streamk.py writes tests/data/streamk_h100.json; once committed, its facts are checked here."""
     path = ROOT / "tests" / "data" / "streamk_h100.json"
     if not path.exists():
-        pytest.skip("no H100 capture of the Lab 7 experiments committed yet")
+        pytest.skip("no H100 capture of the Lab 9 experiments committed yet")
     data = json.loads(path.read_text())
     assert {"gpu", "driver", "date", "script"} <= set(data["meta"]) and data["summary"]
     assert data["reference"]["distinct"] == 1

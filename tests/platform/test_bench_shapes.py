@@ -37,19 +37,19 @@ def test_the_set_holds_the_squares_the_layer_and_the_wave_quantized_shapes():
 
 
 def test_geometric_means_per_column_and_group():
-    rows = [{"group": "square", "chosen": "lab6", "lab6": _entry(1.0, 0.9, 1.1), "lab7": _entry(0.9, 0.8, 1.0),
+    rows = [{"group": "square", "chosen": "lab7", "lab7": _entry(1.0, 0.9, 1.1), "lab9": _entry(0.9, 0.8, 1.0),
              "noise": _entry(1.0, 0.98, 1.02)},
-            {"group": "wave-quantized", "chosen": "lab7", "lab6": _entry(0.25, 0.2, 0.3),
-             "lab7": _entry(0.9, 0.85, 0.95), "noise": _entry(1.0, 0.99, 1.01)}]
+            {"group": "wave-quantized", "chosen": "lab9", "lab7": _entry(0.25, 0.2, 0.3),
+             "lab9": _entry(0.9, 0.85, 0.95), "noise": _entry(1.0, 0.99, 1.01)}]
     g = shapes.summarize(rows)
-    assert g["all"]["lab6"] == pytest.approx(0.5) and g["all"]["chosen"] == pytest.approx(math.sqrt(0.9))
-    assert g["square"]["lab7"] == pytest.approx(0.9) and g["wave-quantized"]["chosen"] == pytest.approx(0.9)
+    assert g["all"]["lab7"] == pytest.approx(0.5) and g["all"]["chosen"] == pytest.approx(math.sqrt(0.9))
+    assert g["square"]["lab9"] == pytest.approx(0.9) and g["wave-quantized"]["chosen"] == pytest.approx(0.9)
     assert shapes.geomean([]) is None
 
 
 def test_the_report_shows_ranges_flags_and_failures():
-    rows = [{"name": "4096³", "group": "square", "shape": [4096] * 3, "chosen": "lab6",
-             "lab6": _entry(0.988, 0.987, 0.993), "lab7_failure": "KernelFault: illegal address",
+    rows = [{"name": "4096³", "group": "square", "shape": [4096] * 3, "chosen": "lab7",
+             "lab7": _entry(0.988, 0.987, 0.993), "lab9_failure": "KernelFault: illegal address",
              "noise": _entry(1.0, 0.979, 1.055, differs=True)}]
     result = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver_cuda": [13, 0], "cublas": "13.1.0",
               "date": "2026-11-25", "method": "m", "shapes": rows, "geomean": shapes.summarize(rows)}
@@ -61,12 +61,12 @@ def test_the_report_shows_ranges_flags_and_failures():
 def test_the_ladder_renders_interleaved_rows_and_the_noise_floor():
     result = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver_cuda": [13, 0], "nvrtc": [13, 0],
               "cublas": "13.1.0", "date": "d", "method": "m", "noise_floor": [_entry(1.0, 0.979, 1.055)],
-              "rungs": {"lab6": {"out_dtype": "bf16", "correctness": [{"ok": True}],
+              "rungs": {"lab7": {"out_dtype": "bf16", "correctness": [{"ok": True}],
                                  "speed": [_entry(1.04, 1.005, 1.138, differs=True)]}}}
     md = ladder.render(result)
     assert "cuBLAS against itself" in md and "1.000 [0.979–1.055]" in md
-    assert "| lab6 | bf16 | 4096×4096×4096 | 790 | 800 | 1.040 [1.005–1.138] (clocks differ) |" in md
-    assert "CLOCKS DIFFER" in ladder.line("lab6", _entry(1.04, 1.0, 1.1, differs=True))
+    assert "| lab7 | bf16 | 4096×4096×4096 | 790 | 800 | 1.040 [1.005–1.138] (clocks differ) |" in md
+    assert "CLOCKS DIFFER" in ladder.line("lab7", _entry(1.04, 1.0, 1.1, differs=True))
 
 
 def test_runs_dry_without_a_gpu(capsys):
@@ -76,4 +76,4 @@ def test_runs_dry_without_a_gpu(capsys):
         pytest.skip("a Hopper GPU is here: the dry run is for machines without one")
     assert shapes.main(["--quick"]) == 0
     out = capsys.readouterr().out
-    assert "timing skipped" in out and "1024×4352×8192" in out and "→ lab7" in out
+    assert "timing skipped" in out and "1024×4352×8192" in out and "→ lab9" in out

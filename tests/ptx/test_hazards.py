@@ -37,7 +37,7 @@ def fp32_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, block: i
 
 def bf16_gemm(src: str, name: str, m: int, n: int, k: int, grid: tuple, cluster: tuple | None = None,
               streamk: int = 0) -> executor.RunResult:
-    """A Lab 5-7 GEMM (bf16 C through a TMA store), hazard mode on."""
+    """A Lab 5-9 GEMM (bf16 C through a TMA store), hazard mode on."""
     a, b = _operands(m, n, k, seed=3)
     c = np.full((m, n), np.nan, gpu.bfloat16)
     extra = ()
@@ -135,15 +135,20 @@ def test_lab5_tma_store_epilogue_has_no_hazard() -> None:
     clean(bf16_gemm(_kernel("lab5_epilogue.cu"), "lab5_gemm", 136, 264, 128, (2, 2)))
 
 
-def test_lab6_clusters_with_multicast_have_no_hazard() -> None:
-    clean(bf16_gemm(_kernel("lab6_persistent.cu"), "lab6_gemm", 520, 264, 128, (4, 1, 1), cluster=(2, 1, 1)))
+def test_lab6_persistent_blocks_have_no_hazard() -> None:
+    """Two blocks, 5 and 4 tiles each: the ring and the stores run on across tiles."""
+    clean(bf16_gemm(_kernel("lab6_persistent.cu"), "lab6_gemm", 264, 520, 200, (2, 1, 1)))
+
+
+def test_lab7_clusters_with_multicast_have_no_hazard() -> None:
+    clean(bf16_gemm(_kernel("lab7_clusters.cu"), "lab7_gemm", 520, 264, 128, (4, 1, 1), cluster=(2, 1, 1)))
 
 
 @pytest.mark.parametrize("source", ["bench", "notebook"])
-def test_lab7_streamk_flags_have_no_hazard(source: str) -> None:
-    src = _kernel("lab7_streamk.cu") if source == "bench" else \
-        labgen.solution_namespace(ROOT / "solutions" / "lab7_streamk.ipynb")["LAB7_SRC"]
-    clean(bf16_gemm(src, "lab7_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3))
+def test_lab9_streamk_flags_have_no_hazard(source: str) -> None:
+    src = _kernel("lab9_streamk.cu") if source == "bench" else \
+        labgen.solution_namespace(ROOT / "solutions" / "lab9_streamk.ipynb")["LAB9_SRC"]
+    clean(bf16_gemm(src, "lab9_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3))
 
 
 def test_stores_fenced_for_wgmma_have_no_hazard_and_are_exact() -> None:
@@ -276,22 +281,22 @@ def test_epilogue_buffer_rewritten_while_its_tma_store_may_read_it() -> None:
 
 
 def test_remote_empty_arrival_sent_to_the_local_barrier() -> None:
-    src = _kernel("lab6_persistent.cu")
+    src = _kernel("lab7_clusters.cu")
     src = edit(src, "if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);",
                "if (k > 0 && tid < CLUSTER) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);")
     src = edit(src, "      if (tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);",
                "      if (tid < CLUSTER) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);")
-    first = named(bf16_gemm(src, "lab6_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "overwrite-while-read",
+    first = named(bf16_gemm(src, "lab7_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "overwrite-while-read",
                   "TMA multicast load", "of block (1,0)", "arrivals from block (0,0) only",
                   "the consumers of block (1,0) never arrived on it", "mbar_arrive_cluster")
     assert "empty[" in str(first)
 
 
 def test_a_block_leaving_its_cluster_before_the_peers_are_done() -> None:
-    """Lab 6 without its last cluster barrier: the peer's consumers still arrive on this block's EMPTY barriers
+    """Lab 7 without its last cluster barrier: the peer's consumers still arrive on this block's EMPTY barriers
     after its own work is done, and nothing orders those arrivals before the block exits."""
-    src = edit(_kernel("lab6_persistent.cu"), "  hopper::cluster_sync();\n}", "}")
-    named(bf16_gemm(src, "lab6_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "exit-before-peers", "exits",
+    src = edit(_kernel("lab7_clusters.cu"), "  hopper::cluster_sync();\n}", "}")
+    named(bf16_gemm(src, "lab7_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "exit-before-peers", "exits",
           "arrival on empty[", "barrier.cluster.arrive + barrier.cluster.wait")
 
 
@@ -302,7 +307,7 @@ RELAXED_POLL = ('{ unsigned v_; do { asm volatile("ld.relaxed.gpu.global.u32 %0,
 
 @pytest.mark.parametrize("side", ["store", "load"])
 def test_relaxed_flag_in_the_streamk_fixup(side: str) -> None:
-    src = _kernel("lab7_streamk.cu")
+    src = _kernel("lab9_streamk.cu")
     if side == "store":
         src = edit(src, "if (threadIdx.x == 128) hopper::flag_store_release(flag, order + 1);",
                    "if (threadIdx.x == 128) " + RELAXED_STORE)
@@ -311,7 +316,7 @@ def test_relaxed_flag_in_the_streamk_fixup(side: str) -> None:
         src = edit(src, 'if (threadIdx.x == 128) hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank);',
                    "if (threadIdx.x == 128) " + RELAXED_POLL)
         words = ("`ld.relaxed.gpu.global.u32", "no acquire semantics", "flag_load_acquire")
-    named(bf16_gemm(src, "lab7_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3), "flag-ordering",
+    named(bf16_gemm(src, "lab9_gemm", 264, 264, 512, (6, 1, 1), cluster=(2, 1, 1), streamk=3), "flag-ordering",
           *words)
 
 

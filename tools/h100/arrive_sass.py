@@ -1,6 +1,6 @@
-"""What ptxas makes of the two ways Lab 6 can arrive on the other CTA's EMPTY barrier (no GPU needed).
+"""What ptxas makes of the two ways Lab 7 can arrive on the other CTA's EMPTY barrier (no GPU needed).
 
-Compiles bench/kernels/lab6_persistent.cu twice with NVRTC — as it is (``hopper::mbar_arrive_cluster``: bare
+Compiles bench/kernels/lab7_clusters.cu twice with NVRTC — as it is (``hopper::mbar_arrive_cluster``: bare
 ``mbarrier.arrive.shared::cluster``) and with ``hopper::mbar_arrive_cluster_release`` (``.release.cluster``) —
 disassembles both CUBINs with nvdisasm, and records the SASS around every ``SYNCS.ARRIVE`` (the arrive) in the
 consumers' loop: tests/data/lab6_arrive_sass.json. Lesson 05 shows it; tests/emulator/test_cluster.py checks the
@@ -53,16 +53,16 @@ def arrive_windows(sass: str, before: int = 5) -> list[list[str]]:
 
 
 def capture(nvdisasm: str) -> dict:
-    src = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+    src = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
     forms = {"bare": src, "release_cluster": src.replace("hopper::mbar_arrive_cluster(",
                                                          "hopper::mbar_arrive_cluster_release(")}
     version = subprocess.run([nvdisasm, "--version"], capture_output=True, text=True).stdout.strip().split("\n")[-1]
     out = {"meta": {"nvrtc": list(gpu.nvrtc_version() or ()), "nvdisasm": version,
                     "date": dt.date.today().isoformat(), "script": "tools/h100/arrive_sass.py",
-                    "kernel": "bench/kernels/lab6_persistent.cu (lab6_gemm)"}}
+                    "kernel": "bench/kernels/lab7_clusters.cu (lab7_gemm)"}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, s in forms.items():
-            k = gpu.compile(s, "lab6_gemm", cache=False)
+            k = gpu.compile(s, "lab7_gemm", cache=False)
             cubin = Path(tmp) / f"{name}.cubin"
             cubin.write_bytes(k.cubin)
             sass = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout

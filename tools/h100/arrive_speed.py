@@ -1,8 +1,8 @@
-"""Lab 6 with its two remote arrives, timed in one run on an H100 beside cuBLAS.
+"""Lab 7 with its two remote arrives, timed in one run on an H100 beside cuBLAS.
 
     python tools/h100/arrive_speed.py OUT        (run from the repository root; about a minute)
 
-bench/kernels/lab6_persistent.cu as it is (``hopper::mbar_arrive_cluster``: the plain
+bench/kernels/lab7_clusters.cu as it is (``hopper::mbar_arrive_cluster``: the plain
 ``mbarrier.arrive.shared::cluster``) and with ``hopper::mbar_arrive_cluster_release`` (``.release.cluster``, which
 ptxas turns into a GPU-scope memory barrier before every arrive: tools/h100/arrive_sass.py). Both are timed at each
 shape in the same process, alternating, ROUNDS times, each time beside cuBLAS (``gpu.gemm_benchmark``), so the two
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 HERE = str(Path(__file__).resolve())
 
 from helpers import gpu  # noqa: E402
-from helpers.course.checks import lab7  # noqa: E402
+from helpers.course.checks import lab9  # noqa: E402
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 ROUNDS = 3
@@ -35,16 +35,16 @@ ROUNDS = 3
 
 def variants() -> dict[str, str]:
     """The two kernel sources: the plain remote arrive and the ``.release.cluster`` one."""
-    src = lab7.lab6_source()
+    src = lab9.lab7_source()
     if "hopper::mbar_arrive_cluster(" not in src:
-        raise ValueError("bench/kernels/lab6_persistent.cu no longer arrives with hopper::mbar_arrive_cluster")
+        raise ValueError("bench/kernels/lab7_clusters.cu no longer arrives with hopper::mbar_arrive_cluster")
     release = src.replace("hopper::mbar_arrive_cluster(", "hopper::mbar_arrive_cluster_release(")
     return {"plain arrive": src, ".release.cluster arrive": release}
 
 
 def timed(sources: dict[str, str], shapes: list[tuple[int, int, int]], rounds: int) -> dict:
     """(Child.) Every form at every shape, alternating, ``rounds`` times: TFLOP/s and cuBLAS's beside it."""
-    kernels = {name: gpu.compile(src, "lab6_gemm") for name, src in sources.items()}
+    kernels = {name: gpu.compile(src, "lab7_gemm") for name, src in sources.items()}
     got: dict = {}
     with gpu.sm_clock() as clk:
         for m, n, k in shapes:
@@ -52,10 +52,10 @@ def timed(sources: dict[str, str], shapes: list[tuple[int, int, int]], rounds: i
                 for name, kernel in kernels.items():
                     def make(a: object, b: object, c: object, kernel: object = kernel, m: int = m, n: int = n,
                              k: int = k) -> object:
-                        grid = gpu.persistent_grid(kernel, 384, lab7.SMEM_BYTES, cluster=2,
+                        grid = gpu.persistent_grid(kernel, 384, lab9.SMEM_BYTES, cluster=2,
                                                    work=math.ceil(m / 256) * math.ceil(n / 256))
-                        return gpu.prepare(kernel, (grid, 1, 1), 384, lab7.SMEM_BYTES, lab7._tmap(a, 128, 64),
-                                           lab7._tmap(b, 128, 64), lab7._tmap(c, 64, 64), np.int32(m), np.int32(n),
+                        return gpu.prepare(kernel, (grid, 1, 1), 384, lab9.SMEM_BYTES, lab9._tmap(a, 128, 64),
+                                           lab9._tmap(b, 128, 64), lab9._tmap(c, 64, 64), np.int32(m), np.int32(n),
                                            np.int32(k), cluster=(2, 1, 1))
 
                     r = gpu.gemm_benchmark(make, m, n, k, out_dtype=gpu.bfloat16, repeat=30)
@@ -68,16 +68,16 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("/tmp/out")
     out.mkdir(parents=True, exist_ok=True)
     srcs = variants()
-    kernels = {name: gpu.compile(src, "lab6_gemm") for name, src in srcs.items()}
+    kernels = {name: gpu.compile(src, "lab7_gemm") for name, src in srcs.items()}
     for name, k in kernels.items():
         print(f"{name}: {k.report.summary()}")
-    if gpu.skip_without_hopper(kernels["plain arrive"], checked="both forms of the Lab 6 kernel compile",
+    if gpu.skip_without_hopper(kernels["plain arrive"], checked="both forms of the Lab 7 kernel compile",
                                timing=True):
         return 0
     info = gpu.device_info()
     meta = {"gpu": info.name, "sm_count": info.sm_count, "driver": ".".join(map(str, info.driver_version)),
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "script": "tools/h100/arrive_speed.py",
-            "kernel": "bench/kernels/lab6_persistent.cu", "rounds": ROUNDS}
+            "kernel": "bench/kernels/lab7_clusters.cu", "rounds": ROUNDS}
     r = gpu.run_isolated(f"{HERE}:timed", srcs, SHAPES, ROUNDS, timeout=500)
     summary, medians = [], {}
     for shape, forms in r["runs"].items():

@@ -5,7 +5,7 @@
 - epilogue: Lab 5's sub-tile epilogue on random fragments (``probes.EPILOGUE_KERNEL``): the raw 128B-swizzled shared
   image and the bf16 C after the TMA store (into a NaN-poisoned C, at an edge so the store clips);
 - clusters: co-resident clusters (``cuOccupancyMaxActiveClusters``) of the Lab 5 kernel's footprint (384 threads,
-  ~225 KiB dynamic shared memory) for clusters of 1, 2, 4 and 8, and of the Lab 6 kernel (compiled for 2).
+  ~225 KiB dynamic shared memory) for clusters of 1, 2, 4 and 8, and of the Lab 7 kernel (compiled for 2).
 
     python tools/h100/epilogue.py OUT_DIR
 Then copy OUT_DIR/lab56_h100.json to tests/data/ (tests/emulator/test_epilogue.py and test_cluster.py replay it).
@@ -74,7 +74,7 @@ def main(out_dir: str) -> int:
                           "cases": cases}
     # co-resident clusters
     k5 = gpu.compile((ROOT / "bench/kernels/lab5_epilogue.cu").read_text(), "lab5_gemm")
-    k6 = gpu.compile((ROOT / "bench/kernels/lab6_persistent.cu").read_text(), "lab6_gemm")
+    k6 = gpu.compile((ROOT / "bench/kernels/lab7_clusters.cu").read_text(), "lab7_gemm")
     smem = lab5.SMEM_BYTES
     counts = {}
     for size in (1, 2, 4, 8):

@@ -2,7 +2,7 @@
 
     python tools/h100/fixup.py OUT        (run from the repository root; about 1-2 minutes)
 
-The Lab 7 reference kernel (bench/kernels/lab7_streamk.cu) with its fix-up written three ways:
+The Lab 9 reference kernel (bench/kernels/lab9_streamk.cu) with its fix-up written three ways:
 
 * ``ordered load-add-store`` — the kernel as it is: a split waits for its turn, ``d += __ldcg(ws)``, ``__stcg``;
 * ``ordered red`` — CUTLASS's ``ReductionMode::Deterministic``: the first split stores, a middle split waits for its
@@ -31,12 +31,12 @@ sys.path.insert(0, str(ROOT))
 HERE = str(Path(__file__).resolve())
 
 from helpers import gpu  # noqa: E402
-from helpers.course.checks import lab7  # noqa: E402
+from helpers.course.checks import lab9  # noqa: E402
 
 SHAPES = [(1024, 1024, 16384), (1024, 4352, 8192)]
 LAUNCHES = 20
 
-# The reference kernel's fix-up, from the wait to the end of a non-final split (bench/kernels/lab7_streamk.cu).
+# The reference kernel's fix-up, from the wait to the end of a non-final split (bench/kernels/lab9_streamk.cu).
 ORDERED = """        if (order > 0) {  // wait for every earlier split, then add what they left
           if (threadIdx.x == 128) hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank);
           hopper::named_bar_sync(3, 256);
@@ -88,9 +88,9 @@ ARRIVAL_RED = """        if (kb != steps) {  // not the final split: add in the 
 
 def variants() -> dict[str, str]:
     """The three kernel sources."""
-    ref = lab7.lab7_reference_source()
+    ref = lab9.lab9_reference_source()
     if ORDERED not in ref:
-        raise ValueError("bench/kernels/lab7_streamk.cu no longer contains the fix-up this script rewrites")
+        raise ValueError("bench/kernels/lab9_streamk.cu no longer contains the fix-up this script rewrites")
     return {"ordered load-add-store": ref, "ordered red": ref.replace(ORDERED, ORDERED_RED),
             "red in arrival order": ref.replace(ORDERED, ARRIVAL_RED)}
 
@@ -100,14 +100,14 @@ def trial(source: str, shape: tuple[int, int, int], launches: int) -> dict:
     """(Child.) ``launches`` launches at ``shape`` (outputs as uint16 bits), then the speed beside cuBLAS."""
     from ml_dtypes import bfloat16
 
-    kernel = gpu.compile(source, lab7.KERNEL_NAME)
-    clusters, ws, flags = lab7._workspace(kernel)
+    kernel = gpu.compile(source, lab9.KERNEL_NAME)
+    clusters, ws, flags = lab9._workspace(kernel)
     m, n, k = shape
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16)
     da, db = gpu.to_device(a), gpu.to_device(b)
     dc = gpu.poison((m, n), gpu.bfloat16)
-    run = lab7._lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
+    run = lab9._lab9_launcher(kernel, da, db, dc, ws, flags, clusters)
     outs = []
     for _ in range(launches):
         dc.poison()
@@ -116,7 +116,7 @@ def trial(source: str, shape: tuple[int, int, int], launches: int) -> dict:
         outs.append(dc.to_host().view(np.uint16).copy())
 
     def make(a_: object, b_: object, c_: object) -> object:
-        return lab7._lab7_launcher(kernel, a_, b_, c_, ws, flags, clusters)
+        return lab9._lab9_launcher(kernel, a_, b_, c_, ws, flags, clusters)
 
     with gpu.sm_clock() as clk:
         r = gpu.gemm_benchmark(make, m, n, k, out_dtype=gpu.bfloat16, repeat=30)
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("/tmp/out")
     out.mkdir(parents=True, exist_ok=True)
     srcs = variants()
-    kernels = {name: gpu.compile(src, lab7.KERNEL_NAME) for name, src in srcs.items()}
+    kernels = {name: gpu.compile(src, lab9.KERNEL_NAME) for name, src in srcs.items()}
     for name, k in kernels.items():
         print(f"{name}: {k.report.summary()}")
     if gpu.skip_without_hopper(kernels["ordered red"], checked="the three fix-ups compile", timing=True):
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
     info = gpu.device_info()
     meta = {"gpu": info.name, "sm_count": info.sm_count, "driver": ".".join(map(str, info.driver_version)),
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "script": "tools/h100/fixup.py",
-            "kernel": "bench/kernels/lab7_streamk.cu", "launches": LAUNCHES}
+            "kernel": "bench/kernels/lab9_streamk.cu", "launches": LAUNCHES}
     result: dict = {"meta": meta, "runs": {}}
     summary: list[str] = []
     for shape in SHAPES:

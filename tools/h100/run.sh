@@ -3,7 +3,7 @@
 # driver, clocks and date in $OUT/env.txt. The table in tools/README.md says which fixture each one writes.
 #   bash tools/h100/run.sh [--wheels DIR] NAME...
 # NAME: a script of this folder (race_rates, pipeline_trace, executor_vs_h100, ...), or gpu-tests, validate, ladder,
-# shapes, matmul, lab4, lab567. --wheels installs carried wheels first (the H100 machine has no Jupyter).
+# shapes, matmul, lab4, lab5679. --wheels installs carried wheels first (the H100 machine has no Jupyter).
 set -u
 WHEELS=""
 if [ "${1:-}" = "--wheels" ]; then WHEELS=$2; shift 2; fi
@@ -18,7 +18,7 @@ for name in "$@"; do
     shapes) cmd=(python3 bench/shapes.py --write "$OUT/shapes") ;;
     matmul) cmd=(python3 -m pytest -m gpu -v -p no:cacheprovider tests/gpu/test_matmul.py tests/gpu/test_interleave.py) ;;
     lab4) cmd=(python3 tests/labs/gpu_lab4.py "$OUT") ;;
-    lab567) cmd=(python3 tests/labs/gpu_lab567.py "$OUT") ;;
+    lab5679) cmd=(python3 tests/labs/gpu_lab5679.py "$OUT") ;;
     mbarrier) cmd=(python3 tools/h100/mbarrier.py "$OUT/mbarrier_h100.json") ;;
     tma_wgmma | streamk) cmd=(python3 "tools/h100/$name.py" --out "$OUT") ;;
     *)

@@ -5,15 +5,17 @@
 
 A speed lab's grader times the student's kernel and the course's kernel in the same run and fails a kernel under
 ``_common.SPEED_FLOOR`` of the course's. Here the student's kernel IS the course's, so every ratio is noise: the
-floor must sit below the lowest of them. For each lab, ROUNDS rounds at 4096³ and 8192³ (Lab 7 also on its two
-wave-quantized shapes, where its grader times it), each round through the graders' own timing function:
+floor must sit below the lowest of them. For each lab, ROUNDS rounds (SPEED_FLOOR_ROUNDS, 15 unless set) at 4096³
+and 8192³ (Lab 9 also on its two wave-quantized shapes, where its grader times it), each round through the graders'
+own timing function:
 
 * lab4a, lab4b: the solution kernels of Lab 4 (course wrappers, as the grader compiles them), ``lab4.gpu_benchmark``
   twice (Lab 4's timing beside cuBLAS), the first as the student's, the second as the course's;
-* lab5, lab6: ``bench/kernels/lab5_epilogue.cu``, ``lab6_persistent.cu`` through ``_common.gemm_speed_child`` with
-  the same source as the reference (the student's beside cuBLAS, then the course's beside cuBLAS);
-* lab7: ``bench/kernels/lab7_streamk.cu`` through ``lab7.gpu_speed`` with itself as the course's kernel (Lab 7, Lab 6,
-  the course's Lab 7, each beside cuBLAS).
+* lab5, lab6, lab7: ``bench/kernels/lab5_epilogue.cu``, ``lab6_persistent.cu``, ``lab7_clusters.cu`` through
+  ``_common.gemm_speed_child`` with the same source as the reference (the student's beside cuBLAS, then the course's
+  beside cuBLAS);
+* lab9: ``bench/kernels/lab9_streamk.cu`` through ``lab9.gpu_speed`` with itself as the course's kernel (Lab 9, Lab 7,
+  the course's Lab 9, each beside cuBLAS).
 
 Per round: the ratio (student TFLOP/s over the course's), both speeds, the SM clock. Per lab and shape: the ratios'
 min, median and max. Writes OUT/speed_floor_h100.json after each lab (meta: GPU, driver, date); copy it to
@@ -38,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 HERE = str(Path(__file__).resolve())
 FIXTURE = ROOT / "tests" / "data" / "speed_floor_h100.json"
 
-ROUNDS = 15
+ROUNDS = int(os.environ.get("SPEED_FLOOR_ROUNDS", "15"))
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192)]
-LABS = ["lab4a", "lab4b", "lab5", "lab6", "lab7"]
+LABS = ["lab4a", "lab4b", "lab5", "lab6", "lab7", "lab9"]
 
 
 def sources() -> dict[str, tuple[str, str]]:
@@ -59,7 +61,8 @@ def sources() -> dict[str, tuple[str, str]]:
         "lab4b": (lab4.HEADER + wrappers + s4["LAB4_KERNEL"], "solutions/lab4_pipeline.ipynb LAB4_KERNEL"),
         "lab5": ((kernels / "lab5_epilogue.cu").read_text(), "bench/kernels/lab5_epilogue.cu"),
         "lab6": ((kernels / "lab6_persistent.cu").read_text(), "bench/kernels/lab6_persistent.cu"),
-        "lab7": ((kernels / "lab7_streamk.cu").read_text(), "bench/kernels/lab7_streamk.cu"),
+        "lab7": ((kernels / "lab7_clusters.cu").read_text(), "bench/kernels/lab7_clusters.cu"),
+        "lab9": ((kernels / "lab9_streamk.cu").read_text(), "bench/kernels/lab9_streamk.cu"),
     }
 
 
@@ -68,21 +71,22 @@ TIMING = {
     "lab4b": "lab4.gpu_benchmark, twice per round (the Lab 4 grader's timing beside cuBLAS)",
     "lab5": "_common.gemm_speed_child with the same source as the reference (the Lab 5 grader's)",
     "lab6": "_common.gemm_speed_child with the same source as the reference (the Lab 6 grader's)",
-    "lab7": "lab7.gpu_speed with the same source as the course's Lab 7 kernel (the Lab 7 grader's)",
+    "lab7": "_common.gemm_speed_child with the same source as the reference (the Lab 7 grader's)",
+    "lab9": "lab9.gpu_speed with the same source as the course's Lab 9 kernel (the Lab 9 grader's)",
 }
 
 
 def shapes_of(lab: str) -> list[tuple[int, int, int]]:
-    from helpers.course.checks import lab7
+    from helpers.course.checks import lab9
 
-    return SIZES + ([tuple(s) for s in lab7.QUANTIZED] if lab == "lab7" else [])
+    return SIZES + ([tuple(s) for s in lab9.QUANTIZED] if lab == "lab9" else [])
 
 
 def one_round(lab: str, source: str, shape: tuple[int, int, int]) -> dict:
     """(In the child.) One round at one shape: the kernel as the student's and as the course's, the graders' way."""
     from helpers import gpu
     from helpers.course.checks import _common as C
-    from helpers.course.checks import lab4, lab5, lab6, lab7
+    from helpers.course.checks import lab4, lab5, lab6, lab7, lab9
 
     m, n, k = shape
     if lab in ("lab4a", "lab4b"):
@@ -92,15 +96,15 @@ def one_round(lab: str, source: str, shape: tuple[int, int, int]) -> dict:
             course = lab4.gpu_benchmark(source, spec.name, m)
         return {"student": mine.tflops, "course": course.tflops, "cublas": mine.cublas_tflops,
                 "clock_mhz": clk.median, "clock": clk.summary()}
-    if lab in ("lab5", "lab6"):
-        spec = lab5.LAUNCH if lab == "lab5" else lab6.LAUNCH
+    if lab in ("lab5", "lab6", "lab7"):
+        spec = {"lab5": lab5.LAUNCH, "lab6": lab6.LAUNCH, "lab7": lab7.LAUNCH}[lab]
         ((mine, clock, course),) = C.gemm_speed_child(source, spec, [shape], reference=source)
         return {"student": mine.tflops, "course": course.tflops, "cublas": mine.cublas_tflops,
                 "clock_mhz": None, "clock": clock}
-    (s,) = lab7.gpu_speed(source, lab7.lab6_source(), [shape], 20, source)
+    (s,) = lab9.gpu_speed(source, lab9.lab7_source(), [shape], 20, source)
     if "error" in s:
-        raise RuntimeError(f"lab7 at {shape}: {s['error']}")
-    return {"student": s["lab7"], "course": s["course"], "cublas": s["cublas"], "lab6": s["lab6"],
+        raise RuntimeError(f"lab9 at {shape}: {s['error']}")
+    return {"student": s["lab9"], "course": s["course"], "cublas": s["cublas"], "lab7": s["lab7"],
             "clock_mhz": None, "clock": s["clock"]}
 
 

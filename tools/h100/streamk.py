@@ -1,9 +1,9 @@
-"""Lab 7 on an H100: the grader on the solution kernel, then the fix-up experiments the lesson quotes.
+"""Lab 9 on an H100: the grader on the solution kernel, then the fix-up experiments the lesson quotes.
 
     python tools/h100/streamk.py --out OUT        (run from the repository root; about 1-2 minutes)
 
-1. ``lab7.check_streamk_kernel`` on the solution kernel: random shapes against fp64, three more launches
-   bit-identical, flags back to 0, then Lab 7 beside Lab 6 and cuBLAS on the two wave-quantized shapes.
+1. ``lab9.check_streamk_kernel`` on the solution kernel: random shapes against fp64, three more launches
+   bit-identical, flags back to 0, then Lab 9 beside Lab 7 and cuBLAS on the two wave-quantized shapes.
 2. Determinism: 20 launches of the reference kernel at 1024×1024×16384 (4-5 splits per pair): distinct outputs.
 3. Wrong fix-ups at run time, each 20 launches at 1024×1024×16384 against the reference bits: relaxed flag store and
    relaxed (volatile) wait; waiting for flag ≥ 1 instead of the split's order; no flag reset (two launches).
@@ -37,7 +37,7 @@ HERE = str(Path(__file__).resolve())
 
 from helpers import gpu  # noqa: E402
 from helpers.course import grading, labgen  # noqa: E402
-from helpers.course.checks import lab7  # noqa: E402
+from helpers.course.checks import lab9  # noqa: E402
 
 SHAPE = (1024, 1024, 16384)
 LAUNCHES = 20
@@ -54,7 +54,7 @@ def _swap(src: str, old: str, new: str) -> str:
 
 def variants() -> dict[str, str]:
     """Kernel sources: the reference and the wrong fix-ups / renumbering the experiments launch."""
-    ref = lab7.lab7_reference_source()
+    ref = lab9.lab9_reference_source()
     spin = ("{ const long long t0 = clock64(); while (*(volatile unsigned*)flag < order && clock64() - t0 < "
             "4000000000LL) {} }")
     return {
@@ -120,15 +120,15 @@ def _operands(seed: int = 7):
 def launches(source: str, launches: int, clusters_factor: int = 1) -> dict:
     """(Child.) ``launches`` launches at SHAPE on ``clusters_factor`` × the co-resident clusters: every output's
     bits (as uint16) and the flags after each launch."""
-    kernel = gpu.compile(source, lab7.KERNEL_NAME)
-    resident = gpu.max_active_clusters(kernel, 384, lab7.SMEM_BYTES, 2)
+    kernel = gpu.compile(source, lab9.KERNEL_NAME)
+    resident = gpu.max_active_clusters(kernel, 384, lab9.SMEM_BYTES, 2)
     clusters = resident * clusters_factor
     ws = gpu.zeros((clusters * 2 * 128 * 256,), np.float32)
     flags = gpu.zeros((clusters * 2,), np.uint32)
     a, b = _operands()
     da, db = gpu.to_device(a), gpu.to_device(b)
     dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
-    run = lab7._lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
+    run = lab9._lab9_launcher(kernel, da, db, dc, ws, flags, clusters)
     outs, left = [], []
     for _ in range(launches):
         dc.poison()
@@ -185,11 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     srcs = variants()
-    kernels = {name: gpu.compile(src, lab7.KERNEL_NAME) for name, src in srcs.items()}
+    kernels = {name: gpu.compile(src, lab9.KERNEL_NAME) for name, src in srcs.items()}
     for name, k in kernels.items():
         print(f"{name}: {k.report.summary()}")
     gpu.compile(LITMUS, "mp_litmus")
-    if gpu.skip_without_hopper(kernels["reference"], checked="every Lab 7 variant and the litmus kernel compile"):
+    if gpu.skip_without_hopper(kernels["reference"], checked="every Lab 9 variant and the litmus kernel compile"):
         return 0
     info = gpu.device_info()
     meta = {"gpu": info.name, "sm_count": info.sm_count, "driver": ".".join(map(str, info.driver_version)),
@@ -199,12 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     summary: list[str] = []
 
     # 1 · the grader on the solution
-    sol = labgen.solution_namespace(ROOT / "solutions" / "lab7_streamk.ipynb")["LAB7_SRC"]
+    sol = labgen.solution_namespace(ROOT / "solutions" / "lab9_streamk.ipynb")["LAB9_SRC"]
     buf = io.StringIO()
     t0 = time.time()
     with contextlib.redirect_stdout(buf):
         try:
-            lab7.check_streamk_kernel(sol, benchmark=True)
+            lab9.check_streamk_kernel(sol, benchmark=True)
             passed = True
         except grading.CheckFailed:
             passed = False

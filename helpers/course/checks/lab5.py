@@ -479,10 +479,16 @@ def _gpu_shapes(rng: np.random.Generator, multiple: int = 8) -> list[tuple[int, 
 
 def _emulator_shapes(rng: np.random.Generator, spec: GemmLaunch) -> list[tuple[int, int, int]]:
     """Smaller non-square shapes for the PTX executor (a CPU runs every thread), still with partial tiles and several
-    K steps (the last one partial): Lab 5's grid has several blocks; Lab 6's persistent grid (two clusters there) has
-    at least two pairs per cluster, so each cluster takes several pairs in turn."""
-    shapes = [(392, 520, 200)]
-    low = 33 if spec.persistent_unit else 17  # 264 rows and columns or more: 2 × 2 pairs at least
+    K steps (the last one partial): Lab 5's grid has several blocks; the persistent grids of Labs 6 and 7 (two blocks,
+    or two clusters, there) have at least two tiles per block, so each block takes several tiles in turn."""
+    if spec.persistent_unit and spec.cluster == 1:
+        # one shape of 3 × 3 tiles, the last row and column partial: 5 and 4 tiles on two blocks (a partial last
+        # wave), 4 K steps each (the ring of 4 stages wraps from tile to tile); one shape keeps the check fast
+        while True:
+            m, n, k = 8 * int(rng.integers(33, 48)), 8 * int(rng.integers(65, 96)), 8 * int(rng.integers(25, 33))
+            if len({m, n, k}) == 3:
+                return [(m, n, k)]
+    shapes, low = [(392, 520, 200)], (33 if spec.persistent_unit else 17)  # 2 × 2 pairs at least
     while len(shapes) < 2:
         m, n, k = (8 * int(x) for x in rng.integers(low, 66, size=3))
         if len({m, n, k}) == 3 and k >= 136:
@@ -498,12 +504,14 @@ def _grid_words(spec: GemmLaunch, m: int, n: int, hardware: bool) -> str:
         rows, cols = -(-m // spec.cta_tile[0]), -(-n // spec.cta_tile[1])
         return f"{rows * cols} blocks of {spec.cta_tile[0]}×{spec.cta_tile[1]}"
     pairs = -(-m // spec.persistent_unit[0]) * -(-n // spec.persistent_unit[1])
+    unit, who = ("pairs", f"clusters of {spec.cluster} CTAs") if spec.cluster > 1 else ("tiles", "blocks")
     if hardware:
-        return f"{pairs} pairs, a persistent grid of every co-resident cluster of {spec.cluster}"
+        return f"{pairs} {unit}, a persistent grid of every co-resident " + (
+            f"cluster of {spec.cluster}" if spec.cluster > 1 else "block")
     clusters = min(pairs, EMULATED_CLUSTERS)
     few, most = pairs // clusters, -(-pairs // clusters)
     each = f"{most}" if few == most else f"{few} or {most}"
-    return f"{pairs} pairs on {clusters} clusters of {spec.cluster} CTAs, {each} pairs each in turn"
+    return f"{pairs} {unit} on {clusters} {who}, {each} {unit} each in turn"
 
 
 def _rows_hold_next_half(got: np.ndarray, ref: np.ndarray, tol: np.ndarray) -> bool:
@@ -544,7 +552,8 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, spec: GemmLa
     r, col = (int(v) for v in np.argwhere(never if never.any() else wrong)[0])
     where = f"the first at rows {64 * r}…, columns {64 * col}…"
     if never.any():
-        who = "a pair no cluster took, or " if spec.persistent_unit else ""
+        who = ("" if not spec.persistent_unit else "a pair no cluster took, or " if spec.cluster > 1
+               else "a tile no block took, or ")
         return (f"{int(never.sum())} of {rows * cols} 64×64 sub-tiles of C were never written (still NaN), {where}: "
                 f"{who}a store that went to another place (column n0 + 64·sub, row m0 + 64·c of this CTA's tile)")
     if wrong.all():
@@ -570,7 +579,7 @@ def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, An
 
         return tile_of, grid_owner, grid_owner
     pm, pn = -(-m // spec.persistent_unit[0]), -(-n // spec.persistent_unit[1])
-    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB6_GROUP
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB6_GROUP, LAB7_GROUP
     clusters = blocks // spec.cluster
     half = spec.persistent_unit[0] // spec.cluster
 
@@ -579,6 +588,8 @@ def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, An
 
     def pair_words(row: int, col: int) -> str:
         p = pair_of(row, col)
+        if spec.cluster == 1:
+            return f"tile {p}, which the schedule gives block {p % clusters}"
         return f"pair {p}, which the schedule gives cluster {p % clusters}"
 
     def pair_owner(row: int, col: int, *_: int) -> tuple[int, int]:
@@ -587,10 +598,18 @@ def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, An
     return pair_words, pair_owner, pair_owner
 
 
-#: how the work is handed out, for a failed work check
+#: how the work is handed out, for a failed work check: a grid of tiles, a persistent grid of blocks, of clusters
 _WORK_HINT = {False: "block (x, y) computes and stores the 128×256 tile at rows 128·y, columns 256·x: each tile once",
+              "blocks": "block b takes tiles b, b + gridDim.x, b + 2·gridDim.x, … of the raster order (step by the "
+                        "grid size, while t < tiles: the last wave may be partial), and computes and stores each once",
               True: "cluster c takes pairs c, c + clusters, c + 2·clusters, … (step by the number of clusters, "
                     "gridDim.x / CLUSTER), and CTA rank r of the pair's cluster computes and stores its rows 128·r …"}
+
+
+def _work_hint(spec: GemmLaunch) -> str:
+    if spec.persistent_unit and spec.cluster == 1:
+        return _WORK_HINT["blocks"]
+    return _WORK_HINT[bool(spec.persistent_unit)]
 
 
 def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
@@ -622,11 +641,11 @@ def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.ran
         piece, store_owner, mma_owner = _owners(spec, m, n, blocks)
         check_work(c, run, m=m, n=n, label=f"M={m}, N={n}, K={k}", tile=spec.box_c or (64, 64), piece_of=piece,
                    store_owner=store_owner, mma_owner=mma_owner, cluster=spec.cluster,
-                   hint=_WORK_HINT[bool(spec.persistent_unit)])
+                   hint=_work_hint(spec))
 
 
 #: the course's kernels, timed beside the student's in the same run (the speed floor)
-REFERENCE = {"lab5_gemm": "lab5_epilogue.cu", "lab6_gemm": "lab6_persistent.cu"}
+REFERENCE = {"lab5_gemm": "lab5_epilogue.cu", "lab6_gemm": "lab6_persistent.cu", "lab7_gemm": "lab7_clusters.cu"}
 
 
 def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,

@@ -1,11 +1,10 @@
-"""Graders of Lab 6 (persistent blocks, a tile scheduler, 2-CTA clusters multicasting B): the grouped raster
-order, the persistent loop, a wave's L2 footprint, the multicast producer and the two-CTA release (on the cluster
-model), and the CUDA kernel (compiled and read everywhere; run on random non-square shapes wherever kernels run: on
-the H100 on every co-resident cluster, on the course's PTX executor on two clusters with several pairs each; timed
-beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
+"""Graders of Lab 6 (persistent blocks and a tile scheduler): the grouped raster order of tiles, the persistent
+loop, a wave's L2 footprint, and the CUDA kernel (compiled and read everywhere; run on random non-square shapes
+wherever kernels run: on the H100 on every co-resident block, on the course's PTX executor on two blocks that each
+take several tiles; timed beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
 
-Units: a *pair* is the 256×256 block of C one 2-CTA cluster computes (CTA r: rows 128·r … of it); pairs are
-numbered in the raster order, and cluster ``c`` of ``clusters`` takes pairs ``c, c + clusters, …``.
+Units: a *tile* is the 128×256 block of C one block computes at a time; tiles are numbered in the raster order,
+and block ``b`` of ``blocks`` takes tiles ``b, b + blocks, …``.
 """
 
 from __future__ import annotations
@@ -17,34 +16,30 @@ import numpy as np
 
 from helpers.course import grading
 from helpers.course.hints import answer, hint
-from helpers.hopper import cluster, scheduler
-from helpers.hopper.mbarrier import MBarrierError
+from helpers.hopper import scheduler
 
-from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream
 from ._common import opening as _opening
 from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
 __all__ = [
     "KERNEL_NAME",
     "LAUNCH",
-    "PAIR",
-    "check_pair_coords",
-    "check_cluster_pairs",
+    "TILE",
+    "check_tile_coords",
+    "check_block_tiles",
     "check_wave_footprint",
-    "check_produce",
-    "check_release",
     "check_persistent_kernel",
-    "model_problem",
     "opening",
     "hint",
     "answer",
 ]
 
 KERNEL_NAME = "lab6_gemm"
-PAIR = 256  # a cluster's block of C is 256×256
-#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab6)
-LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64), out_bf16=True, cluster=2,
-                    persistent_unit=(PAIR, PAIR))
+TILE = (128, 256)  # a block's tile of C: rows, columns
+#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab6): every co-resident block, one per SM
+LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (256, 64), (64, 64), out_bf16=True,
+                    persistent_unit=TILE)
 
 
 def opening(source: str) -> Opening:
@@ -65,437 +60,234 @@ def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint:
 _GRIDS = [(1, 1, 8), (5, 3, 8), (16, 4, 8), (17, 5, 8), (23, 7, 4), (6, 9, 1), (8, 1, 8), (3, 12, 2)]
 
 
-def _order_variants(pm: int, pn: int, g: int) -> list[tuple[np.ndarray, str]]:
-    p = np.arange(pm * pn)
-    per = g * pn
-    first = (p // per) * g
-    in_group = p % per
+def _order_variants(tm: int, tn: int, g: int) -> list[tuple[np.ndarray, str]]:
+    t = np.arange(tm * tn)
+    per = g * tn
+    first = (t // per) * g
+    in_group = t % per
     return [
-        (np.stack([first + in_group // pn, in_group % pn], 1),
+        (np.stack([first + in_group // tn, in_group % tn], 1),
          "inside a group you walk along the row first (row-major order): walk down a column of the group first "
-         "(pm changes fastest), then go column by column"),
-        (scheduler.row_major(pm, pn), "this is row-major order (along N first): walk each group of rows column by "
+         "(tm changes fastest), then go column by column"),
+        (scheduler.row_major(tm, tn), "this is row-major order (along N first): walk each group of rows column by "
                                       "column, down a column first"),
-        (scheduler.column_major(pm, pn), "this is column-major order over the whole grid: cut the rows into groups "
+        (scheduler.column_major(tm, tn), "this is column-major order over the whole grid: cut the rows into groups "
                                          "of `group` first"),
         (np.stack([first + in_group % g, in_group // g], 1),
-         "the last group can hold fewer than `group` rows: rows = min(pairs_m - first, group)"),
+         "the last group can hold fewer than `group` rows: rows = min(tiles_m - first, group)"),
     ]
 
 
-def check_pair_coords(pair_coords: Callable[[int, int, int, int], tuple[int, int]]) -> None:
-    """Grade ``pair_coords(p, pairs_m, pairs_n, group) -> (pm, pn)`` on named grids (partial last group, a group
-    taller than the grid, one column, group 1) and random ones: every pair exactly once, in the grouped order."""
+def check_tile_coords(tile_coords: Callable[[int, int, int, int], tuple[int, int]]) -> None:
+    """Grade ``tile_coords(t, tiles_m, tiles_n, group) -> (tm, tn)`` on named grids (partial last group, a group
+    taller than the grid, one column, group 1) and random ones: every tile exactly once, in the grouped order."""
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the grouped raster order", seed=rng.seed) as c:
         grids = list(_GRIDS)
         while len(grids) < len(_GRIDS) + 4:
-            pm, pn, g = int(rng.integers(1, 40)), int(rng.integers(1, 20)), int(rng.choice([2, 4, 8, 16]))
-            if pm % g:
-                grids.append((pm, pn, g))
-        for pm, pn, g in grids:
-            what = f"pair_coords(p, pairs_m={pm}, pairs_n={pn}, group={g}) for p = 0 … {pm * pn - 1}"
+            tm, tn, g = int(rng.integers(1, 40)), int(rng.integers(1, 20)), int(rng.choice([2, 4, 8, 16]))
+            if tm % g:
+                grids.append((tm, tn, g))
+        for tm, tn, g in grids:
+            what = f"tile_coords(t, tiles_m={tm}, tiles_n={tn}, group={g}) for t = 0 … {tm * tn - 1}"
             got = []
-            for p in range(pm * pn):
-                r = _call(c, f"pair_coords({p}, {pm}, {pn}, {g})", pair_coords, p, pm, pn, g)
+            for t in range(tm * tn):
+                r = _call(c, f"tile_coords({t}, {tm}, {tn}, {g})", tile_coords, t, tm, tn, g)
                 try:
                     a, b = r
                     got.append((int(a), int(b)))
                 except (TypeError, ValueError):
-                    c.fail(f"pair_coords({p}, {pm}, {pn}, {g})", scheduler.grouped_coords(p, pm, pn, g), r,
-                           hint="return a pair (pm, pn)")
+                    c.fail(f"tile_coords({t}, {tm}, {tn}, {g})", scheduler.grouped_coords(t, tm, tn, g), r,
+                           hint="return a pair (tm, tn)")
             got_a = np.array(got, np.int64).reshape(-1, 2)
-            problems = scheduler.permutation_problems(got_a, pm, pn)
+            problems = scheduler.permutation_problems(got_a, tm, tn)
             if problems:
-                hint = next((why for order, why in _order_variants(pm, pn, g) if np.array_equal(got_a, order)),
-                            "every p from 0 to pairs_m·pairs_n - 1 must give a different pair inside the grid")
-                c.fail(f"{what}: the order is not a permutation of the pairs", detail="    " + "; ".join(problems),
+                hint = next((why for order, why in _order_variants(tm, tn, g) if np.array_equal(got_a, order)),
+                            "every t from 0 to tiles_m·tiles_n - 1 must give a different tile inside the grid")
+                c.fail(f"{what}: the order is not a permutation of the tiles", detail="    " + "; ".join(problems),
                        hint=hint)
-            want = scheduler.grouped(pm, pn, g)
+            want = scheduler.grouped(tm, tn, g)
             if not np.array_equal(got_a, want):
                 i = int(np.flatnonzero((got_a != want).any(1))[0])
-                hint = next((why for order, why in _order_variants(pm, pn, g) if np.array_equal(got_a, order)),
-                            "groups of `group` pair-rows, each walked column by column, top to bottom")
-                c.fail(f"{what}: pair {i}", tuple(int(v) for v in want[i]), tuple(int(v) for v in got_a[i]), hint=hint)
-            c.ok(f"{pm}×{pn} pairs, group {g}: every pair once, in the grouped order")
+                hint = next((why for order, why in _order_variants(tm, tn, g) if np.array_equal(got_a, order)),
+                            "groups of `group` tile-rows, each walked column by column, top to bottom")
+                c.fail(f"{what}: tile {i}", tuple(int(v) for v in want[i]), tuple(int(v) for v in got_a[i]), hint=hint)
+            c.ok(f"{tm}×{tn} tiles, group {g}: every tile once, in the grouped order")
 
 
 # ------------------------------------------------------------------------------------------- 2 · persistent loop
-def check_cluster_pairs(cluster_pairs: Callable[[int, int, int], list[int]]) -> None:
-    """Grade ``cluster_pairs(cluster_id, clusters, pairs) -> [p, …]``: the pairs a persistent cluster takes, in
-    order; over all clusters every pair exactly once (fewer pairs than clusters included)."""
+def check_block_tiles(block_tiles: Callable[[int, int, int], list[int]]) -> None:
+    """Grade ``block_tiles(block, blocks, tiles) -> [t, …]``: the tiles a persistent block takes, in order; over
+    all blocks every tile exactly once (fewer tiles than blocks, a partial last wave included)."""
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the persistent loop", seed=rng.seed) as c:
-        cases = [(66, 256), (66, 1024), (66, 16), (66, 66), (3, 1), (1, 7), (5, 0)]
-        cases += [(int(rng.integers(2, 80)), int(rng.integers(1, 600))) for _ in range(4)]
-        for clusters, pairs in cases:
-            what = f"{clusters} clusters, {pairs} pairs"
+        cases = [(132, 512), (132, 2048), (132, 16), (132, 132), (132, 600), (3, 1), (1, 7), (5, 0)]
+        cases += [(int(rng.integers(2, 140)), int(rng.integers(1, 1200))) for _ in range(4)]
+        for blocks, tiles in cases:
+            what = f"{blocks} blocks, {tiles} tiles"
             taken: list[list[int]] = []
-            for cid in range(clusters):
-                got = _call(c, f"cluster_pairs({cid}, {clusters}, {pairs})", cluster_pairs, cid, clusters, pairs)
+            for b in range(blocks):
+                got = _call(c, f"block_tiles({b}, {blocks}, {tiles})", block_tiles, b, blocks, tiles)
                 try:
-                    taken.append([int(p) for p in got])
+                    taken.append([int(t) for t in got])
                 except (TypeError, ValueError):
-                    c.fail(f"cluster_pairs({cid}, {clusters}, {pairs})", "a list of pair numbers", got)
-            flat = np.array([p for t in taken for p in t], np.int64)
-            counts = np.bincount(flat[(flat >= 0) & (flat < pairs)], minlength=pairs) if pairs else np.zeros(0)
-            if flat.size and (flat.min() < 0 or flat.max() >= pairs):
-                c.fail(f"{what}: a pair outside 0 … {pairs - 1}", hint="stop at p < pairs")
+                    c.fail(f"block_tiles({b}, {blocks}, {tiles})", "a list of tile numbers", got)
+            flat = np.array([t for x in taken for t in x], np.int64)
+            counts = np.bincount(flat[(flat >= 0) & (flat < tiles)], minlength=tiles) if tiles else np.zeros(0)
+            if flat.size and (flat.min() < 0 or flat.max() >= tiles):
+                c.fail(f"{what}: a tile outside 0 … {tiles - 1}", hint="stop at t < tiles")
             if (counts > 1).any():
-                p = int(np.flatnonzero(counts > 1)[0])
-                c.fail(f"{what}: pair {p} is taken {int(counts[p])} times (a tile computed twice)",
-                       hint="cluster c starts at p = c and steps by the number of clusters")
+                t = int(np.flatnonzero(counts > 1)[0])
+                stepped_by_one = all(x == list(range(b, tiles)) for b, x in enumerate(taken))
+                hint = ("every block steps by 1 from its own number, so block b also takes the tiles of blocks b + 1, "
+                        "b + 2, …: step by the number of blocks (gridDim.x in the kernel)" if stepped_by_one else
+                        "block b starts at t = b and steps by the number of blocks")
+                c.fail(f"{what}: tile {t} is taken {int(counts[t])} times (a tile computed more than once)", hint=hint)
             if (counts == 0).any():
-                p = int(np.flatnonzero(counts == 0)[0])
-                c.fail(f"{what}: pair {p} is never taken (a tile of C left unwritten)",
-                       hint="cluster c starts at p = c (not c + 1) and steps by `clusters` while p < pairs")
-            for cid, t in enumerate(taken):
-                want = list(range(cid, pairs, clusters))
-                if t != want:
-                    blocked = -(-pairs // clusters)
-                    hint = ("every pair once, but in contiguous chunks: the kernel strides (p = c, c + clusters, …) "
-                            "so the clusters running at the same time take consecutive pairs of the raster order, "
-                            "which share rows of A and columns of B in L2"
-                            if t == list(range(cid * blocked, min(pairs, (cid + 1) * blocked)))
-                            else "p = cluster_id, cluster_id + clusters, … while p < pairs")
-                    c.fail(f"{what}: the pairs of cluster {cid}", want[:8], t[:8], hint=hint)
-            w = scheduler.waves(pairs, clusters)
-            c.ok(f"{what}: every pair once, cluster c takes c, c + {clusters}, … ({w.count} wave(s), the last with "
+                t = int(np.flatnonzero(counts == 0)[0])
+                full_waves = tiles // blocks * blocks
+                hint = ("block b starts at t = b (not b + 1) and steps by `blocks` while t < tiles"
+                        if t < full_waves else
+                        f"the last wave is partial ({tiles - full_waves} tiles for {blocks} blocks): a block keeps "
+                        "going while t < tiles, not only over the full waves")
+                c.fail(f"{what}: tile {t} is never taken (a tile of C left unwritten)", hint=hint)
+            for b, x in enumerate(taken):
+                want = list(range(b, tiles, blocks))
+                if x != want:
+                    chunk = -(-tiles // blocks)
+                    hint = ("every tile once, but in contiguous chunks: the kernel strides (t = b, b + blocks, …) so "
+                            "the blocks running at the same time take consecutive tiles of the raster order, which "
+                            "share rows of A and columns of B in L2"
+                            if x == list(range(b * chunk, min(tiles, (b + 1) * chunk)))
+                            else "t = block, block + blocks, … while t < tiles")
+                    c.fail(f"{what}: the tiles of block {b}", want[:8], x[:8], hint=hint)
+            w = scheduler.waves(tiles, blocks)
+            c.ok(f"{what}: every tile once, block b takes b, b + {blocks}, … ({w.count} wave(s), the last with "
                  f"{w.last})")
 
 
 # ------------------------------------------------------------------------------------------- 3 · L2 footprint
-#: (visits, clusters, wave, K) on every run: waves that end exactly where a new row of pairs starts (the next wave's
-#: first pair brings a new A panel, the wave's own last pair a new B panel), the last, partial wave, and a wave that
-#: ends exactly at the last pair
+#: (visits, blocks, wave, K) on every run: waves that end exactly where a new row of tiles starts, the last, partial
+#: wave, and a wave that ends exactly at the last tile
 BOUNDARY_WAVES = [(scheduler.row_major(6, 8), 8, 2, 1024), (scheduler.row_major(6, 8), 8, 0, 512),
                   (scheduler.column_major(7, 5), 7, 1, 768), (scheduler.row_major(5, 7), 4, 8, 640),
-                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(9, 9, 8), 66, 1, 2048)]
+                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(18, 9, 8), 132, 1, 2048)]
 
 
-def _off_by_one(visits: np.ndarray, clusters: int, wave: int, K: int) -> set[tuple[int, int]]:
-    """The footprints of a wave one pair too long or too short at either end, or a last wave filled up with the
-    first pairs again."""
-    lo, hi = wave * clusters, (wave + 1) * clusters
+def _panel_bytes(tm_count: int, tn_count: int, K: int) -> tuple[int, int]:
+    return tm_count * TILE[0] * K * 2, tn_count * TILE[1] * K * 2
+
+
+def _off_by_one(visits: np.ndarray, blocks: int, wave: int, K: int) -> set[tuple[int, int]]:
+    """The footprints of a wave one tile too long or too short at either end, or a last wave filled up with the
+    first tiles again."""
+    lo, hi = wave * blocks, (wave + 1) * blocks
     chunks = [visits[max(a, 0):max(b, 0)] for a, b in ((lo, hi + 1), (lo, hi - 1), (lo - 1, hi), (lo + 1, hi),
                                                        (lo + 1, hi + 1), (lo - 1, hi - 1))]
     if len(visits):
-        chunks.append(visits[[(lo + i) % len(visits) for i in range(clusters)]])
-    return {(len({int(v) for v in x[:, 0]}) * PAIR * K * 2, len({int(v) for v in x[:, 1]}) * PAIR * K * 2)
-            for x in chunks if len(x)}
+        chunks.append(visits[[(lo + i) % len(visits) for i in range(blocks)]])
+    return {_panel_bytes(len({int(v) for v in x[:, 0]}), len({int(v) for v in x[:, 1]}), K) for x in chunks if len(x)}
 
 
 def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], tuple[int, int]]) -> None:
-    """Grade ``wave_footprint(visits, clusters, wave, K) -> (bytes of A, bytes of B)`` that the pairs of one wave
-    read (each 256-row panel of A and 256-column panel of B once), on grouped, row-major and Hilbert orders."""
+    """Grade ``wave_footprint(visits, blocks, wave, K) -> (bytes of A, bytes of B)`` that the tiles of one wave read
+    (each 128-row panel of A and 256-row panel of B once), on grouped, row-major and Hilbert orders."""
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the L2 footprint of a wave", seed=rng.seed) as c:
-        cases = [(scheduler.grouped(32, 32, 8), 66, 0, 8192), (scheduler.row_major(16, 16), 66, 0, 4096),
-                 (scheduler.grouped(16, 16, 8), 66, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
-                 (scheduler.grouped(5, 3, 8), 66, 0, 512)]
+        cases = [(scheduler.grouped(64, 32, 8), 132, 0, 8192), (scheduler.row_major(32, 16), 132, 0, 4096),
+                 (scheduler.grouped(32, 16, 8), 132, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
+                 (scheduler.grouped(10, 3, 8), 132, 0, 512)]
         cases += BOUNDARY_WAVES
         for _ in range(3):
-            pm, pn = int(rng.integers(2, 40)), int(rng.integers(2, 40))
+            tm, tn = int(rng.integers(2, 40)), int(rng.integers(2, 40))
             g = int(rng.choice([1, 2, 4, 8, 16]))
-            clusters = int(rng.integers(4, 67))
-            visits = scheduler.grouped(pm, pn, g)
-            wave = int(rng.integers(0, -(-pm * pn // clusters)))
-            cases.append((visits, clusters, wave, 64 * int(rng.integers(1, 200))))
-        for visits, clusters, wave, K in cases:
-            what = f"wave {wave} of {len(visits)} pairs on {clusters} clusters, K={K}"
-            got = _call(c, f"wave_footprint(visits, {clusters}, {wave}, {K})", wave_footprint, visits.copy(),
-                        clusters, wave, K)
-            want = scheduler.wave_footprint(visits, clusters, wave, PAIR, PAIR, K)
+            blocks = int(rng.integers(4, 133))
+            visits = scheduler.grouped(tm, tn, g)
+            wave = int(rng.integers(0, -(-tm * tn // blocks)))
+            cases.append((visits, blocks, wave, 64 * int(rng.integers(1, 200))))
+        for visits, blocks, wave, K in cases:
+            what = f"wave {wave} of {len(visits)} tiles on {blocks} blocks, K={K}"
+            got = _call(c, f"wave_footprint(visits, {blocks}, {wave}, {K})", wave_footprint, visits.copy(),
+                        blocks, wave, K)
+            want = scheduler.wave_footprint(visits, blocks, wave, TILE[0], TILE[1], K)
             try:
                 a, b = (int(v) for v in got)
             except (TypeError, ValueError):
                 c.fail(what, (want.bytes_a, want.bytes_b), got, hint="return (bytes of A, bytes of B)")
             if (a, b) != (want.bytes_a, want.bytes_b):
-                chunk = visits[wave * clusters:(wave + 1) * clusters]
-                hint = "count each 256-row panel of A (a pair-row) and each 256-column panel of B once: K·256·2 bytes"
-                if (a, b) == (len(chunk) * PAIR * K * 2,) * 2:
-                    hint = "every pair counted its own panels: pairs of the same row share their A panel, " \
+                chunk = visits[wave * blocks:(wave + 1) * blocks]
+                hint = ("count each 128-row panel of A (a tile-row) and each 256-row panel of B (a tile-column) "
+                        "once: 128·K·2 and 256·K·2 bytes")
+                if (a, b) == _panel_bytes(len(chunk), len(chunk), K):
+                    hint = "every tile counted its own panels: tiles of the same row share their A panel, " \
                            "of the same column their B panel — count distinct ones"
-                elif (a, b) == (want.a_panels * PAIR * K, want.b_panels * PAIR * K):
+                elif (a, b) == (want.a_panels * TILE[0] * K, want.b_panels * TILE[1] * K):
                     hint = "a bf16 element is 2 bytes"
-                elif (a, b) == (want.b_panels * PAIR * K * 2, want.a_panels * PAIR * K * 2):
-                    hint = "A panels follow the pair's row (pm), B panels its column (pn)"
-                elif (a, b) in _off_by_one(visits, clusters, wave, K):
-                    hint = (f"wave {wave} is pairs {wave * clusters} … {min((wave + 1) * clusters, len(visits)) - 1} "
-                            "of the visit order: no more (the next wave's first pair is not in it), no fewer (the "
+                elif (a, b) in _off_by_one(visits, blocks, wave, K):
+                    hint = (f"wave {wave} is tiles {wave * blocks} … {min((wave + 1) * blocks, len(visits)) - 1} "
+                            "of the visit order: no more (the next wave's first tile is not in it), no fewer (the "
                             "last wave may be partial)")
+                elif (a, b) == _panel_bytes(want.b_panels, want.a_panels, K):
+                    hint = "A panels follow the tile's row (tm), B panels its column (tn)"
+                elif (a, b) in ((want.a_panels * TILE[1] * K * 2, want.bytes_b),
+                                (want.bytes_a, want.b_panels * TILE[0] * K * 2),
+                                (want.a_panels * TILE[1] * K * 2, want.b_panels * TILE[0] * K * 2)):
+                    hint = "an A panel is 128 rows (the tile's height), a B panel 256 rows of B (the tile's width)"
                 c.fail(what, (want.bytes_a, want.bytes_b), (a, b), hint=hint)
             c.ok(f"{what}: {want.a_panels} A panels + {want.b_panels} B panels = {want.bytes / 2**20:.1f} MiB")
 
 
-# ------------------------------------------------------------------------------------------- 4, 5 · multicast
-def model_problem(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
-    """A small random problem for the cluster model: A, B with partial tiles, K long enough for the 4-stage ring to
-    wrap inside a tile and across tiles, and the 2–3 pairs one cluster takes in the grouped order."""
-    from .lab3 import make_operands
-
-    pm_total, pn_total = int(rng.integers(1, 3)), int(rng.integers(2, 4))
-    m = pm_total * PAIR - 8 * int(rng.integers(0, 8))
-    n = pn_total * PAIR - 8 * int(rng.integers(0, 8))
-    k = 64 * int(rng.integers(3, 7)) - 8 * int(rng.integers(0, 2))
-    a, b = make_operands(rng, m, n, k)
-    visits = scheduler.grouped(pm_total, pn_total, 8)
-    clusters = 1 if len(visits) <= 3 else 2  # cluster 0 takes 2 or 3 pairs: the ring runs on across tiles
-    return a, b, [(int(v[0]), int(v[1])) for v in visits[0::clusters]]
-
-
-def _run_model(c: grading.Check, what: str, init: Callable, produce: Callable, release: Callable,
-               rng: np.random.Generator, hint: str) -> None:
-    a, b, pairs = model_problem(rng)
-    try:
-        models = cluster.run_mainloop(a, b, pairs, init, produce, release)
-    except (cluster.ClusterError, MBarrierError) as exc:
-        c.fail(f"{what}: on the cluster model ({type(exc).__name__})", detail="    " + str(exc).replace("\n", "\n    "),
-               hint=hint)
-    except (grading.CheckFailed, NotImplementedError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the student's code raised inside the model
-        c.fail(f"{what}: your code raised {type(exc).__name__}: {exc}", hint=hint)
-    m = models[0]
-    c.ok(f"{what}: 2 CTAs, {len(pairs)} tiles × {m.steps} K steps, {len(models)} timings (a slow CTA, late and "
-         f"early multicast bytes): every one of the {m.reads} stage reads saw exactly the A rows and the whole B "
-         f"slice it needs; {m.multicasts} multicasts, {m.remote_arrivals} remote arrivals")
-
-
-def _produce_hint(calls: list[tuple], want: list[tuple], rank: int) -> str:
-    ctx = cluster.RecordingContext(rank)
-    exp = [x for x in calls if x[0] == "arrive_expect_tx"]
-    if len(exp) != 1:
-        return f"one ctx.arrive_expect_tx(ctx.full[s], …) per stage fill (you made {len(exp)})"
-    if exp[0][2] != ctx.STAGE_BYTES:
-        n = exp[0][2]
-        if n == ctx.A_BYTES + ctx.B_HALF:
-            return ("full[s] expects only this CTA's own loads (A + its half of B): the half the other CTA multicasts "
-                    "lands here too and counts on this same barrier — expect the whole stage, ctx.STAGE_BYTES")
-        return f"full[s] must expect every byte that lands in this CTA's stage: ctx.STAGE_BYTES = {ctx.STAGE_BYTES}"
-    loads = [x for x in calls if x[0] == "tma_load"]
-    multi = [x for x in loads if x[5] is not None]
-    if len(multi) != 1:
-        return "one multicast load per stage: this CTA's share of B, sent to every CTA of the cluster (mask=…)"
-    mask = multi[0][5]
-    full_mask = (1 << ctx.size) - 1
-    if mask != full_mask:
-        if mask == 1 << rank:
-            return (f"mask {mask:#04b} sends the share only to this CTA: the other CTA needs it too, mask "
-                    f"{full_mask:#04b}")
-        return f"the share of B goes to both CTAs of the cluster: mask {full_mask:#04b} = (1 << ctx.size) - 1"
-    w_multi = [x for x in want if x[0] == "tma_load" and x[5] is not None][0]
-    if multi[0][1] != "B":
-        return "multicast B (the operand both CTAs of the cluster share); A is each CTA's own"
-    if multi[0][2] != w_multi[2]:
-        return ("CTA r's share of B lands at ctx.A_BYTES + r·ctx.B_HALF inside the stage, in both CTAs: the two "
-                "shares must not land on top of each other")
-    if multi[0][3] != w_multi[3]:
-        return "CTA r's share holds B rows n0 + r·ctx.B_ROWS …: coordinates (k·ctx.BK, n0 + ctx.rank·ctx.B_ROWS)"
-    if any(x[4] != cluster.BarrierRef(rank, "full", want[0][1].index) for x in loads):
-        return "every load completes on this CTA's full[s] (the one you armed)"
-    own = [x for x in loads if x[5] is None]
-    w_own = [x for x in want if x[0] == "tma_load" and x[5] is None][0]
-    if len(own) != 1 or own[0][1:4] != w_own[1:4]:
-        return "the A box: ctx.tma_load('A', s·ctx.STAGE_BYTES, (k·ctx.BK, m0), ctx.full[s]) — no mask, A is not shared"
-    return "expect the whole stage, load A for this CTA, load this CTA's share of B and multicast it to both"
-
-
-def check_produce(init_barriers: Callable, produce: Callable) -> None:
-    """Grade ``init_barriers(ctx)`` and ``produce(ctx, s, k, m0, n0)`` on the cluster model (the release is the
-    reference's): the barrier counts, the expect-tx, the multicast mask, where the shares land."""
-    rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the multicast producer and its barriers", seed=rng.seed) as c:
-        ctx = cluster.RecordingContext(0)
-        calls = _call(c, "init_barriers(ctx)", lambda: cluster.record(init_barriers, 0)) or []
-        counts: dict[str, set[int]] = {"full": set(), "empty": set()}
-        inited = set()
-        for call in calls:
-            if call[0] == "init":
-                counts[call[1].kind].add(int(call[2]))
-                inited.add((call[1].kind, call[1].index))
-        c.true("init_barriers initialises full[s] and empty[s] of every stage",
-               inited == {(k, s) for k in ("full", "empty") for s in range(ctx.stages)},
-               hint="for s in range(ctx.stages): ctx.init(ctx.full[s], …); ctx.init(ctx.empty[s], …)")
-        if counts["full"] != {1}:
-            c.fail("full[s]'s arrival count", 1, sorted(counts["full"]),
-                   hint="one arrival per phase: this CTA's producer's arrive.expect_tx (the bytes are counted apart)")
-        if counts["empty"] != {ctx.consumers * ctx.size}:
-            got = sorted(counts["empty"])
-            hint = (f"{ctx.consumers} is this CTA's consumers only: a refill lands in both CTAs' shared memory, so "
-                    "empty[s] waits for the consumers of both: ctx.consumers · ctx.size"
-                    if got == [ctx.consumers] else
-                    "every consumer warpgroup of every CTA arrives once per fill: ctx.consumers · ctx.size")
-            c.fail("empty[s]'s arrival count", ctx.consumers * ctx.size, got, hint=hint)
-        c.ok(f"full[s] counts 1 arrival, empty[s] counts {ctx.consumers * ctx.size} (2 consumers × 2 CTAs)")
-        for rank in range(ctx.size):
-            s, k = int(rng.integers(0, ctx.stages)), int(rng.integers(0, 9))
-            m0, n0 = PAIR * int(rng.integers(0, 9)) + 128 * rank, PAIR * int(rng.integers(0, 9))
-            want = cluster.record(cluster.reference_produce, rank, s, k, m0, n0)
-            got = _call(c, f"produce(ctx of CTA {rank}, s={s}, k={k}, m0={m0}, n0={n0})",
-                        lambda rank=rank, s=s, k=k, m0=m0, n0=n0: cluster.record(produce, rank, s, k, m0, n0))
-            if sorted(map(repr, got)) != sorted(map(repr, want)):
-                c.fail(f"produce on CTA {rank} for stage {s}, K step {k}", detail=_show_calls(want, got),
-                       hint=_produce_hint(got, want, rank))
-        c.ok("produce: arrive.expect_tx of the whole stage (49152 bytes), this CTA's A box, its share of B "
-             "multicast with mask 0b11, at the right offsets and coordinates")
-        _run_model(c, "your init_barriers and produce with the course's release", init_barriers, produce,
-                   cluster.reference_release, rng, hint=_produce_hint(
-                       cluster.record(produce, 0, 0, 0, 0, 0), cluster.record(cluster.reference_produce, 0, 0, 0, 0, 0),
-                       0))
-
-
-def _show_calls(want: list[tuple], got: list[tuple]) -> str:
-    def fmt(x: tuple) -> str:
-        name, *args = x
-        return f"{name}(" + ", ".join(str(a) if not isinstance(a, int) or a < 4096 else f"{a}" for a in args
-                                      if a is not None or name != "tma_load") + (
-            f", mask={x[5]:#04b}" if name == "tma_load" and x[5] is not None else "") + ")"
-
-    return ("    expected calls:\n" + "\n".join("      " + fmt(x) for x in want)
-            + "\n    your calls:\n" + "\n".join("      " + fmt(x) for x in got))
-
-
-def _release_hint(got: list[tuple], rank: int, s: int) -> str:
-    targets = [x[1] for x in got if x[0] == "arrive"]
-    if any(t.kind != "empty" or t.index != s for t in targets):
-        return f"release stage {s}: arrive on empty[{s}] (ctx.empty[s]), not another barrier"
-    ranks = sorted(t.rank for t in targets)
-    if ranks == [rank, rank]:
-        return ("both arrivals went to this CTA's own empty[s]: the other CTA's producer waits on ITS empty[s] before "
-                "multicasting into this CTA's stage, so one arrival goes there: ctx.mapa(ctx.empty[s], other rank)")
-    if ranks == [rank]:
-        return ("the other CTA's empty[s] waits for this consumer too: arrive on ctx.mapa(ctx.empty[s], cta) for both "
-                "CTAs")
-    if len(ranks) == 1:
-        return "arrive on this CTA's empty[s] too: one arrival on empty[s] of every CTA"
-    return "one arrival on empty[s] of each CTA of the cluster: for cta in range(ctx.size): ctx.arrive(ctx.mapa(...))"
-
-
-def check_release(release: Callable) -> None:
-    """Grade ``release(ctx, s)`` (a consumer warpgroup done with stage s) on the cluster model with the course's
-    barriers and producer: one arrival on empty[s] of each CTA."""
-    rng = grading.fresh_rng()
-    with grading.check("Lab 6 · releasing a stage in both CTAs", seed=rng.seed) as c:
-        for rank in range(2):
-            s = int(rng.integers(0, 4))
-            got = _call(c, f"release(ctx of CTA {rank}, s={s})",
-                        lambda rank=rank, s=s: cluster.record(release, rank, s))
-            want = cluster.record(cluster.reference_release, rank, s)
-            if sorted(map(repr, got)) != sorted(map(repr, want)):
-                c.fail(f"release on CTA {rank}, stage {s}", detail=_show_calls(want, got),
-                       hint=_release_hint(got, rank, s))
-        c.ok("release: one arrival on empty[s] of this CTA and one on the other CTA's, through mapa")
-        _run_model(c, "your release with the course's barriers and producer", cluster.reference_init,
-                   cluster.reference_produce, release, rng, hint=_release_hint(cluster.record(release, 0, 0), 0, 0))
-
-
-# ------------------------------------------------------------------------------------------- 6 · the kernel
-def _release_cluster_note() -> str:
-    from helpers.course.widgets.roofline import measured
-
-    slow = measured("lab6", (8192, 8192, 8192), ("2026-11-22-ladder-run1",))
-    fast = measured("lab6", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab6-g8",))
-    if slow and fast:
-        return (f"measured on the H100: {slow.tflops:.0f} TFLOP/s with the .release.cluster form ({slow.source}), "
-                f"{fast.tflops:.0f} with the bare arrive ({fast.source})")
-    return "the .release.cluster form puts a GPU-wide memory barrier before every arrive"
-
-
-def _mapa_ranks(ptx: str, entry: str) -> list[str]:
-    """Where the CTA operand of each mapa feeding an mbarrier arrive comes from."""
+# ------------------------------------------------------------------------------------------- 4 · the kernel
+def _scale_d_operands(ptx: str, entry: str) -> list[str]:
+    """Where the scale-d operand of each wgmma comes from: the hopper.cuh wrappers set the predicate with
+    ``setp.ne.b32 p, accumulate, 0`` right before the wgmma."""
     out = []
-    for ins in find_instrs(ptx, "mapa", entry):
+    for ins in find_instrs(ptx, "setp.ne.b32", entry):
         ops = [o.strip() for o in ins.operands.split(",")]
-        if len(ops) == 3:
-            origin, _ = trace(ptx, ops[2])
-            out.append(origin)
+        if len(ops) == 3 and ops[0] == "p" and ops[2] == "0":
+            out.append(resolve(ptx, ops[1]))
     return out
 
 
+def _zeroes_accumulators(ptx: str, entry: str) -> bool:
+    """Whether the kernel writes 0.0 into at least 128 float registers (the accumulators zeroed by hand): NVRTC
+    makes one register 0 and copies it into the others."""
+    movs = [[o.strip() for o in ln.instr.operands.split(",")] for ln in stream(ptx, entry)
+            if ln.instr and ln.instr.opcode == "mov.f32"]
+    zeros = {ops[0] for ops in movs if len(ops) == 2 and ops[1] == "0f00000000"}
+    copies = {ops[0] for ops in movs if len(ops) == 2 and ops[1] in zeros}
+    return len(zeros | copies) >= 128
+
+
 def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
-    """Compile the Lab 6 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
-    the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
-    cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
-    random non-square shapes, C poisoned, against fp64 (on the H100 on every co-resident cluster, with partial waves;
-    on the course's PTX executor on two clusters that each take several pairs); on the H100 then timing beside
-    cuBLAS (bf16 C)."""
+    """Compile the Lab 6 kernel (report); read from its PTX: no cluster, the tile loop stepping by the grid size,
+    scale-d = 0 on a tile's first wgmma (or the accumulators zeroed), and the persistent epilogue on the epilogue
+    model (three tiles in a row: a buffer is written only after the store that read it, even the previous tile's).
+    Wherever kernels run: random non-square shapes, C poisoned, against fp64, then the work (every tile stored once,
+    by the block the schedule gives it); on the H100 on every co-resident block, on the course's PTX executor on two
+    blocks that each take several tiles; on the H100 then timing beside cuBLAS (bf16 C)."""
     from ._common import can_run
 
     rng = grading.fresh_rng()
-    with grading.check("Lab 6 · the persistent, clustered, multicasting kernel", seed=rng.seed) as c:
+    with grading.check("Lab 6 · the persistent kernel", seed=rng.seed) as c:
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
         _report_checks(c, kernel.report, spills_allowed=True)
-        c.true("the kernel is compiled for clusters of 2 CTAs (.reqnctapercluster 2, 1, 1)",
-               ".reqnctapercluster 2, 1, 1" in ptx, hint="keep __cluster_dims__(2, 1, 1) on the kernel")
-        loads = [i for i in find_instrs(ptx, "cp.async.bulk.tensor", KERNEL_NAME)
-                 if ".shared::cluster.global" in i.opcode]
-        multi = [i for i in loads if i.opcode.endswith(".multicast::cluster")]
-        c.true("one plain TMA load (A) and one multicast load (B) per stage fill",
-               len(multi) == 1 and len(loads) == 2,
-               hint="hopper::tma_load_2d for A, hopper::tma_load_2d_multicast for this CTA's half of B")
-        mask_op = [o.strip() for o in multi[0].operands.rsplit(",", 1)][-1]
-        mask = resolve(ptx, mask_op)
-        if mask != "3":
-            c.fail("the multicast mask", "3 (0b11: both CTAs)", mask,
-                   hint="the half of B lands in both CTAs: (1u << CLUSTER) - 1")
-        c.ok("the multicast load of B goes to both CTAs (mask 0b11)")
-        expects = find_instrs(ptx, "mbarrier.arrive.expect_tx", KERNEL_NAME)
-        nbytes = {resolve(ptx, i.operands.rsplit(",", 1)[-1]) for i in expects}
-        if nbytes != {"49152"}:
-            hint = ("32768 is this CTA's own loads only: the half the other CTA multicasts lands here and counts on "
-                    "this full[s] too: STAGE_BYTES" if nbytes == {"32768"} else "STAGE_BYTES = 49152: A + all of B")
-            c.fail("the bytes full[s] expects", {"49152"}, nbytes, hint=hint)
-        c.ok("full[s] expects the whole stage: 49152 bytes (A 16384 + both halves of B)")
-        counts: dict[str, set[str]] = {}
-        for ins in find_instrs(ptx, "mbarrier.init", KERNEL_NAME):
-            addr, count = (o.strip() for o in ins.operands.split(","))
-            where = symbol_plus_offset(ptx, addr)
-            name = "empty" if where and "empty" in where[0] else "full" if where and "full" in where[0] else "?"
-            counts.setdefault(name, set()).add(resolve(ptx, count))
-        if counts.get("empty") != {"4"}:
-            hint = ("2 counts this CTA's consumers only: the other CTA's consumers read the same refill, so "
-                    "empty[s] counts CONSUMERS * CLUSTER" if counts.get("empty") == {"2"} else
-                    "CONSUMERS * CLUSTER = 4 arrivals per phase")
-            c.fail("mbarrier.init of empty[s]", {"4"}, counts.get("empty"), hint=hint)
-        c.ok("empty[s] is initialised for 4 arrivals (2 consumer warpgroups × 2 CTAs)")
-        if find_instrs(ptx, "mbarrier.arrive.release.cluster", KERNEL_NAME):
-            c.fail("the remote arrivals use mbarrier.arrive.release.cluster",
-                   hint="use the bare hopper::mbar_arrive_cluster: the default release at CTA scope is enough for "
-                        "'my reads of this stage are done', and ptxas puts MEMBAR.ALL.GPU before every "
-                        f".release.cluster arrive ({_release_cluster_note()})")
-        remote = find_instrs(ptx, "mbarrier.arrive.shared::cluster", KERNEL_NAME)
-        ranks = _mapa_ranks(ptx, KERNEL_NAME)
-        if not remote or not ranks:
-            c.fail("no arrival on the other CTA's empty[s]",
-                   hint="hopper::mbar_arrive_cluster(&empty[s], cta) from two threads, cta = 0 and 1 (tid < CLUSTER)")
-        if all(r == "%cluster_ctarank" for r in ranks):
-            c.fail("every remote arrival names this CTA's own rank",
-                   hint="mapa with this CTA's rank is this CTA's own barrier: thread tid arrives on CTA tid's empty[s]")
-        constants = {r for r in ranks if r.isdigit()}
-        if ranks and all(r.isdigit() for r in ranks) and constants != {"0", "1"}:
-            c.fail(f"every remote arrival goes to CTA {sorted(constants)}",
-                   hint="one arrival on empty[s] of each CTA: cta = 0 and cta = 1")
-        c.ok(f"consumers arrive on both CTAs' empty[s] through mapa ({len(remote)} sites, the bare form, no "
-             ".release.cluster)")
-        lines = [ln for ln in stream(ptx, KERNEL_NAME) if ln.instr]
-        arrives = [i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("barrier.cluster.arrive")]
-        waits = [i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("barrier.cluster.wait")]
-        first_load = min((i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("cp.async.bulk.tensor")),
-                         default=len(lines))
-        stores_done = max((i for i, ln in enumerate(lines) if ln.instr.opcode == "cp.async.bulk.wait_group"),
-                          default=-1)
-        c.true("a cluster barrier after the barriers are initialised, before any copy",
-               bool(arrives) and bool(waits) and min(waits) < first_load,
-               hint="hopper::cluster_sync() after mbar_fence_init: the other CTA multicasts into this CTA's shared "
-                    "memory and arrives on its barriers, which must exist first")
-        c.true("a cluster barrier at the end, after the last store has drained",
-               len(arrives) >= 2 and max(arrives) > stores_done and max(waits) > stores_done,
-               hint="hopper::cluster_sync() before the kernel ends: no CTA may leave while the other can still "
-                    "multicast into its shared memory or arrive on its barriers")
+        c.true("the kernel runs without clusters (one block per SM, each on its own)",
+               ".reqnctapercluster" not in ptx and ".explicitcluster" not in ptx,
+               hint="this lab's kernel has no __cluster_dims__: clusters come in Lab 7")
+        c.true("the tile loop steps by the grid size (%nctaid.x)", "%nctaid.x" in ptx,
+               hint="block b takes tiles b, b + gridDim.x, b + 2·gridDim.x, …: step by gridDim.x (stepping by 1, "
+                    "every block would compute the tiles of the blocks after it too)")
+        scale = _scale_d_operands(ptx, KERNEL_NAME)
+        if scale and all(s == "1" for s in scale) and not _zeroes_accumulators(ptx, KERNEL_NAME):
+            c.fail("every wgmma accumulates (scale-d = 1), and the accumulators are never zeroed",
+                   hint="the registers still hold the previous tile's sums, so a block's second tile adds them: pass "
+                        "scale-d = 0 (accumulate = false) on the tile's first wgmma, k == 0 and kk == 0")
+        c.ok("a tile's first wgmma starts from zero (scale-d = 0)" if any(s != "1" for s in scale)
+             else "the accumulators are zeroed before each tile")
         _check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
-        if not can_run(kernel, checked="the cluster, multicast, barrier counts and remote arrivals (from the PTX), "
-                                       "the epilogue's order across tiles (on the epilogue model)"):
+        if not can_run(kernel, checked="the tile loop and scale-d (from the PTX), the epilogue's order across tiles "
+                                       "(on the epilogue model)"):
             return
         _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)

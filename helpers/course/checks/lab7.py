@@ -1,901 +1,331 @@
-"""Graders of Lab 7 (Stream-K on the Lab 6 kernel): the iteration space, the Stream-K ranges, the hybrid work list,
-the block-striped workspace moves, the ordered fix-up protocol (all on the emulator), and the CUDA kernel (compiled
-and checked in its PTX everywhere; run against fp64 and repeated bit for bit wherever kernels run: on the H100 on every
-co-resident cluster, on the course's PTX executor on three clusters and small shapes that still have first, middle
-and final splits and whole pairs; timed beside Lab 6 and cuBLAS on the H100 only).
+"""Graders of Lab 7 (2-CTA clusters multicasting B, on Lab 6's persistent kernel): the multicast producer and the
+two-CTA release (on the cluster model), and the CUDA kernel (compiled and read everywhere; run on random non-square
+shapes wherever kernels run: on the H100 on every co-resident cluster, on the course's PTX executor on two clusters
+with several pairs each; timed beside cuBLAS on the H100 only). ``hint`` / ``answer`` give the tiered hints.
 
-Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C), K in 64-wide steps. The model's
-"CTA" is a cluster; ``ctas`` is how many run at once (66 on an H100).
+Units: a *pair* is the 256×256 block of C one 2-CTA cluster computes (CTA r: rows 128·r … of it); pairs are
+numbered in the raster order (Lab 6's grouped order, over pairs), and cluster ``c`` of ``clusters`` takes pairs
+``c, c + clusters, …``.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from helpers.course import grading
 from helpers.course.hints import answer, hint
-from helpers.hopper import streamk as sk
-from helpers.hopper import striped
+from helpers.hopper import cluster, scheduler
+from helpers.hopper.mbarrier import MBarrierError
+
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
+from ._common import opening as _opening
+from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
 __all__ = [
-    "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
-    "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab6_source", "lab7_reference_source", "hint",
-    "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
-    "EMULATED_CLUSTERS",
+    "KERNEL_NAME",
+    "LAUNCH",
+    "PAIR",
+    "check_produce",
+    "check_release",
+    "check_cluster_kernel",
+    "model_problem",
+    "opening",
+    "hint",
+    "answer",
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
 KERNEL_NAME = "lab7_gemm"
-SMEM_BYTES = 4 * 48 * 1024 + 32 * 1024 + 1024  # 4 stages of A+B, two consumers' epilogue buffers, alignment slack
-QUANTIZED = [(1024, 1024, 16384), (1024, 4352, 8192)]  # the wave-quantized shapes the targets are about
-TARGET = 1.2  # the lab's target: at least this times Lab 6's speed on the quantized shapes
+PAIR = 256  # a cluster's block of C is 256×256
+#: how the lab's kernel is launched (the same as bench/ladder.py's make_lab7)
+LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64), out_bf16=True, cluster=2,
+                    persistent_unit=(PAIR, PAIR))
 
+
+def opening(source: str) -> Opening:
+    """What this lab changes in Lab 6's kernel (``bench/kernels/lab6_persistent.cu``), with Lab 6's measured speed."""
+    return _opening("lab6_persistent.cu", "lab6", "Lab 6", source, "Lab 7 (this notebook's LAB7_SRC)")
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
-    """Call the student's function; an exception other than NotImplementedError fails the check in words."""
     try:
-        return grading.call_student(fn, *args)
+        return grading.call_student(fn, *args, what=what.split("(")[0])
     except (grading.CheckFailed, NotImplementedError):
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the student
         c.fail(f"{what}: your function raised {type(exc).__name__}: {exc}", hint=hint)
 
 
-def _rng(seed: int | None) -> grading.SeededRng:
-    return grading.fresh_rng(seed)
+# ------------------------------------------------------------------------------------------- 1, 2 · multicast
+def model_problem(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """A small random problem for the cluster model: A, B with partial tiles, K long enough for the 4-stage ring to
+    wrap inside a tile and across tiles, and the 2–3 pairs one cluster takes in the grouped order."""
+    from .lab3 import make_operands
+
+    pm_total, pn_total = int(rng.integers(1, 3)), int(rng.integers(2, 4))
+    m = pm_total * PAIR - 8 * int(rng.integers(0, 8))
+    n = pn_total * PAIR - 8 * int(rng.integers(0, 8))
+    k = 64 * int(rng.integers(3, 7)) - 8 * int(rng.integers(0, 2))
+    a, b = make_operands(rng, m, n, k)
+    visits = scheduler.grouped(pm_total, pn_total, 8)
+    clusters = 1 if len(visits) <= 3 else 2  # cluster 0 takes 2 or 3 pairs: the ring runs on across tiles
+    return a, b, [(int(v[0]), int(v[1])) for v in visits[0::clusters]]
 
 
-def _ctas(n: int) -> str:
-    return f"{n} CTA" + ("" if n == 1 else "s")
-
-
-# =========================================================================================================
-# 1 · the iteration space
-# =========================================================================================================
-_SPACE_EDGES = [(256, 256, 64), (257, 256, 64), (256, 257, 65), (8, 8, 8), (1, 1, 1), (255, 511, 63),
-                (1024, 1024, 16384), (1024, 4352, 8192), (4096, 4096, 4104), (8192, 8, 8), (512, 768, 192),
-                (300, 520, 6000), (65536, 256, 64)]
-
-
-def _space_hint(got: Any, M: int, N: int, K: int) -> str:
-    tiles, steps = sk.iteration_space(M, N, K)
-    if got == ((M // 256) * (N // 256), K // 64):
-        return "a shape that is not a multiple of 256 (or K of 64) still needs its last, partial tile (step): round up"
-    if got == (math.ceil(M / 128) * math.ceil(N / 256), steps):
-        return "the work unit is a cluster's PAIR of 128×256 tiles: 256×256 of C"
-    if got == (math.ceil(M / 256), math.ceil(N / 256)) or got == (math.ceil(M / 256) * math.ceil(N / 256),):
-        return "return (tiles, K steps): tiles = pairs along M × pairs along N, K steps = ceil(K / 64)"
-    if isinstance(got, tuple) and len(got) == 2 and got[0] == tiles:
-        return "the K steps are 64 wide: ceil(K / 64)"
-    return "tiles = ceil(M / 256) · ceil(N / 256), K steps = ceil(K / 64)"
-
-
-def check_iteration_space(iteration_space: Callable[[int, int, int], tuple[int, int]], *,
-                          seed: int | None = None) -> None:
-    """Grade ``iteration_space(M, N, K) -> (tiles, k_steps)`` on edge shapes and random ones."""
-    rng = _rng(seed)
-    with grading.check("Lab 7 · the iteration space", seed=rng.seed) as c:
-        shapes = list(_SPACE_EDGES)
-        shapes += [tuple(int(x) for x in 8 * rng.integers(1, 2500, size=3)) for _ in range(12)]
-        shapes += [tuple(int(x) for x in rng.integers(1, 20000, size=3)) for _ in range(8)]
-        for i, (M, N, K) in enumerate(shapes):
-            what = f"iteration_space({M}, {N}, {K})"
-            got = _call(c, what, iteration_space, M, N, K)
-            want = sk.iteration_space(M, N, K)
-            try:
-                got_t = tuple(int(x) for x in got)
-            except (TypeError, ValueError):
-                c.fail(what, want, got, hint="return a pair of ints: (tiles, K steps)")
-            if got_t != want:
-                c.fail(what, want, got_t, hint=_space_hint(got_t, M, N, K))
-            if i == len(_SPACE_EDGES) - 1:
-                c.ok(f"{len(_SPACE_EDGES)} edge shapes (exact multiples, one past, below one tile, K not a multiple "
-                     "of 64, the two quantized shapes)")
-        c.ok(f"{len(shapes) - len(_SPACE_EDGES)} random shapes")
-
-
-# =========================================================================================================
-# 2 · the Stream-K ranges, 3 · the hybrid work list
-# =========================================================================================================
-#: (ctas, tiles, k_steps) the partition graders always try, with what each is about
-PARTITION_EDGES = [
-    (1, 3, 5, "one CTA: a single range, whole tiles only"),
-    (16, 1, 16, "one iteration per CTA: 16 splits of one tile"),
-    (4, 4, 6, "ranges ending exactly on tile boundaries"),
-    (2, 4, 6, "two whole tiles per CTA"),
-    (10, 2, 3, "more CTAs than iterations (the last four get nothing)"),
-    (4, 3, 3, "rounding up leaves the last CTA nothing"),
-    (5, 2, 8, "ranges starting inside tiles"),
-    (3, 7, 4, "ranges crossing several tiles"),
-    (66, 16, 256, "1024×1024×16384 on an H100"),
-    (66, 68, 128, "1024×4352×8192 on an H100"),
-]
-
-
-def _student_parts(c: grading.Check, fn: Callable[..., Any], ctas: int, tiles: int, k_steps: int, name: str
-                   ) -> list[list[tuple[int, int, int]]]:
-    parts = []
-    for cta in range(ctas):
-        what = f"{name}({cta}, {ctas}, {tiles}, {k_steps})"
-        got = _call(c, what, fn, cta, ctas, tiles, k_steps)
-        try:
-            pieces = [tuple(int(x) for x in p) for p in got]
-        except (TypeError, ValueError):
-            c.fail(what, "a list of (tile, k_begin, k_end)", got, hint="return a list of 3-tuples")
-        if any(len(p) != 3 for p in pieces):
-            c.fail(what, "a list of (tile, k_begin, k_end)", got, hint="each piece is (tile, k_begin, k_end)")
-        parts.append(pieces)
-    return parts
-
-
-def _coverage_problem(parts: list[list[tuple[int, int, int]]], tiles: int, k_steps: int) -> str | None:
-    """Say which K steps nobody or several CTAs compute (None when every iteration is covered once)."""
-    cov = np.zeros((tiles, k_steps), np.int64)
-    for cta, work in enumerate(parts):
-        for t, a, b in work:
-            if not (0 <= t < tiles and 0 <= a < b <= k_steps):
-                return (f"CTA {cta} has the piece (tile {t}, K steps [{a}, {b})), outside {tiles} tiles × {k_steps} K "
-                        "steps (or empty)")
-            cov[t, a:b] += 1
-    if (cov == 1).all():
-        return None
-    t, k = (int(x) for x in np.argwhere(cov != 1)[0])
-    n = int(cov[t, k])
-    if n == 0:
-        skipped = int((cov == 0).sum())
-        return f"K step {k} of tile {t} is computed by no CTA ({skipped} iteration(s) skipped in all)"
-    who = [cta for cta, work in enumerate(parts) for tt, a, b in work if tt == t and a <= k < b]
-    return f"K step {k} of tile {t} is computed {n} times (by CTAs {who}): a K block repeated"
-
-
-def _ranges(parts: list[list[tuple[int, int, int]]], k_steps: int) -> list[list[int]]:
-    return [sorted({t * k_steps + k for t, a, b in work for k in range(a, b)}) for work in parts]
-
-
-def _partition_hint(parts: list[list[tuple[int, int, int]]], want: list[list[sk.Piece]], ctas: int, tiles: int,
-                    k_steps: int) -> str:
-    total = tiles * k_steps
-    if [list(reversed(w)) for w in parts] == [[tuple(p) for p in w] for w in want] and any(len(w) > 1 for w in want):
-        return ("walk the range from its END backwards: the first piece is the last tile the range touches (a first "
-                "split, which never waits), the last piece ends a tile (a split that waits)")
-    floor = max(1, total // ctas)
-    if _ranges(parts, k_steps) == [list(range(min(total, c * floor), min(total, c * floor + floor)))
-                                   for c in range(ctas)] and floor * ctas != total:
-        return f"per = total // ctas = {floor} leaves the last {total - floor * ctas} iterations to nobody: round up"
-    got_r = _ranges(parts, k_steps)
-    contiguous = all(r == list(range(r[0], r[-1] + 1)) for r in got_r if r)
-    covers = sorted(x for r in got_r for x in r) == list(range(total))
-    if contiguous and covers:
-        return (f"every iteration is covered once, but not by the kernel's ranges: CTA c takes [c·per, c·per + per) "
-                f"with per = ceil(total / ctas) = {-(-total // ctas)}, clipped to total (the kernel finds a tile's "
-                "first CTA as its first iteration // per, so the ranges must be exactly these)")
-    return ("cut [0, tiles·k_steps) into ranges of per = ceil(total / ctas) iterations, one per CTA, then split "
-            "each range at tile boundaries (iteration g is K step g % k_steps of tile g // k_steps)")
-
-
-def _check_parts(c: grading.Check, parts: list[list[tuple[int, int, int]]], want: list[list[sk.Piece]],
-                 ctas: int, tiles: int, k_steps: int, what: str, hint_fn: Callable[..., str]) -> None:
-    problem = _coverage_problem(parts, tiles, k_steps)
-    if problem:
-        c.fail(f"{what}: {problem}", hint=hint_fn(parts, want, ctas, tiles, k_steps))
-    for cta, (got, exp) in enumerate(zip(parts, want, strict=True)):
-        exp_t = [tuple(p) for p in exp]
-        if got != exp_t:
-            c.fail(f"{what}: CTA {cta}'s pieces", exp_t if len(exp_t) <= 8 else f"{exp_t[:8]} …",
-                   got if len(got) <= 8 else f"{got[:8]} …", hint=hint_fn(parts, want, ctas, tiles, k_steps))
-
-
-def _grade_partition(c: grading.Check, fn: Callable[..., list], name: str, cases: list[tuple[int, int, int]],
-                     edges: list[tuple], schedule: str, hint_fn: Callable[..., str]) -> None:
-    """Every CTA's list from ``fn`` against the kernel's (``schedule``), case by case; one ✓ per edge case."""
-    for i, (ctas, tiles, k_steps) in enumerate(cases):
-        parts = _student_parts(c, fn, ctas, tiles, k_steps, name)
-        want = sk.partition(tiles, k_steps, ctas, schedule)
-        _check_parts(c, parts, want, ctas, tiles, k_steps, f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)}",
-                     hint_fn)
-        if i < len(edges):
-            extra = f", {sk.data_parallel_tiles(tiles, ctas)} whole" if schedule == "hybrid" else ""
-            c.ok(f"{edges[i][3]} ({tiles} tiles × {k_steps} K steps, {_ctas(ctas)}{extra}): every iteration once, "
-                 "the kernel's pieces in its order")
-    c.ok(f"{len(cases) - len(edges)} random sizes: the same")
-
-
-def check_stream_k_pieces(stream_k_pieces: Callable[[int, int, int, int], list], *, seed: int | None = None) -> None:
-    """Grade ``stream_k_pieces(cta, ctas, tiles, k_steps)``: every CTA's pieces, exactly the kernel's, on the edge
-    cases of :data:`PARTITION_EDGES` and random sizes; every iteration covered once."""
-    rng = _rng(seed)
-    with grading.check("Lab 7 · the Stream-K ranges", seed=rng.seed) as c:
-        cases = [e[:3] for e in PARTITION_EDGES]
-        cases += [(int(rng.integers(1, 20)), int(rng.integers(1, 12)), int(rng.integers(1, 20))) for _ in range(25)]
-        _grade_partition(c, stream_k_pieces, "stream_k_pieces", cases, PARTITION_EDGES, "stream-k", _partition_hint)
-
-
-#: (ctas, tiles, k_steps, what) for the hybrid work list
-HYBRID_EDGES = [
-    (5, 9, 4, "fewer than two waves: all Stream-K"),
-    (5, 10, 4, "exactly two waves: one wave whole, one Stream-K"),
-    (5, 16, 3, "three waves and one tile"),
-    (4, 16, 2, "a multiple of the CTAs: the Stream-K wave is whole tiles too"),
-    (1, 4, 3, "one CTA"),
-    (66, 16, 256, "1024×1024×16384 on an H100"),
-    (66, 68, 128, "1024×4352×8192 on an H100"),
-    (66, 256, 64, "4096³ on an H100"),
-    (66, 1024, 128, "8192³ on an H100"),
-]
-
-
-def _hybrid_variants(ctas: int, tiles: int, k_steps: int) -> list[tuple[list[list[sk.Piece]], str]]:
-    """Plausible wrong hybrid work lists of every CTA, each with what is wrong with it."""
-    dp = sk.data_parallel_tiles(tiles, ctas)
-    alt = (tiles // ctas) * ctas
-    each = dp // ctas
-
-    def whole(c: int, first: int, stop: int, step: int) -> list[sk.Piece]:
-        return [sk.Piece(t, 0, k_steps) for t in range(first, stop, step)]
-
-    def sk_part(c: int, d: int, offset: int) -> list[sk.Piece]:
-        return sk.stream_k_pieces(c, ctas, tiles - d, k_steps, offset)
-
-    cs = range(ctas)
-    return [
-        ([sk_part(c, 0, 0) for c in cs],
-         f"with {tiles} tiles on {ctas} CTAs the first {dp} tiles go out whole (all but the last one or two waves); "
-         "only the rest is cut into Stream-K ranges"),
-        ([whole(c, c, alt, ctas) + sk_part(c, alt, alt) for c in cs],
-         "keep one to two waves for Stream-K: dp = (tiles // ctas - 1) · ctas (0 when tiles < 2·ctas); with less "
-         "than a wave left, each CTA's range is short and the fix-ups dominate"),
-        ([whole(c, c * each, c * each + each, 1) + sk_part(c, dp, dp) for c in cs],
-         "hand out the whole tiles round-robin: CTA c takes tiles c, c + ctas, c + 2·ctas, … (as in Lab 6)"),
-        ([whole(c, c, dp, ctas) + sk_part(c, dp, 0) for c in cs],
-         f"the Stream-K tiles are numbered from dp = {dp}: add dp to the tiles of your stream_k_pieces"),
-        ([sk_part(c, dp, dp) + whole(c, c, dp, ctas) for c in cs], "whole tiles first, then the Stream-K pieces"),
-    ]
-
-
-def _hybrid_hint(parts: list[list[tuple[int, int, int]]], want: list[list[sk.Piece]], ctas: int, tiles: int,
-                 k_steps: int) -> str:
-    for variant, why in _hybrid_variants(ctas, tiles, k_steps):
-        if variant != want and parts == [[tuple(p) for p in w] for w in variant]:
-            return why
-    return _partition_hint(parts, want, ctas, tiles, k_steps)
-
-
-def check_work_list(work_list: Callable[[int, int, int, int], list], *, seed: int | None = None) -> None:
-    """Grade ``work_list(cta, ctas, tiles, k_steps)`` (the hybrid: whole tiles round-robin for all but the last one
-    or two waves, then the Stream-K pieces of the rest), exactly the kernel's, edge cases and random sizes."""
-    rng = _rng(seed)
-    with grading.check("Lab 7 · the hybrid work list", seed=rng.seed) as c:
-        cases = [e[:3] for e in HYBRID_EDGES]
-        for _ in range(20):
-            ctas = int(rng.integers(1, 12))
-            cases.append((ctas, int(rng.integers(1, 5 * ctas + 3)), int(rng.integers(1, 10))))
-        _grade_partition(c, work_list, "work_list", cases, HYBRID_EDGES, "hybrid", _hybrid_hint)
-
-
-# =========================================================================================================
-# 4 · block-striped moves
-# =========================================================================================================
-def _striped_hint(got: np.ndarray, regs: np.ndarray, T: int, R: int) -> str:
-    if T * R and np.array_equal(got[:T * R], regs.reshape(-1)):
-        return ("that is thread t's registers side by side (t·R + j): a warp's access then touches 32 different "
-                "lines. Block-striped: register j of thread t goes to j·T + t")
-    nan = np.isnan(got[:T * R])
-    if nan.any():
-        idx = np.flatnonzero(nan)
-        t, j = idx[0] % T, idx[0] // T
-        return (f"{int(nan.sum())} element(s) were never written, the first of thread {t}, register {j}: every "
-                "thread stores every one of its R registers (j = 0 … R-1), at j·T + t")
-    return "register j of thread t goes to ws[j·T + t], in fp32, bits unchanged"
-
-
-def check_striped(striped_store: Callable[[np.ndarray, np.ndarray], Any],
-                  striped_load_add: Callable[[np.ndarray, np.ndarray], np.ndarray], *, seed: int | None = None) -> None:
-    """Grade ``striped_store(ws, regs)`` (in place) and ``striped_load_add(ws, regs) -> regs + stripes`` bit for
-    bit: registers (T threads × R) against a NaN-poisoned workspace, nothing written past T·R, no stripe left out,
-    the workspace unchanged by the load."""
-    rng = _rng(seed)
-    with grading.check("Lab 7 · block-striped store and load-add", seed=rng.seed) as c:
-        shapes = [(128, 128), (32, 1), (1, 5), (256, 3), (96, 7)]
-        shapes += [(32 * int(rng.integers(1, 9)), int(rng.integers(1, 40))) for _ in range(6)]
-        for T, R in shapes:
-            regs = (rng.standard_normal((T, R)) * np.exp2(rng.integers(-20, 20, size=(T, R)))).astype(np.float32)
-            extra = int(rng.integers(1, 64))
-            ws = np.full(T * R + extra, np.nan, np.float32)
-            what = f"striped_store(ws of {ws.size}, registers {T}×{R})"
-            given = regs.copy()
-            _call(c, what, striped_store, ws, given, hint="write ws[j·T + t] = regs[t, j] in place")
-            if not np.array_equal(given.view(np.uint32), regs.view(np.uint32)):
-                c.fail(f"{what} changed the registers it was given", hint="a store only reads the registers")
-            want = np.full_like(ws, np.nan)
-            striped.store(want, regs)
-            if not np.isnan(ws[T * R:]).all():
-                c.fail(f"{what}: elements past T·R = {T * R} were written",
-                       hint="the slot of these registers is exactly T·R elements: touch nothing else")
-            if not np.array_equal(ws[:T * R].view(np.uint32), want[:T * R].view(np.uint32)):
-                c.array(what, ws[:T * R], want[:T * R], hint=_striped_hint(ws, regs, T, R))
-            acc = (rng.standard_normal((T, R)) * np.exp2(rng.integers(-20, 20, size=(T, R)))).astype(np.float32)
-            ws_before = ws.copy()
-            what = f"striped_load_add(ws, registers {T}×{R})"
-            given = acc.copy()
-            got = _call(c, what, striped_load_add, ws, given, hint="return regs[t, j] + ws[j·T + t]")
-            if not isinstance(got, np.ndarray):
-                c.fail(what, f"a float32 array of shape {(T, R)}", type(got).__name__, hint="return the new registers")
-            if got.shape != (T, R):
-                c.fail(what + " (shape)", (T, R), got.shape, hint="return the registers, (threads, registers)")
-            if got.dtype != np.float32:
-                c.fail(what + " (dtype)", "float32", str(got.dtype),
-                       hint="the kernel's registers are fp32: add in float32 and return float32 (a float64 sum is not "
-                            "what the kernel computes)")
-            if not np.array_equal(given.view(np.uint32), acc.view(np.uint32)):
-                c.fail(f"{what} changed the registers it was given (the caller's array)",
-                       hint="return a new array: regs + the stripes, not an addition into regs in place")
-            got_a = got
-            if not np.array_equal(ws, ws_before, equal_nan=True):
-                c.fail(f"{what} changed the workspace", hint="a load only reads the workspace")
-            expect = striped.load_add(ws_before, acc)
-            if not np.array_equal(got_a.view(np.uint32), expect.view(np.uint32)):
-                hint = "regs[t, j] + ws[j·T + t], in fp32"
-                blocked = (acc + ws_before[:T * R].reshape(T, R)).astype(np.float32)
-                if np.array_equal(got_a, blocked):
-                    hint = "you read thread t's stripes at t·R + j: they are at j·T + t"
-                elif np.array_equal(got_a, acc):
-                    hint = "the registers came back unchanged: add the workspace's stripes to them"
-                c.array(what, got_a, expect, hint=hint)
-            c.ok(f"{T} threads × {R} registers: store lands at j·T + t bit for bit, nothing past T·R; load-add "
-                 "bit for bit, float32 of the registers' shape, workspace and the registers given untouched")
-
-
-# =========================================================================================================
-# 5 · the fix-up protocol
-# =========================================================================================================
-#: (tiles, k_steps, ctas, schedule, what) the fix-up grader always runs, each under several schedules
-FIXUP_EDGES = [
-    (3, 4, 1, "stream-k", "one CTA: no split at all"),
-    (1, 16, 16, "stream-k", "16 splits of one tile (one K step each)"),
-    (3, 4, 20, "stream-k", "more CTAs than iterations: 4 splits per tile, 8 CTAs without work"),
-    (2, 9, 5, "stream-k", "ranges starting and ending inside tiles (first, middle, final splits)"),
-    (4, 6, 4, "stream-k", "ranges ending exactly on tile boundaries: whole tiles only"),
-    (7, 3, 4, "stream-k", "ranges crossing several tiles"),
-    (13, 4, 5, "hybrid", "hybrid: two waves whole, Stream-K over the rest"),
-    (2, 7, 3, "stream-k", "K steps not a multiple of the range"),
-]
-POLICIES = ["round-robin", "highest-first", "leader-last", "lowest-first"]
-
-
-def _fixup_hint(res: sk.FixupResult) -> str:
-    text = (res.deadlock or "") + " " + " ".join(res.problems)
-    if res.deadlock:
-        if "named barrier" in text:
-            return ("both consumer warpgroups run the same plan apart from the flag: every bar_sync must be met by "
-                    "the other warpgroup's bar_sync")
-        return ("a split waits only for the splits before it (flag ≥ its order, set by order - 1), and the final "
-                "split resets the flag only after its own wait")
-    if "were never added" in text:
-        return "a final split adds the running sum of the splits before it (load_add) before its epilogue"
-    if "no split had stored" in text or "missing" in text:
-        return ("a split may read the running sum only once every split before it has stored it and said so: the "
-                "writer stores, bar_sync (both warpgroups' stores are in), then its leader's set_flag(order + 1) with "
-                "release; the reader's leader waits until the flag reaches its order (acquire), bar_sync, then "
-                "load_add. A relaxed flag, a flag written before the stores or a wait for less than your order lets "
-                "it read a stale sum")
-    if "out of K order" in text:
-        return ("wait until the flag reaches your order (every earlier split is in), not just until it is set: the "
-                "additions then always happen in K order")
-    if "earlier launch" in text:
-        return "the final split resets the tile's flag to 0, or the next launch's splits stop waiting too early"
-    if "written to C" in text and "times" in text:
-        return "only the final split (k_end == k_steps) and whole tiles run the epilogue"
-    if "never written" in text:
-        return "the final split (k_end == k_steps) and a whole tile run the epilogue"
-    if "not all 0" in text:
-        return "the final split's leader resets the flag: set_flag(0, 'relaxed') after its wait"
-    if "other bits" in text:
-        return "add the workspace to your own partial (load_add) once per split, like d[j] += __ldcg(...)"
-    return "compare with the protocol in the text: wait + bar_sync + load_add; store + bar_sync + release; reset"
-
-
-def _run_plan(c: grading.Check, plan: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> sk.FixupResult:
+def _run_model(c: grading.Check, what: str, init: Callable, produce: Callable, release: Callable,
+               rng: np.random.Generator, hint: str) -> None:
+    a, b, pairs = model_problem(rng)
     try:
-        return sk.simulate(*args, **kwargs, plan=plan)
-    except NotImplementedError:
+        models = cluster.run_mainloop(a, b, pairs, init, produce, release)
+    except (cluster.ClusterError, MBarrierError) as exc:
+        c.fail(f"{what}: on the cluster model ({type(exc).__name__})", detail="    " + str(exc).replace("\n", "\n    "),
+               hint=hint)
+    except (grading.CheckFailed, NotImplementedError):
         raise
-    except sk.PlanError as exc:
-        c.fail(f"{what}: {exc}", hint="return a list of streamk ops, e.g. [streamk.epilogue()] for a whole tile")
+    except Exception as exc:  # noqa: BLE001 - the student's code raised inside the model
+        c.fail(f"{what}: your code raised {type(exc).__name__}: {exc}", hint=hint)
+    m = models[0]
+    c.ok(f"{what}: 2 CTAs, {len(pairs)} tiles × {m.steps} K steps, {len(models)} timings (a slow CTA, late and "
+         f"early multicast bytes): every one of the {m.reads} stage reads saw exactly the A rows and the whole B "
+         f"slice it needs; {m.multicasts} multicasts, {m.remote_arrivals} remote arrivals")
 
 
-def check_fixup_plan(fixup_plan: Callable[[int, int, int, int, bool], list], *, seed: int | None = None) -> None:
-    """Grade ``fixup_plan(k_begin, k_end, k_steps, order, leader) -> list[Op]`` on the emulator: every CTA's two
-    consumer warpgroups run their pieces and the plan over a shared workspace and flags, with reads returning the
-    oldest value the memory model allows, under several schedules, twice in a row (the flags must come back to 0).
-    Every tile must be written once, built from its splits in K order, bit for bit, with no deadlock."""
-    rng = _rng(seed)
-    with grading.check("Lab 7 · the ordered fix-up", seed=rng.seed) as c:
-        _call(c, "fixup_plan(0, 4, 4, 0, True)", fixup_plan, 0, 4, 4, 0, True)
-        for tiles, k_steps, ctas, schedule, about in FIXUP_EDGES:
-            for policy in POLICIES:
-                what = f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)} ({schedule}, {policy})"
-                for values in ("integers", "floats"):
-                    res = _run_plan(c, fixup_plan, what, tiles, k_steps, ctas, schedule=schedule, policy=policy,
-                                    launches=2, values=values, seed=int(rng.integers(1 << 30)))
-                    if not res.ok:
-                        c.fail(what, detail="    " + res.summary().replace("\n", "\n    "), hint=_fixup_hint(res))
-            c.ok(f"{about}: every tile once, in K order, bit for bit, flags back to 0, twice, under "
-                 f"{len(POLICIES)} schedules")
-        for _ in range(6):
-            ctas = int(rng.integers(1, 12))
-            tiles, k_steps = int(rng.integers(1, 3 * ctas + 2)), int(rng.integers(1, 10))
-            schedule = str(rng.choice(["stream-k", "hybrid"]))
-            what = f"{tiles} tiles × {k_steps} K steps on {_ctas(ctas)} ({schedule}, random order)"
-            res = _run_plan(c, fixup_plan, what, tiles, k_steps, ctas, schedule=schedule, policy="random",
-                            seed=int(rng.integers(1 << 30)), launches=2)
-            if not res.ok:
-                c.fail(what, detail="    " + res.summary().replace("\n", "\n    "), hint=_fixup_hint(res))
-        c.ok("6 random shapes in random order: the same")
-        res = _run_plan(c, fixup_plan, "one SM at a time", 2, 8, 6, schedule="stream-k", resident=1)
-        c.true("with one CTA resident at a time, started in order: no deadlock, every tile right", res.ok,
-               detail="    " + res.summary().replace("\n", "\n    "), hint=_fixup_hint(res))
+def _produce_hint(calls: list[tuple], want: list[tuple], rank: int) -> str:
+    ctx = cluster.RecordingContext(rank)
+    exp = [x for x in calls if x[0] == "arrive_expect_tx"]
+    if len(exp) != 1:
+        return f"one ctx.arrive_expect_tx(ctx.full[s], …) per stage fill (you made {len(exp)})"
+    if exp[0][2] != ctx.STAGE_BYTES:
+        n = exp[0][2]
+        if n == ctx.A_BYTES + ctx.B_HALF:
+            return ("full[s] expects only this CTA's own loads (A + its half of B): the half the other CTA multicasts "
+                    "lands here too and counts on this same barrier — expect the whole stage, ctx.STAGE_BYTES")
+        return f"full[s] must expect every byte that lands in this CTA's stage: ctx.STAGE_BYTES = {ctx.STAGE_BYTES}"
+    loads = [x for x in calls if x[0] == "tma_load"]
+    multi = [x for x in loads if x[5] is not None]
+    if len(multi) != 1:
+        return "one multicast load per stage: this CTA's share of B, sent to every CTA of the cluster (mask=…)"
+    mask = multi[0][5]
+    full_mask = (1 << ctx.size) - 1
+    if mask != full_mask:
+        if mask == 1 << rank:
+            return (f"mask {mask:#04b} sends the share only to this CTA: the other CTA needs it too, mask "
+                    f"{full_mask:#04b}")
+        return f"the share of B goes to both CTAs of the cluster: mask {full_mask:#04b} = (1 << ctx.size) - 1"
+    w_multi = [x for x in want if x[0] == "tma_load" and x[5] is not None][0]
+    if multi[0][1] != "B":
+        return "multicast B (the operand both CTAs of the cluster share); A is each CTA's own"
+    if multi[0][2] != w_multi[2]:
+        return ("CTA r's share of B lands at ctx.A_BYTES + r·ctx.B_HALF inside the stage, in both CTAs: the two "
+                "shares must not land on top of each other")
+    if multi[0][3] != w_multi[3]:
+        return "CTA r's share holds B rows n0 + r·ctx.B_ROWS …: coordinates (k·ctx.BK, n0 + ctx.rank·ctx.B_ROWS)"
+    if any(x[4] != cluster.BarrierRef(rank, "full", want[0][1].index) for x in loads):
+        return "every load completes on this CTA's full[s] (the one you armed)"
+    own = [x for x in loads if x[5] is None]
+    w_own = [x for x in want if x[0] == "tma_load" and x[5] is None][0]
+    if len(own) != 1 or own[0][1:4] != w_own[1:4]:
+        return "the A box: ctx.tma_load('A', s·ctx.STAGE_BYTES, (k·ctx.BK, m0), ctx.full[s]) — no mask, A is not shared"
+    return "expect the whole stage, load A for this CTA, load this CTA's share of B and multicast it to both"
 
 
-# =========================================================================================================
-# 6 · the kernel
-# =========================================================================================================
-def lab6_source() -> str:
-    """The Lab 6 reference kernel (persistent, 2-block clusters, B multicast): the step this lab starts from."""
-    return (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+def check_produce(init_barriers: Callable, produce: Callable) -> None:
+    """Grade ``init_barriers(ctx)`` and ``produce(ctx, s, k, m0, n0)`` on the cluster model (the release is the
+    reference's): the barrier counts, the expect-tx, the multicast mask, where the shares land."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 7 · the multicast producer and its barriers", seed=rng.seed) as c:
+        ctx = cluster.RecordingContext(0)
+        calls = _call(c, "init_barriers(ctx)", lambda: cluster.record(init_barriers, 0)) or []
+        counts: dict[str, set[int]] = {"full": set(), "empty": set()}
+        inited = set()
+        for call in calls:
+            if call[0] == "init":
+                counts[call[1].kind].add(int(call[2]))
+                inited.add((call[1].kind, call[1].index))
+        c.true("init_barriers initialises full[s] and empty[s] of every stage",
+               inited == {(k, s) for k in ("full", "empty") for s in range(ctx.stages)},
+               hint="for s in range(ctx.stages): ctx.init(ctx.full[s], …); ctx.init(ctx.empty[s], …)")
+        if counts["full"] != {1}:
+            c.fail("full[s]'s arrival count", 1, sorted(counts["full"]),
+                   hint="one arrival per phase: this CTA's producer's arrive.expect_tx (the bytes are counted apart)")
+        if counts["empty"] != {ctx.consumers * ctx.size}:
+            got = sorted(counts["empty"])
+            hint = (f"{ctx.consumers} is this CTA's consumers only: a refill lands in both CTAs' shared memory, so "
+                    "empty[s] waits for the consumers of both: ctx.consumers · ctx.size"
+                    if got == [ctx.consumers] else
+                    "every consumer warpgroup of every CTA arrives once per fill: ctx.consumers · ctx.size")
+            c.fail("empty[s]'s arrival count", ctx.consumers * ctx.size, got, hint=hint)
+        c.ok(f"full[s] counts 1 arrival, empty[s] counts {ctx.consumers * ctx.size} (2 consumers × 2 CTAs)")
+        for rank in range(ctx.size):
+            s, k = int(rng.integers(0, ctx.stages)), int(rng.integers(0, 9))
+            m0, n0 = PAIR * int(rng.integers(0, 9)) + 128 * rank, PAIR * int(rng.integers(0, 9))
+            want = cluster.record(cluster.reference_produce, rank, s, k, m0, n0)
+            got = _call(c, f"produce(ctx of CTA {rank}, s={s}, k={k}, m0={m0}, n0={n0})",
+                        lambda rank=rank, s=s, k=k, m0=m0, n0=n0: cluster.record(produce, rank, s, k, m0, n0))
+            if sorted(map(repr, got)) != sorted(map(repr, want)):
+                c.fail(f"produce on CTA {rank} for stage {s}, K step {k}", detail=_show_calls(want, got),
+                       hint=_produce_hint(got, want, rank))
+        c.ok("produce: arrive.expect_tx of the whole stage (49152 bytes), this CTA's A box, its share of B "
+             "multicast with mask 0b11, at the right offsets and coordinates")
+        _run_model(c, "your init_barriers and produce with the course's release", init_barriers, produce,
+                   cluster.reference_release, rng, hint=_produce_hint(
+                       cluster.record(produce, 0, 0, 0, 0, 0), cluster.record(cluster.reference_produce, 0, 0, 0, 0, 0),
+                       0))
 
 
-def lab7_reference_source() -> str:
-    """The Lab 7 reference kernel as measured on the H100 (bench/kernels/lab7_streamk.cu)."""
-    return (ROOT / "bench" / "kernels" / "lab7_streamk.cu").read_text()
+def _show_calls(want: list[tuple], got: list[tuple]) -> str:
+    def fmt(x: tuple) -> str:
+        name, *args = x
+        return f"{name}(" + ", ".join(str(a) if not isinstance(a, int) or a < 4096 else f"{a}" for a in args
+                                      if a is not None or name != "tma_load") + (
+            f", mask={x[5]:#04b}" if name == "tma_load" and x[5] is not None else "") + ")"
+
+    return ("    expected calls:\n" + "\n".join("      " + fmt(x) for x in want)
+            + "\n    your calls:\n" + "\n".join("      " + fmt(x) for x in got))
 
 
-def kernel_changes() -> Any:
-    """What this lab changes in Lab 6's kernel: Lab 6's kernel as solved, this lab's as you get it (each part you
-    write is one ``// ✎`` line), with Lab 6's speed on the H100 (cuBLAS in the same run)."""
-    from . import _common
-
-    m = sk.measured()
-    speeds = ", ".join(f"{m[('data-parallel', s)][0]:.0f} TFLOP/s at {s[0]}×{s[1]}×{s[2]}"
-                       for s in QUANTIZED + [(4096, 4096, 4096)] if ("data-parallel", s) in m)
-    note = (f"Lab 6 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
-            else "Lab 6 on the H100: not measured yet")
-    return _common.lab_diff("lab6", "lab7", note=note)
-
-
-# ------------------------------------------------------------------------------------------- static PTX checks
-_WS_STORE = re.compile(r"^\s*(?:@!?%\w+\s+)?st\.global(?:\.\w+)*\.f32\s")
-_WS_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.global(?:\.(?:cg|ca|cs|lu|cv|nc|L1::\w+|L2::\w+))*\.f32\s")
-_ACQUIRE = re.compile(r"\bld\.acquire\.gpu(?:\.global)?\.(?:u32|b32|s32)\b")
-_RELEASE = re.compile(r"\b(?:st\.release\.gpu(?:\.global)?\.(?:u32|b32|s32)|red\.release\.gpu(?:\.global)?\.add\.u32|"
-                      r"atom\.release\.gpu(?:\.global)?\.add\.u32)\b")
-_WEAK_FLAG = re.compile(r"\b(?:ld|st)\.(?:relaxed|volatile)(?:\.gpu|\.sys)?(?:\.global)?\.(?:u32|b32|s32)\b")
-_BAR = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bar\.sync|barrier\.sync|bar\.red)\b")
-_U32_STORE = re.compile(r"^\s*(?:@!?%\w+\s+)?st(?:\.relaxed\.gpu|\.volatile)?\.global\.(?:u32|b32|s32)\s+\[[^\]]+\],\s*"
-                        r"([^;]+);")
+def _release_hint(got: list[tuple], rank: int, s: int) -> str:
+    targets = [x[1] for x in got if x[0] == "arrive"]
+    if any(t.kind != "empty" or t.index != s for t in targets):
+        return f"release stage {s}: arrive on empty[{s}] (ctx.empty[s]), not another barrier"
+    ranks = sorted(t.rank for t in targets)
+    if ranks == [rank, rank]:
+        return ("both arrivals went to this CTA's own empty[s]: the other CTA's producer waits on ITS empty[s] before "
+                "multicasting into this CTA's stage, so one arrival goes there: ctx.mapa(ctx.empty[s], other rank)")
+    if ranks == [rank]:
+        return ("the other CTA's empty[s] waits for this consumer too: arrive on ctx.mapa(ctx.empty[s], cta) for both "
+                "CTAs")
+    if len(ranks) == 1:
+        return "arrive on this CTA's empty[s] too: one arrival on empty[s] of every CTA"
+    return "one arrival on empty[s] of each CTA of the cluster: for cta in range(ctx.size): ctx.arrive(ctx.mapa(...))"
 
 
-def _entry_lines(ptx: str) -> list[str]:
-    m = re.search(r"\.entry\s+" + KERNEL_NAME + r"\b.*", ptx, re.S)
-    return (m.group(0) if m else ptx).splitlines()
+def check_release(release: Callable) -> None:
+    """Grade ``release(ctx, s)`` (a consumer warpgroup done with stage s) on the cluster model with the course's
+    barriers and producer: one arrival on empty[s] of each CTA."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 7 · releasing a stage in both CTAs", seed=rng.seed) as c:
+        for rank in range(2):
+            s = int(rng.integers(0, 4))
+            got = _call(c, f"release(ctx of CTA {rank}, s={s})",
+                        lambda rank=rank, s=s: cluster.record(release, rank, s))
+            want = cluster.record(cluster.reference_release, rank, s)
+            if sorted(map(repr, got)) != sorted(map(repr, want)):
+                c.fail(f"release on CTA {rank}, stage {s}", detail=_show_calls(want, got),
+                       hint=_release_hint(got, rank, s))
+        c.ok("release: one arrival on empty[s] of this CTA and one on the other CTA's, through mapa")
+        _run_model(c, "your release with the course's barriers and producer", cluster.reference_init,
+                   cluster.reference_produce, release, rng, hint=_release_hint(cluster.record(release, 0, 0), 0, 0))
 
 
-def ptx_protocol(ptx: str) -> list[tuple[str, bool, str]]:
-    """Static checks of the fix-up in the kernel's PTX: (what, passed, hint) in order. Text order in the PTX is
-    the order of the source for this kernel's straight-line fix-up blocks."""
-    from ._common import resolve
+# ------------------------------------------------------------------------------------------- 3 · the kernel
+def _release_cluster_note() -> str:
+    from helpers.course.widgets.roofline import measured
 
-    lines = _entry_lines(ptx)
-    idx = {"st": [i for i, x in enumerate(lines) if _WS_STORE.match(x)],
-           "ld": [i for i, x in enumerate(lines) if _WS_LOAD.match(x)],
-           "acq": [i for i, x in enumerate(lines) if _ACQUIRE.search(x)],
-           "rel": [i for i, x in enumerate(lines) if _RELEASE.search(x)],
-           "bar": [i for i, x in enumerate(lines) if _BAR.match(x)],
-           "weak": [i for i, x in enumerate(lines) if _WEAK_FLAG.search(x)]}
-    out: list[tuple[str, bool, str]] = []
-    out.append(("the partials go to the workspace as fp32 global stores and come back as fp32 global loads",
-                bool(idx["st"]) and bool(idx["ld"]),
-                "store every d[j] with __stcg(ws + j·128, d[j]) and add them back with __ldcg"))
-    out.append(("the wait reads the flag with ld.acquire.gpu", bool(idx["acq"]),
-                "wait with hopper::flag_wait_geq (ld.acquire.gpu in a loop): a relaxed or volatile read does not "
-                "make the partials visible"))
-    out.append(("the flag is released with st.release.gpu (or red.release.gpu.add)", bool(idx["rel"]),
-                "release with hopper::flag_store_release: a plain store may become visible before the partials"))
-    out.append(("no relaxed or volatile 32-bit flag read or write", not idx["weak"],
-                "the flag handoff is release/acquire at GPU scope (hopper::flag_store_release / flag_wait_geq)"))
-    if idx["st"] and idx["rel"]:
-        rel = idx["rel"][-1]
-        last_st = max((i for i in idx["st"] if i < rel), default=None)
-        ok = last_st is not None and any(last_st < b < rel for b in idx["bar"])
-        out.append(("a bar.sync lies between the workspace stores and the release", ok,
-                    "every consumer thread stores, then named_bar_sync(3, 256), and only then thread 128 releases: "
-                    "released before the barrier, the other threads' stores may not be in yet"))
-    if idx["ld"] and idx["acq"]:
-        first_ld = idx["ld"][0]
-        acq = max((i for i in idx["acq"] if i < first_ld), default=None)
-        ok = acq is not None and any(acq < b < first_ld for b in idx["bar"])
-        out.append(("a bar.sync lies between the acquiring wait and the workspace loads", ok,
-                    "thread 128 waits (acquire), then named_bar_sync(3, 256), then every thread loads: without the "
-                    "barrier the other threads read before the partials are theirs to see"))
-    if idx["acq"]:
-        after = [m for i, x in enumerate(lines) if i > idx["acq"][0] and (m := _U32_STORE.match(x))]
-        zero = any(resolve("\n".join(lines), m.group(1).strip()) == "0" for m in after)
-        out.append(("the final split writes 0 to the flag (the reset for the next launch)", zero,
-                    "thread 128 of the final split: *flag = 0 after its wait, or the next launch's splits stop "
-                    "waiting too early"))
-    return out
+    slow = measured("lab7", (8192, 8192, 8192), ("2026-11-22-ladder-run1",))
+    fast = measured("lab7", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab6-g8",))
+    if slow and fast:
+        return (f"measured on the H100: {slow.tflops:.0f} TFLOP/s with the .release.cluster form ({slow.source}), "
+                f"{fast.tflops:.0f} with the bare arrive ({fast.source})")
+    return "the .release.cluster form puts a GPU-wide memory barrier before every arrive"
 
 
-# ------------------------------------------------------------------------------------------- running it
-def _tmap(a: Any, rows: int, cols: int) -> Any:
-    from helpers import gpu
-
-    return gpu.tensor_map_2d(a, rows, cols)
-
-
-def _lab7_launcher(kernel: Any, a: Any, b: Any, c: Any, ws: Any, flags: Any, clusters: int) -> Any:
-    from helpers import gpu
-
-    (m, k), n = a.shape, b.shape[0]
-    return gpu.prepare(kernel, (2 * clusters, 1, 1), 384, SMEM_BYTES, _tmap(a, 128, 64), _tmap(b, 128, 64),
-                       _tmap(c, 64, 64), np.int32(m), np.int32(n), np.int32(k), ws, flags, cluster=(2, 1, 1))
-
-
-def _workspace(kernel: Any, clusters: int | None = None) -> tuple[int, Any, Any]:
-    """Clusters to launch (every co-resident one, unless given), a zeroed workspace (one slot of 128×256 fp32 per
-    block) and zeroed flags (one per block)."""
-    from helpers import gpu
-
-    if clusters is None:
-        clusters = gpu.max_active_clusters(kernel, 384, SMEM_BYTES, 2)
-    return clusters, gpu.zeros((clusters * 2 * 128 * 256,), np.float32), gpu.zeros((clusters * 2,), np.uint32)
-
-
-def gpu_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]], repeats: int = 3,
-              clusters: int | None = None) -> dict:
-    """(Runs in the isolated child.) ``clusters`` clusters (default: every co-resident one), C poisoned, a zeroed
-    workspace and flags for each case; per case C, whether ``repeats`` more launches gave the same bits, how many
-    flags were left non-zero, which workspace slots (cluster · 2 + block) hold anything but zeros, and the last
-    launch's C; on the executor also each case's first launch's work (``"work"``: Launched)."""
-    from helpers import gpu
-
-    from ._work import Launched
-
-    kernel = gpu.compile(source, KERNEL_NAME)
-    results, work = [], []
-    for a, b in cases:
-        clusters, ws, flags = _workspace(kernel, clusters)  # a fresh workspace and flags for each case
-        da, db = gpu.to_device(a), gpu.to_device(b)
-        dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
-        launch = _lab7_launcher(kernel, da, db, dc, ws, flags, clusters)
-        launch()
-        gpu.wait()
-        first = dc.to_host()
-        if gpu.executor_active():  # the first launch's work: who computed and stored what
-            from helpers.gpu import executor
-
-            last = executor.last_run()
-            work.append(Launched(last.work if last is not None else None, int(da.ptr), int(db.ptr), int(dc.ptr)))
-        same, again = True, first
-        for _ in range(repeats):
-            dc.poison()
-            launch()
-            gpu.wait()
-            again = dc.to_host()
-            same &= bool(np.array_equal(again.view(np.uint16), first.view(np.uint16)))
-        slots = ws.to_host().reshape(clusters * 2, -1)
-        written = [int(i) for i in np.flatnonzero((slots != 0).any(axis=1))]
-        results.append((first, same, int(np.count_nonzero(flags.to_host())), written, again))
-    return {"clusters": clusters, "results": results, "work": work}
-
-
-def gpu_speed(source: str, lab6: str | None, shapes: list[tuple[int, int, int]], repeat: int = 20,
-              reference: str | None = None) -> list[dict]:
-    """(Runs in the isolated child.) Lab 7 (this source), Lab 6 (``lab6``, unless None) and the course's Lab 7
-    kernel (``reference``, when given: the speed floor's) timed at each shape in that order, each beside cuBLAS:
-    per shape ``lab7``, ``lab6``, ``course`` (TFLOP/s), ``cublas`` and the SM clock."""
-    from helpers import gpu
-
-    def lab7_launch(src: str) -> Any:
-        kernel = gpu.compile(src, KERNEL_NAME)
-        clusters, ws, flags = _workspace(kernel)
-        return lambda a, b, c: _lab7_launcher(kernel, a, b, c, ws, flags, clusters)
-
-    make7 = lab7_launch(source)
-    make_ref = lab7_launch(reference) if reference else None
-    k6 = gpu.compile(lab6, "lab6_gemm") if lab6 else None
-
-    def make6(a: Any, b: Any, c: Any) -> Any:
-        (m, k), n = a.shape, b.shape[0]
-        grid = gpu.persistent_grid(k6, 384, SMEM_BYTES, cluster=2, work=math.ceil(m / 256) * math.ceil(n / 256))
-        return gpu.prepare(k6, (grid, 1, 1), 384, SMEM_BYTES, _tmap(a, 128, 64), _tmap(b, 128, 64), _tmap(c, 64, 64),
-                           np.int32(m), np.int32(n), np.int32(k), cluster=(2, 1, 1))
-
+def _mapa_ranks(ptx: str, entry: str) -> list[str]:
+    """Where the CTA operand of each mapa feeding an mbarrier arrive comes from."""
     out = []
-    for m, n, k in shapes:
-        try:
-            with gpu.sm_clock() as clk:
-                r7 = gpu.gemm_benchmark(make7, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat)
-                r6 = gpu.gemm_benchmark(make6, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat) if k6 else None
-                ref = gpu.gemm_benchmark(make_ref, m, n, k, out_dtype=gpu.bfloat16, repeat=repeat) if make_ref \
-                    else None
-        except AssertionError as exc:  # the benchmark checks every element against cuBLAS first
-            out.append({"shape": (m, n, k), "error": str(exc)})
-            continue
-        out.append({"shape": (m, n, k), "lab7": r7.tflops, "lab6": r6.tflops if r6 else None,
-                    "course": ref.tflops if ref else None, "cublas": r7.cublas_tflops, "clock": clk.summary()})
+    for ins in find_instrs(ptx, "mapa", entry):
+        ops = [o.strip() for o in ins.operands.split(",")]
+        if len(ops) == 3:
+            origin, _ = trace(ptx, ops[2])
+            out.append(origin)
     return out
 
 
-def _run(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
-    """The one run path (``_common.run``); an exception the child raised fails the check in words."""
-    from . import _common
+def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
+    """Compile the Lab 7 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
+    the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
+    cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
+    random non-square shapes, C poisoned, against fp64 (on the H100 on every co-resident cluster, with partial waves;
+    on the course's PTX executor on two clusters that each take several pairs); on the H100 then timing beside
+    cuBLAS (bf16 C)."""
+    from ._common import can_run
 
-    try:
-        return _common.run(fn, *args, what=what, timeout=timeout)
-    except RuntimeError as exc:
-        c.fail(f"{what} failed when it ran: {exc}")
-
-
-def _gpu_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Shapes for the run on the H100 (every co-resident cluster): many splits per pair, a hybrid one (whole pairs +
-    Stream-K), random non-square ones."""
-    shapes = [(296, 520, 6000), (3072, 3072, 256)]
-    while len(shapes) < 5:
-        m, n, k = (8 * int(x) for x in rng.integers(1, 320, size=3))
-        if m != n and n != k:
-            shapes.append((m, n, k))
-    return shapes
-
-
-#: clusters of the run on the course's PTX executor (a CPU runs every thread): enough for a middle split
-EMULATED_CLUSTERS = 3
-
-
-def emulator_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Shapes for the run on the PTX executor (:data:`EMULATED_CLUSTERS` clusters), each with partial tiles: one pair
-    in 6 K steps (the last one partial), cut into a first, a middle and a final split; 8 pairs in 3 K steps, of which
-    3 go out whole round-robin and 5 are Stream-K (whole pieces, first and final splits, a cluster with three
-    pieces); then a random shape of up to 4 pairs and 6 K steps."""
-    shapes = [(136, 200, 376), (504, 984, 192)]
-    while len(shapes) < 3:
-        m, n = (8 * int(x) for x in rng.integers(9, 65, size=2))
-        k = 8 * int(rng.integers(9, 49))
-        if len({m, n, k}) == 3:
-            shapes.append((m, n, k))
-    return shapes
-
-
-def roles_of(tiles: int, steps: int, clusters: int) -> str:
-    """What a launch on ``clusters`` clusters exercises, in words: whole pairs handed out round-robin, and the
-    Stream-K part's whole pieces and first / middle / final splits."""
-    dp = sk.data_parallel_tiles(tiles, clusters)
-    counts: dict[str, int] = {}
-    for work in sk.partition(tiles, steps, clusters, "hybrid"):
-        for t, a, b in work:
-            if t >= dp:
-                key = sk.role(a, b, steps)
-                counts[key] = counts.get(key, 0) + 1
-    parts = [f"{dp} whole pair{'s' * (dp != 1)} round-robin"] if dp else []
-    names = {"whole": "unsplit Stream-K pair", "first": "first split", "middle": "middle split",
-             "final": "final split"}
-    parts += [f"{counts[r]} {names[r]}{'s' * (counts[r] != 1)}" for r in names if r in counts]
-    return ", ".join(parts)
-
-
-def _split_pairs(tiles: int, steps: int, clusters: int) -> set[int]:
-    """The pairs computed in more than one piece."""
-    return {t for work in sk.partition(tiles, steps, clusters, "hybrid") for t, a, b in work if (a, b) != (0, steps)}
-
-
-def owner_slots(m: int, n: int, k: int, clusters: int) -> list[int]:
-    """The workspace slots a run of an m×n×k GEMM on ``clusters`` clusters writes: each split pair's partial sums go
-    to its owner's slots (owner · 2 + block), the owner being the lowest cluster touching the pair; a block whose 128
-    rows lie wholly past M only ever adds zeros (the TMA fills them in), so its slot stays zero."""
-    from helpers.hopper import scheduler
-
-    tiles, steps = sk.iteration_space(m, n, k)
-    slots = set()
-    for t in _split_pairs(tiles, steps, clusters):
-        pm, _ = scheduler.grouped_coords(t, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
-        owner = sk.owner(t, clusters, tiles, steps, "hybrid")
-        slots |= {owner * 2 + r for r in range(2) if 256 * pm + 128 * r < m}
-    return sorted(slots)
-
-
-def _slots_hint(written: list[int], want: list[int]) -> str:
-    if not written:
-        return ("nothing reached the workspace: no pair was split, so the kernel ran as Lab 6 (whole pairs) — the "
-                "Stream-K pieces come from plan and Work::item, and a split that is not final stores its sum")
-    owners, got = sorted({s // 2 for s in want}), sorted({s // 2 for s in written})
-    return (f"the partial sums went to the slots of clusters {got[:8]}, the split pairs' owners are {owners[:8]}: a "
-            "split pair's slot and flag are its owner's (the cluster whose range holds the pair's first Stream-K "
-            "iteration), block rank's slot of it")
-
-
-def _run_hint(got: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
-    """Which pairs came out wrong, and what that points at."""
-    m, n = ref.shape
-    tiles, steps = sk.iteration_space(m, n, k)
-    bad_el = np.isnan(got) | (np.abs(got - ref) > _bf16_tolerance(ref, k))
-    from helpers.hopper import scheduler
-
-    bad = set()
-    for p in range(tiles):
-        pm, pn = scheduler.grouped_coords(p, -(-m // 256), -(-n // 256), 8)  # LAB7_GROUP
-        if bad_el[256 * pm:256 * pm + 256, 256 * pn:256 * pn + 256].any():
-            bad.add(p)
-    split = _split_pairs(tiles, steps, clusters)
-    nan = " (NaN: C never written there)" if np.isnan(got[bad_el]).any() else ""
-    if bad and bad <= split:
-        return (f"the pairs computed whole are right; pairs {sorted(bad)[:8]}, computed in splits, are wrong{nan}: "
-                "the fix-up (the slot and order from the owner, the workspace offsets, the wait and the add) or the "
-                "pieces' K ranges")
-    if bad:
-        return (f"pairs {sorted(bad)[:8]} are wrong{nan}, and not only split ones: the work list (Work::item, plan) "
-                "hands out pairs or K ranges the kernel then computes wrongly or never")
-    return "NaN: a tile no split ran the epilogue for; wrong values: a split added twice, missed or read stale partials"
-
-
-def _bf16_tolerance(ref: np.ndarray, k: int) -> np.ndarray:
-    return 2e-2 * np.abs(ref) + 2e-3 * math.sqrt(k)
-
-
-def _same_bits_hint(again: np.ndarray, ref: np.ndarray, k: int, clusters: int) -> str:
-    """Why a later launch gave other bits: it was wrong (a split added what the workspace held from the launch
-    before), or right within rounding (the splits added in another order)."""
-    got = again.astype(np.float64)
-    bad = np.isnan(got) | (np.abs(got - ref) > _bf16_tolerance(ref, k))
-    if bad.any():
-        m, n = ref.shape
-        tiles, steps = sk.iteration_space(m, n, k)
-        return ("the first launch was right and a later one is wrong: a split added what the workspace held from the "
-                "launch before. The first split of a pair (order 0) has nothing to add: it only stores its sum and "
-                "raises the flag; only later splits (order > 0) wait for the flag and add the workspace "
-                f"(split pairs here: {sorted(_split_pairs(tiles, steps, clusters))[:8]})")
-    return "the splits must add in K order (wait until the flag reaches your order)"
-
-
-def _work_owners(m: int, n: int, k: int, clusters: int) -> tuple[Any, Any, Any]:
-    """The Stream-K schedule for the work check: (the pair holding an element, in words; the block that stores a
-    64×64 tile of C: the final split's or the whole pair's; the block that computes a product: the piece holding
-    its K step)."""
-    from helpers.hopper import scheduler
-
-    tiles, steps = sk.iteration_space(m, n, k)
-    pm, pn = -(-m // 256), -(-n // 256)
-    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}  # LAB7_GROUP
-    pieces: dict[int, list[tuple[int, int, int]]] = {}
-    for cl, work in enumerate(sk.partition(tiles, steps, clusters, "hybrid")):
-        for t, a, b in work:
-            pieces.setdefault(t, []).append((a, b, cl))
-
-    def pair(row: int, col: int) -> int:
-        return order[(row // 256, col // 256)]
-
-    def words(row: int, col: int) -> str:
-        t = pair(row, col)
-        split = ", ".join(f"K steps {a}–{b - 1} on cluster {cl}" for a, b, cl in sorted(pieces.get(t, [])))
-        return f"pair {t}: {split}"
-
-    def block(cl: int, row: int) -> tuple[int, int]:
-        return (2 * cl + (row % 256) // 128, 0)
-
-    def store_owner(row: int, col: int) -> tuple[int, int]:
-        final = [cl for a, b, cl in pieces.get(pair(row, col), []) if b == steps]
-        return block(final[0] if final else -1, row)
-
-    def mma_owner(row: int, col: int, kk: int) -> tuple[int, int]:
-        step = kk // 64
-        own = [cl for a, b, cl in pieces.get(pair(row, col), []) if a <= step < b]
-        return block(own[0] if own else -1, row)
-
-    return words, store_owner, mma_owner
-
-
-def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list[tuple[int, int, int]], repeats: int,
-           clusters: int | None) -> None:
-    """Run the kernel on ``shapes`` (C poisoned, ``repeats`` more launches) where the run path runs it, and grade C
-    against fp64, the same bits again, the flags, the workspace slots and (on the executor) the work."""
-    from ml_dtypes import bfloat16
-
-    from . import _common
-    from ._work import check_work
-
-    cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
-             for m, n, k in shapes]
-    out = _run(c, "your kernel", gpu_trial, source, cases, repeats, clusters, timeout=240)
-    where = _common.where()
-    clusters = out["clusters"]
-    work = out.get("work") or [None] * len(shapes)
-    for (m, n, k), (a, b), (got, same, left, written, again), run in zip(shapes, cases, out["results"], work,
-                                                                       strict=True):
-        ref = a.astype(np.float64) @ b.astype(np.float64).T
-        tiles, steps = sk.iteration_space(m, n, k)
-        got64 = got.astype(np.float64)
-        c.array(f"{where}: {m}×{n}×{k}, {tiles} pair{'s' * (tiles != 1)} × {steps} K steps on {clusters} clusters "
-                f"({roles_of(tiles, steps, clusters)}), C poisoned first: every element against fp64", got64, ref,
-                atol=_bf16_tolerance(ref, k), hint=_run_hint(got64, ref, k, clusters))
-        more = "three more launches" if repeats == 3 else f"{repeats} more launch" + "es" * (repeats != 1)
-        c.true(f"{where}: {m}×{n}×{k}: {more} gave the same bits", same, hint=_same_bits_hint(again, ref, k, clusters))
-        c.true(f"{where}: {m}×{n}×{k}: every flag is 0 again after the launches", left == 0,
-               hint="the final split resets its flag (*flag = 0)")
-        want = owner_slots(m, n, k, clusters)
-        c.true(f"{where}: {m}×{n}×{k}: the partial sums went through the workspace slots of the split pairs' owners "
-               f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
-        if run is not None and run.log is not None:
-            words, store_owner, mma_owner = _work_owners(m, n, k, clusters)
-            check_work(c, run, m=m, n=n, label=f"{m}×{n}×{k}", tile=(64, 64), piece_of=words, store_owner=store_owner,
-                       mma_owner=mma_owner, cluster=2,
-                       hint="a cluster computes only its own pieces (Work::item: whole pairs round-robin, then its "
-                            "Stream-K range), and only the final split (or a whole pair) stores the pair's tiles")
-
-
-def _timing(c: grading.Check, source: str) -> None:
-    """(On the H100.) Lab 7 timed on the quantized shapes beside Lab 6 (the lab's target, :data:`TARGET`), the
-    course's Lab 7 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, all in one run."""
-    from . import _common
-
-    speeds = _run(c, "the timing run", gpu_speed, source, lab6_source(), QUANTIZED, 20, lab7_reference_source(),
-                  timeout=400)
-    for s in speeds:
-        m, n, k = s["shape"]
-        if "error" in s:
-            c.fail(f"{m}×{n}×{k}: the timing run's result differs from cuBLAS: {s['error']}")
-        ratio = s["lab7"] / s["lab6"]
-        c.ok(f"{m}×{n}×{k}: Lab 7 {s['lab7']:.0f} TFLOP/s, Lab 6 {s['lab6']:.0f} ({ratio:.2f}×), cuBLAS "
-             f"{s['cublas']:.0f} (Lab 7 at {s['lab7'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
-        c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 6", ratio >= TARGET,
-               hint="every cluster gets the same number of K steps: check the ranges (per) and that whole pairs "
-               "go first and the Stream-K range is walked from its end")
-        _common.check_speed_floor(c, SimpleNamespace(tflops=s["lab7"]), SimpleNamespace(tflops=s["course"]),
-                                  f"{m}×{n}×{k}", hint="compare your fix-up and your split of the K steps with the "
-                                  "text (a partial sum written or read more than once, a wait held too long)")
-
-
-def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
-    """Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
-    workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
-    and the flags back to 0: on the H100 on every co-resident cluster (random shapes, three more launches), on the
-    course's PTX executor on :data:`EMULATED_CLUSTERS` clusters (:func:`emulator_cases`, one more launch). On the
-    H100 Lab 7 is then timed beside Lab 6, the course's Lab 7 kernel (bench/kernels/lab7_streamk.cu: the speed
-    floor, ``_common.SPEED_FLOOR``) and cuBLAS on the two quantized shapes."""
-    from . import _common
-
-    rng = _rng(seed)
-    with grading.check("Lab 7 · the Stream-K kernel", seed=rng.seed) as c:
-        kernel = _common.compile_student(source, KERNEL_NAME, what="your kernel")
-        report = kernel.report
-        c.ok(f"compiles: {report.summary()}")
-        _common.check_no_accumulator_spills(c, report,
-               hint="the 128 accumulators must stay in registers: index d[] only with compile-time constants "
-               "(#pragma unroll on the workspace loops)")
-        c.true("setmaxnreg kept (24 for the producer, 240 for the consumers)", report.uses_setmaxnreg,
-               hint="keep __launch_bounds__(384, 1) from Lab 6")
-        for what, ok, hint in ptx_protocol(kernel.ptx):
-            c.true(f"PTX: {what}", ok, hint=hint)
-        if not _common.runnable(kernel, checked="the fix-up's PTX (above), the partition, the striped moves and the "
-                                "ordered protocol (on the emulator)"):
+    rng = grading.fresh_rng()
+    with grading.check("Lab 7 · the clustered, multicasting kernel", seed=rng.seed) as c:
+        kernel = compile_student(source, KERNEL_NAME, what="your kernel")
+        ptx = kernel.ptx
+        _report_checks(c, kernel.report, spills_allowed=True)
+        c.true("the kernel is compiled for clusters of 2 CTAs (.reqnctapercluster 2, 1, 1)",
+               ".reqnctapercluster 2, 1, 1" in ptx, hint="keep __cluster_dims__(2, 1, 1) on the kernel")
+        loads = [i for i in find_instrs(ptx, "cp.async.bulk.tensor", KERNEL_NAME)
+                 if ".shared::cluster.global" in i.opcode]
+        multi = [i for i in loads if i.opcode.endswith(".multicast::cluster")]
+        c.true("one plain TMA load (A) and one multicast load (B) per stage fill",
+               len(multi) == 1 and len(loads) == 2,
+               hint="hopper::tma_load_2d for A, hopper::tma_load_2d_multicast for this CTA's half of B")
+        mask_op = [o.strip() for o in multi[0].operands.rsplit(",", 1)][-1]
+        mask = resolve(ptx, mask_op)
+        if mask != "3":
+            c.fail("the multicast mask", "3 (0b11: both CTAs)", mask,
+                   hint="the half of B lands in both CTAs: (1u << CLUSTER) - 1")
+        c.ok("the multicast load of B goes to both CTAs (mask 0b11)")
+        expects = find_instrs(ptx, "mbarrier.arrive.expect_tx", KERNEL_NAME)
+        nbytes = {resolve(ptx, i.operands.rsplit(",", 1)[-1]) for i in expects}
+        if nbytes != {"49152"}:
+            hint = ("32768 is this CTA's own loads only: the half the other CTA multicasts lands here and counts on "
+                    "this full[s] too: STAGE_BYTES" if nbytes == {"32768"} else "STAGE_BYTES = 49152: A + all of B")
+            c.fail("the bytes full[s] expects", {"49152"}, nbytes, hint=hint)
+        c.ok("full[s] expects the whole stage: 49152 bytes (A 16384 + both halves of B)")
+        counts: dict[str, set[str]] = {}
+        for ins in find_instrs(ptx, "mbarrier.init", KERNEL_NAME):
+            addr, count = (o.strip() for o in ins.operands.split(","))
+            where = symbol_plus_offset(ptx, addr)
+            name = "empty" if where and "empty" in where[0] else "full" if where and "full" in where[0] else "?"
+            counts.setdefault(name, set()).add(resolve(ptx, count))
+        if counts.get("empty") != {"4"}:
+            hint = ("2 counts this CTA's consumers only: the other CTA's consumers read the same refill, so "
+                    "empty[s] counts CONSUMERS * CLUSTER" if counts.get("empty") == {"2"} else
+                    "CONSUMERS * CLUSTER = 4 arrivals per phase")
+            c.fail("mbarrier.init of empty[s]", {"4"}, counts.get("empty"), hint=hint)
+        c.ok("empty[s] is initialised for 4 arrivals (2 consumer warpgroups × 2 CTAs)")
+        if find_instrs(ptx, "mbarrier.arrive.release.cluster", KERNEL_NAME):
+            c.fail("the remote arrivals use mbarrier.arrive.release.cluster",
+                   hint="use the bare hopper::mbar_arrive_cluster: the default release at CTA scope is enough for "
+                        "'my reads of this stage are done', and ptxas puts MEMBAR.ALL.GPU before every "
+                        f".release.cluster arrive ({_release_cluster_note()})")
+        remote = find_instrs(ptx, "mbarrier.arrive.shared::cluster", KERNEL_NAME)
+        ranks = _mapa_ranks(ptx, KERNEL_NAME)
+        if not remote or not ranks:
+            c.fail("no arrival on the other CTA's empty[s]",
+                   hint="hopper::mbar_arrive_cluster(&empty[s], cta) from two threads, cta = 0 and 1 (tid < CLUSTER)")
+        if all(r == "%cluster_ctarank" for r in ranks):
+            c.fail("every remote arrival names this CTA's own rank",
+                   hint="mapa with this CTA's rank is this CTA's own barrier: thread tid arrives on CTA tid's empty[s]")
+        constants = {r for r in ranks if r.isdigit()}
+        if ranks and all(r.isdigit() for r in ranks) and constants != {"0", "1"}:
+            c.fail(f"every remote arrival goes to CTA {sorted(constants)}",
+                   hint="one arrival on empty[s] of each CTA: cta = 0 and cta = 1")
+        c.ok(f"consumers arrive on both CTAs' empty[s] through mapa ({len(remote)} sites, the bare form, no "
+             ".release.cluster)")
+        lines = [ln for ln in stream(ptx, KERNEL_NAME) if ln.instr]
+        arrives = [i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("barrier.cluster.arrive")]
+        waits = [i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("barrier.cluster.wait")]
+        first_load = min((i for i, ln in enumerate(lines) if ln.instr.opcode.startswith("cp.async.bulk.tensor")),
+                         default=len(lines))
+        stores_done = max((i for i, ln in enumerate(lines) if ln.instr.opcode == "cp.async.bulk.wait_group"),
+                          default=-1)
+        c.true("a cluster barrier after the barriers are initialised, before any copy",
+               bool(arrives) and bool(waits) and min(waits) < first_load,
+               hint="hopper::cluster_sync() after mbar_fence_init: the other CTA multicasts into this CTA's shared "
+                    "memory and arrives on its barriers, which must exist first")
+        c.true("a cluster barrier at the end, after the last store has drained",
+               len(arrives) >= 2 and max(arrives) > stores_done and max(waits) > stores_done,
+               hint="hopper::cluster_sync() before the kernel ends: no CTA may leave while the other can still "
+                    "multicast into its shared memory or arrive on its barriers")
+        _check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
+        if not can_run(kernel, checked="the cluster, multicast, barrier counts and remote arrivals (from the PTX), "
+                                       "the epilogue's order across tiles (on the epilogue model)"):
             return
-        hardware = _common.on_h100()
-        small = emulator_cases(rng)
-        if hardware:
-            _trial(c, source, rng, _gpu_cases(rng), 3, None)
-            with _common.emulated():  # the same kernel on the executor, hazard mode: the same verdict as without a GPU
-                _trial(c, source, rng, small[:1], 1, EMULATED_CLUSTERS)
-        else:
-            _trial(c, source, rng, small, 1, EMULATED_CLUSTERS)
-        if not benchmark:
-            return
-        if not hardware:
-            print("timing skipped: Lab 7 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
-                  "above)")
-            return
-        _timing(c, source)
+        _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)

@@ -4,7 +4,7 @@ in its PTX everywhere: the slots' participant count, every wgmma and every epilo
 mainloop handed on before its last wgmma retires; run against fp64 wherever kernels run: on the H100 on every
 co-resident cluster, on the course's PTX executor in hazard mode on two clusters with several tiles per consumer,
 where the executor's trace also shows the two consumers' mainloops and epilogues alternating, one at a time; timed
-beside Lab 6, the cooperative kernel, and cuBLAS on square and short-K shapes on the H100 only).
+beside Lab 7, the cooperative kernel, and cuBLAS on square and short-K shapes on the H100 only).
 
 Units: a *pair* is the 256×BN block of C a 2-block cluster computes (block r: rows 128·r … of it, BN = 128); the
 pairs of a cluster go to its consumers in turn, tile j of a block to consumer j % 2.
@@ -29,7 +29,7 @@ from ._ptxflow import Flow, Ins
 __all__ = [
     "KERNEL_NAME", "SMEM_BYTES", "LAUNCH", "BN", "SQUARE", "SHORT_K", "check_cursor", "check_pingpong_kernel",
     "ptx_order", "sections", "order_problems", "emulator_cases", "kernel_changes", "timeline", "lab8_source",
-    "lab6_source", "measured", "hint", "answer",
+    "lab7_source", "measured", "hint", "answer",
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,15 +49,15 @@ def lab8_source() -> str:
     return (ROOT / "bench" / "kernels" / "lab8_pingpong.cu").read_text()
 
 
-def lab6_source() -> str:
-    """The Lab 6 kernel (the cooperative one: both consumers on one tile), the step this lab starts from."""
-    return (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
+def lab7_source() -> str:
+    """The Lab 7 kernel (the cooperative one: both consumers on one tile), the step this lab starts from."""
+    return (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
 
 
 def kernel_changes() -> Any:
-    """What this lab changes in Lab 6's kernel: Lab 6's kernel as solved, this lab's as you get it (each part you
-    write is one ``// ✎`` line), with Lab 6's speed on the H100."""
-    return C.lab_diff("lab6", "lab8", prev_label="Lab 6's kernel (cooperative)")
+    """What this lab changes in Lab 7's kernel: Lab 7's kernel as solved, this lab's as you get it (each part you
+    write is one ``// ✎`` line), with Lab 7's speed on the H100."""
+    return C.lab_diff("lab7", "lab8", prev_label="Lab 7's kernel (cooperative)")
 
 
 # =========================================================================================================
@@ -292,19 +292,19 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, m: int, n: i
 
 
 def _speed_child(source: str, shapes: list[tuple[int, int, int]], repeat: int = 30) -> list[dict]:
-    """(Runs in the isolated child.) Lab 8 and Lab 6 at each shape, each interleaved with cuBLAS."""
+    """(Runs in the isolated child.) Lab 8 and Lab 7 at each shape, each interleaved with cuBLAS."""
     from helpers import gpu
     from helpers.gpu import gemm
 
     k8 = gpu.compile(source, KERNEL_NAME)
-    k6 = gemm.course_kernel("lab6")
+    k6 = gemm.course_kernel("lab7")
     out = []
     for m, n, k in shapes:
         r8 = gpu.gemm_benchmark(lambda a, b, c: LAUNCH.launcher(k8, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
         r6 = gpu.gemm_benchmark(lambda a, b, c: gemm.launcher(k6, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
-        out.append({"shape": (m, n, k), "lab8": r8.tflops, "lab6": r6.tflops, "cublas8": r8.cublas_tflops,
+        out.append({"shape": (m, n, k), "lab8": r8.tflops, "lab7": r6.tflops, "cublas8": r8.cublas_tflops,
                     "cublas6": r6.cublas_tflops, "ratio8": r8.ratio, "ratio6": r6.ratio})
     return out
 
@@ -314,7 +314,7 @@ def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | No
     run, C poisoned, against fp64: on the H100 on every co-resident cluster (random shapes), on the course's PTX
     executor in hazard mode on two clusters (:func:`emulator_cases`), where the trace must also show consumer 0
     first and the two consumers' mainloops and epilogues in turn, one at a time. On the H100 then timing beside
-    Lab 6 (the cooperative kernel) and cuBLAS, square and short-K."""
+    Lab 7 (the cooperative kernel) and cuBLAS, square and short-K."""
     rng = grading.fresh_rng(seed)
     with grading.check("Lab 8 · the ping-pong kernel", seed=rng.seed) as c:
         kernel = C.compile_student(source, KERNEL_NAME, what="your kernel")
@@ -356,7 +356,7 @@ def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | No
         if not benchmark:
             return
         if not hardware:
-            print("timing skipped: Lab 8 beside Lab 6 and cuBLAS needs the H100 (the emulator checked the results "
+            print("timing skipped: Lab 8 beside Lab 7 and cuBLAS needs the H100 (the emulator checked the results "
                   "above)")
             return
         try:
@@ -365,26 +365,28 @@ def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | No
             c.fail(f"the timing run failed: {exc}")
         for s in speeds:
             m, n, k = s["shape"]
-            c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 6 {s['lab6']:.0f} "
-                 f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab6']:.2f}")
+            c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 7 {s['lab7']:.0f} "
+                 f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab7']:.2f}")
 
 
 def measured() -> str:
-    """Lab 8 beside Lab 6 and cuBLAS on the H100, from the newest ``bench/results/*pingpong*.json`` that
+    """Lab 8 beside Lab 7 and cuBLAS on the H100, from the newest ``bench/results/*pingpong*.json`` that
     ``tools/h100/pingpong.py`` wrote (GPU, driver and date inside); says so when there is none yet."""
     import json
 
     runs = sorted((ROOT / "bench" / "results").glob("*pingpong*.json"))
     if not runs:
-        return ("not measured on an H100 yet: `bash tools/h100/run.sh pingpong` times Lab 8, Lab 6 and cuBLAS "
+        return ("not measured on an H100 yet: `bash tools/h100/run.sh pingpong` times Lab 8, Lab 7 and cuBLAS "
                 "interleaved on 4096³, 8192³ and two short-K shapes")
     data = json.loads(runs[-1].read_text())
     meta = data.get("meta", {})
     lines = [f"{runs[-1].name}: {meta.get('gpu', '?')}, driver {meta.get('driver', '?')}, {meta.get('date', '?')}"]
     for r in data.get("shapes", []):
         m, n, k = r["shape"]
-        lines.append(f"  {m}×{n}×{k}: Lab 8 {r['lab8_tflops']:.0f} TFLOP/s, Lab 6 {r['lab6_tflops']:.0f}, cuBLAS "
-                     f"{r['cublas_tflops']:.0f}; Lab 8 / Lab 6 {r['lab8_vs_lab6']:.3f}, Lab 8 / cuBLAS "
+        # runs recorded before the labs were renumbered call the cooperative kernel (today's Lab 7) "lab6"
+        coop, vs = r.get("lab7_tflops", r.get("lab6_tflops")), r.get("lab8_vs_lab7", r.get("lab8_vs_lab6"))
+        lines.append(f"  {m}×{n}×{k}: Lab 8 {r['lab8_tflops']:.0f} TFLOP/s, Lab 7 {coop:.0f}, cuBLAS "
+                     f"{r['cublas_tflops']:.0f}; Lab 8 / Lab 7 {vs:.3f}, Lab 8 / cuBLAS "
                      f"{r['lab8_vs_cublas']:.3f}")
     return "\n".join(lines)
 

@@ -62,7 +62,7 @@ waves_8192 = Quiz(
 
 #: wave quantization of a small C
 small_c_busy = Quiz(
-    "Lab 6 computes 256×256 pairs on 66 clusters. For a 1024×1024 C (any K), what percentage of the clusters has "
+    "Lab 7 computes 256×256 pairs on 66 clusters. For a 1024×1024 C (any K), what percentage of the clusters has "
     "work (to the nearest percent)?",
     _near(24.2, 0.8, {100: "count the pairs: 4 × 4", 16: "16 is the number of pairs, not the percentage"}, "%"),
     right="24", hint="pairs ÷ clusters", wrong=("100", "16", "50"))
@@ -76,32 +76,32 @@ grouped_p9 = Quiz(
     right="1, 1", hint="a group of 8 rows is walked column by column, 8 pairs per column",
     wrong=("0, 9", "9, 0", "1, 0"))
 
-#: expect-tx of a stage in Lab 6
+#: expect-tx of a stage in Lab 7
 expect_bytes = Quiz(
-    "In Lab 6, how many bytes does each CTA's full[s] expect per stage? (A 128×64 bf16 tile of its own; the 256×64 "
+    "In Lab 7, how many bytes does each CTA's full[s] expect per stage? (A 128×64 bf16 tile of its own; the 256×64 "
     "B slice arrives as two halves, one loaded by each CTA and multicast to both.)",
     _near(49152, 0, {32768: "that counts only this CTA's own loads: the half the other CTA multicasts lands here "
                             "and counts on this same barrier",
                      16384: "that is one box", 98304: "that is both CTAs' stages together"}),
     right="49152", hint="every byte that lands in this CTA's stage", wrong=("32768", "16384", "98304"))
 
-#: empty count in Lab 6
+#: empty count in Lab 7
 empty_count = Quiz(
-    "In Lab 6 (2 consumer warpgroups per CTA, 2 CTAs per cluster), how many arrivals complete a phase of empty[s]?",
+    "In Lab 7 (2 consumer warpgroups per CTA, 2 CTAs per cluster), how many arrivals complete a phase of empty[s]?",
     answer=4, hint="who reads the bytes a refill of this stage writes?",
     explanation="the refill lands in both CTAs, so every consumer warpgroup of both waits: 2 × 2",
     wrong=(2, 1, 256))
 
 #: clusters of 4
 idle_sms = Quiz(
-    "On the course's H100, clusters of 4 blocks of the Lab 6 kernel's size fit 30 at a time. How many of the 132 "
+    "On the course's H100, clusters of 4 blocks of the Lab 7 kernel's size fit 30 at a time. How many of the 132 "
     "SMs stay idle?", answer=12, hint="30 clusters × 4 blocks, one block per SM",
     explanation="120 busy, 12 idle for the whole run: 9 % of the GPU, more than multicasting to 4 saves",
     wrong=(0, 2, 30))
 
 #: which arrive
 remote_arrive = Quiz(
-    "A Lab 6 consumer tells the other CTA's producer it is done with stage s. Which PTX arrive does the kernel use?",
+    "A Lab 7 consumer tells the other CTA's producer it is done with stage s. Which PTX arrive does the kernel use?",
     answer="mbarrier.arrive.shared::cluster.b64 (after mapa)",
     choices=["mbarrier.arrive.shared::cluster.b64 (after mapa)",
              "mbarrier.arrive.release.cluster.shared::cluster.b64 (after mapa)",

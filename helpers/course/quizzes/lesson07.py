@@ -16,9 +16,9 @@ third_wait_parity = Quiz(
     wrong=(1, 2, 3),
 )
 
-#: the block-striped index of one register in the Lab 7 kernel
+#: the block-striped index of one register in the Lab 9 kernel
 stripe_index = Quiz(
-    "In the Lab 7 kernel's workspace slot, register j of thread t of consumer warpgroup c is element "
+    "In the Lab 9 kernel's workspace slot, register j of thread t of consumer warpgroup c is element "
     "c·16384 + j·128 + t. Which element holds register 3 of thread 5 of consumer warpgroup 1?",
     answer=16773,
     hint="16384 per warpgroup, then 128 per register index, then the thread",
@@ -43,8 +43,8 @@ second_wave = Quiz(
     "many clusters are busy during the second wave?",
     answer=2,
     hint="66 pairs fill the first wave",
-    explanation="2 of 66: the second wave takes as long as the first while 64 clusters idle. Lab 6 measured 427 "
-    "TFLOP/s there, Lab 7 (Stream-K) 708",
+    explanation="2 of 66: the second wave takes as long as the first while 64 clusters idle. Lab 7 measured 427 "
+    "TFLOP/s there, Lab 9 (Stream-K) 708",
     wrong=(66, 68, 0, 64),
 )
 
@@ -105,7 +105,7 @@ _RESIDENT = [
 
 #: why the fix-up cannot deadlock
 no_deadlock = Quiz(
-    "Why can the Lab 7 fix-up not deadlock?",
+    "Why can the Lab 9 fix-up not deadlock?",
     answer=_RESIDENT[0],
     choices=_RESIDENT,
     hint="a spinning cluster holds its SMs; who must run for its wait to end?",

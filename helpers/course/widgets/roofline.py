@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.course.ladder import stored_key
 from helpers.gpu.device import H100_HBM_TBS, H100_PEAK_BF16_TFLOPS
 from helpers.gpu.roofline import attainable_tflops, ridge_point
 from helpers.hopper.scheduler import H100_SMS, waves
@@ -176,7 +177,10 @@ LADDER = [
     ("lab4a", "Lab 4 · 128×128, 4-stage ring", ("ladder", "2026-11-22-ladder-run1")),
     ("lab4b", "Lab 4 · 128×256, warp-specialized", ("ladder", "2026-11-22-ladder-run1")),
     ("lab5", "Lab 5 · TMA-store epilogue, bf16 C", ("ladder", "2026-11-22-ladder-run1")),
-    ("lab6", "Lab 6 · persistent, clusters, multicast", ("ladder", "2026-11-22-tune-run2:lab6-g8")),
+    ("lab6", "Lab 6 · persistent blocks, grouped raster order", ("ladder",)),
+    ("lab7", "Lab 7 · 2-block clusters, B multicast", ("ladder", "2026-11-22-tune-run2:lab6-g8")),
+    ("lab8", "Lab 8 · ping-pong consumers, a sequence barrier", ("ladder",)),
+    ("lab9", "Lab 9 · Stream-K over the last waves", ("ladder",)),
 ]
 
 
@@ -188,7 +192,8 @@ def measured(key: str, shape: tuple[int, int, int], files: tuple[str, ...] | Non
     for spec in files or ("ladder",):
         stem, _, alias = spec.partition(":")
         data = results.get(stem)
-        rung = (data or {}).get("rungs", {}).get(alias or key)
+        stored = alias or stored_key(key, data or {})  # an alias is the key as that file stores it
+        rung = (data or {}).get("rungs", {}).get(stored) if stored else None
         if not rung:
             continue
         for s in rung.get("speed", []):

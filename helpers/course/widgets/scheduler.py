@@ -49,7 +49,7 @@ class SchedulePicture:
 
 def schedule_picture(M: int, N: int, BM: int = 256, BN: int = 256, workers: int = 66, order: str = "grouped",
                      group: int = 8, K: int | None = None) -> SchedulePicture:
-    """The schedule of an M×N GEMM cut into BM×BN tiles (default: Lab 6's 256×256 pairs on 66 clusters)."""
+    """The schedule of an M×N GEMM cut into BM×BN tiles (default: Lab 7's 256×256 pairs on 66 clusters)."""
     tm, tn = scheduler.tile_counts(M, N, BM, BN)
     visits = scheduler.order(order, tm, tn, group)
     visit = np.empty((tm, tn), np.int64)

@@ -60,7 +60,7 @@ def compare(M: int, N: int, K: int, sms: int = 132, schedules=("data-parallel", 
 
 
 def _title(p: sk.Prediction, measured: dict) -> str:
-    what = {"data-parallel": "data-parallel (Lab 6)", "hybrid": "Stream-K hybrid (Lab 7)",
+    what = {"data-parallel": "data-parallel (Lab 7)", "hybrid": "Stream-K hybrid (Lab 9)",
             "stream-k": "pure Stream-K"}[p.schedule]
     m = measured.get((p.schedule, (p.M, p.N, p.K)))
     seen = f"; H100: {m[0]:.0f}" if m else ""
@@ -79,7 +79,7 @@ def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", 
                             style={"description_width": "3.5em"})
     sm_pick = w.Dropdown(options=[132, 114, 120, 128, 144], value=sms, description="SMs",
                          layout=w.Layout(width="10em"), style={"description_width": "3em"})
-    sched = w.ToggleButtons(options=[("hybrid (Lab 7)", "hybrid"), ("pure Stream-K", "stream-k")], value=right,
+    sched = w.ToggleButtons(options=[("hybrid (Lab 9)", "hybrid"), ("pure Stream-K", "stream-k")], value=right,
                             style={"button_width": "9em"})
     info = w.HTML()
     fig = figure.new_figure(height=600, rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.16,

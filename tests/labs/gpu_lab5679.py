@@ -1,11 +1,11 @@
-"""Labs 5-7 on an H100, through their graders: each solution kernel checked on random non-square shapes and timed
-(Lab 5 and Lab 6 at 4096³ beside cuBLAS, Lab 7 beside Lab 6 and cuBLAS on its two wave-quantized shapes), then the
+"""Labs 5, 6, 7 and 9 on an H100, through their graders: each solution kernel checked on random non-square shapes and
+timed (Labs 5, 6 and 7 at 4096³ beside cuBLAS, Lab 9 beside Lab 7 and cuBLAS on its two wave-quantized shapes), then the
 wrong kernels only a run can catch (their PTX passes every static check), which the graders must reject on the GPU
 as they do on the course's PTX executor.
 
-Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab567.py [OUT_DIR]``. Writes ``gpu_lab567.json`` (every
+Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab5679.py [OUT_DIR]``. Writes ``gpu_lab5679.json`` (every
 expectation, its outcome and the grader's output) into OUT_DIR; exit status 0 when every expectation held. The lab
-tests (``test_lab5.py`` … ``test_lab7.py``) run the same wrong kernels on the executor.
+tests (``test_lab5.py`` … ``test_lab9.py``) run the same wrong kernels on the executor.
 """
 
 from __future__ import annotations
@@ -48,6 +48,22 @@ def lab5_run_only(src: str) -> dict[str, WrongKernel]:
 
 def lab6_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 6 kernels whose PTX passes every static check, each with one mistake in a region."""
+    loop = "for (int t = blockIdx.x; t < tiles; t += gridDim.x) {"
+    return {
+        "the scheduler skips the last, partial wave": (
+            src.replace(loop, "for (int t = blockIdx.x; t < tiles / gridDim.x * gridDim.x; t += gridDim.x) {"),
+            ("never written", "a tile no block took"), True),
+        "the tile's last stage never released": (
+            _swap(src, "    if (tid == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last stage\n",
+                  ""), ("deadlock",), True),
+        "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
+                                                    "const int rows = LAB6_GROUP;"),
+                                              ("never written", "a tile no block took"), True),
+    }
+
+
+def lab7_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 7 kernels whose PTX passes every static check, each with one mistake in a region."""
     producer_m0 = "        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"  # (the consumers' is indented less)
     return {
         "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
@@ -56,14 +72,14 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
                                                     "n0, (1u << CLUSTER) - 1);"), ("sub-tiles of C",), True),
         "the producer loads CTA 0's rows of A in both CTAs": (_swap(src, producer_m0, producer_m0.replace(
             " + rank * BM", "")), ("sub-tiles of C are wrong",), True),
-        "the last raster group not clipped": (_swap(src, "const int rows = min(pairs_m - first, LAB6_GROUP);",
-                                                    "const int rows = LAB6_GROUP;"),
+        "the last raster group not clipped": (_swap(src, "const int rows = min(pairs_m - first, LAB7_GROUP);",
+                                                    "const int rows = LAB7_GROUP;"),
                                               ("never written", "a pair no cluster took"), True),
     }
 
 
-def lab7_run_only(src: str) -> dict[str, WrongKernel]:
-    """Lab 7 kernels whose PTX passes every static check, each with one mistake in a region."""
+def lab9_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 9 kernels whose PTX passes every static check, each with one mistake in a region."""
     wait = 'hopper::flag_wait_geq(flag, order, "flags"'
     return {
         "both warpgroups share one part of the slot": (_swap(src, "+ c * (64 * BN) + tid;", "+ tid;"),
@@ -90,7 +106,8 @@ def _solutions() -> dict[str, str]:
     from helpers.course import labgen
 
     out = {}
-    for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_streamk", "LAB7_SRC")):
+    for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_clusters", "LAB7_SRC"),
+                      ("lab9_streamk", "LAB9_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
     # Lab 5's kernel is built on the wrappers of Labs 1 and 2 (as the solutions write them)
     out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
@@ -147,7 +164,7 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
 
 def main(out: Path) -> int:
     from helpers import gpu
-    from helpers.course.checks import lab5, lab6, lab7
+    from helpers.course.checks import lab5, lab6, lab7, lab9
 
     out.mkdir(parents=True, exist_ok=True)
     if not gpu.hopper_available():
@@ -157,24 +174,28 @@ def main(out: Path) -> int:
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; device: {info}")
     src = _solutions()
     results: list[dict] = []
-    _expect(results, "Lab 5 solution (timed at 4096³)", lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]),
-            src["LAB5_SRC"], None)
+    _expect(results, "Lab 5 solution (timed at 4096³)",
+            lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]), src["LAB5_SRC"], None)
     _expect(results, "Lab 6 solution (timed at 4096³)", lambda s: lab6.check_persistent_kernel(s, sizes=(4096,)),
             src["LAB6_SRC"], None)
-    _expect(results, "Lab 7 solution (timed beside Lab 6 on the quantized shapes)",
-            lambda s: lab7.check_streamk_kernel(s, benchmark=True), src["LAB7_SRC"], None)
+    _expect(results, "Lab 7 solution (timed at 4096³)", lambda s: lab7.check_cluster_kernel(s, sizes=(4096,)),
+            src["LAB7_SRC"], None)
+    _expect(results, "Lab 9 solution (timed beside Lab 7 on the quantized shapes)",
+            lambda s: lab9.check_streamk_kernel(s, benchmark=True), src["LAB9_SRC"], None)
     graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False),
-               "lab7": lambda s: lab7.check_streamk_kernel(s, benchmark=False)}
+               "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False),
+               "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False)}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),
-              "lab7": lab7_run_only(src["LAB7_SRC"])}
+              "lab7": lab7_run_only(src["LAB7_SRC"]),
+              "lab9": lab9_run_only(src["LAB9_SRC"])}
     for lab, table in tables.items():
         for name, (source, needles, on_gpu) in table.items():
             if on_gpu:
                 _expect(results, f"{lab} wrong · {name}", graders[lab], source, needles)
     meta = {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
-            "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}", "script": "tests/labs/gpu_lab567.py"}
-    (out / "gpu_lab567.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+            "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}", "script": "tests/labs/gpu_lab5679.py"}
+    (out / "gpu_lab5679.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     bad = [r["name"] for r in results if not r["ok"]]
     print("\n".join(["PROBLEMS:"] + bad) if bad else "all expectations held")
     return 1 if bad else 0

@@ -1,7 +1,7 @@
-// Lab 7: Stream-K on the Lab 6 kernel.
+// Lab 9: Stream-K on the Lab 7 kernel.
 //
-// C[M][N] (bf16) = A[M][K] · B[N][K]ᵀ. Same blocks, clusters, multicast, ring and epilogue as Lab 6. With
-// LAB7_HYBRID (the default) every cluster first takes the same number of whole pairs, round-robin as in Lab 6,
+// C[M][N] (bf16) = A[M][K] · B[N][K]ᵀ. Same blocks, clusters, multicast, ring and epilogue as Lab 7. With
+// LAB9_HYBRID (the default) every cluster first takes the same number of whole pairs, round-robin as in Lab 7,
 // leaving between one and two waves' worth of pairs (all of them when there are fewer than two waves); those
 // are no longer handed out in whole tiles: the iteration space (pairs of tiles × K steps, pair-major) is cut
 // into one contiguous, equal range per cluster, so every SM gets the same number of K steps whatever the number
@@ -25,14 +25,14 @@
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
-#ifndef LAB7_SCALE_D
-#define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#ifndef LAB9_SCALE_D
+#define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
 #endif
-#ifndef LAB7_GROUP
-#define LAB7_GROUP 8   // pairs along M in one raster group
+#ifndef LAB9_GROUP
+#define LAB9_GROUP 8   // pairs along M in one raster group
 #endif
 
-namespace lab7 {
+namespace lab9 {
 constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;
@@ -44,16 +44,16 @@ static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
 // Pair p of the grouped raster order → (row of pairs, column of pairs). Groups of GROUP pair-rows are walked
 // column by column, so the clusters running at the same time share rows of A and columns of B in L2.
 __device__ __forceinline__ void pair_coords(int p, int pairs_m, int pairs_n, int& pm, int& pn) {
-  const int per_group = LAB7_GROUP * pairs_n;
-  const int group = p / per_group, first = group * LAB7_GROUP;
-  const int rows = min(pairs_m - first, LAB7_GROUP);
+  const int per_group = LAB9_GROUP * pairs_n;
+  const int group = p / per_group, first = group * LAB9_GROUP;
+  const int rows = min(pairs_m - first, LAB9_GROUP);
   const int in_group = p % per_group;
   pm = first + in_group % rows;
   pn = in_group / rows;
 }
-}  // namespace lab7
+}  // namespace lab9
 
-__device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const float* d, int tid) {
+__device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const float* d, int tid) {
   const int w = tid / 32, l = tid % 32;
 #pragma unroll
   for (int j = 0; j < 32; j += 2) {
@@ -64,11 +64,11 @@ __device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const flo
   }
 }
 
-#ifndef LAB7_HYBRID
-#define LAB7_HYBRID 1  // 1: whole pairs for all but the last one or two waves, Stream-K for those; 0: all Stream-K
+#ifndef LAB9_HYBRID
+#define LAB9_HYBRID 1  // 1: whole pairs for all but the last one or two waves, Stream-K for those; 0: all Stream-K
 #endif
 
-// This cluster's work: first its whole pairs of the data-parallel part (round-robin, as in Lab 6), then its range
+// This cluster's work: first its whole pairs of the data-parallel part (round-robin, as in Lab 7), then its range
 // of the Stream-K part walked from the end backwards. Work item w → pair p and its K steps [ka, kb).
 struct Work {
   int dp_pairs, dp_mine, steps, p_first, p_last;  // Stream-K pairs p_first..p_last (global pair indices)
@@ -91,7 +91,7 @@ struct Work {
 __device__ __forceinline__ Work plan(int pairs, int steps, int cluster_id, int clusters) {
   Work W;
   W.steps = steps;
-  W.dp_pairs = (LAB7_HYBRID && pairs >= 2 * clusters) ? (pairs / clusters - 1) * clusters : 0;
+  W.dp_pairs = (LAB9_HYBRID && pairs >= 2 * clusters) ? (pairs / clusters - 1) * clusters : 0;
   W.dp_mine = W.dp_pairs / clusters;  // a multiple of clusters: every cluster gets the same number
   const long long total = (long long)(pairs - W.dp_pairs) * steps;
   W.per = (total + clusters - 1) / clusters;
@@ -103,10 +103,10 @@ __device__ __forceinline__ Work plan(int pairs, int steps, int cluster_id, int c
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
-lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, float* __restrict__ workspace,
           unsigned* __restrict__ flags) {
-  using namespace lab7;
+  using namespace lab9;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
   unsigned char* cbuf = smem + STAGES * STAGE_BYTES;
@@ -162,7 +162,7 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
       W.item(w, cluster_id, clusters, p, ka, kb);
       pair_coords(p, pairs_m, pairs_n, pm, pn);
       const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
-#if !LAB7_SCALE_D
+#if !LAB9_SCALE_D
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
 #endif
@@ -176,7 +176,7 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         for (int kk = 0; kk < BK / 16; ++kk)
           hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
                                         hopper::make_smem_desc(b + 32 * kk, 16, 1024),
-                                        !LAB7_SCALE_D || k > ka || kk > 0);
+                                        !LAB9_SCALE_D || k > ka || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
@@ -214,7 +214,7 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
-        lab7_stage_subtile(buf, d + 32 * sub, tid);
+        lab9_stage_subtile(buf, d + 32 * sub, tid);
         hopper::fence_proxy_async();
         hopper::named_bar_sync(1 + c, 128);
         if (tid == 0) {

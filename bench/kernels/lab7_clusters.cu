@@ -1,0 +1,155 @@
+// Lab 7: persistent blocks, a tile scheduler, and 2-block clusters that multicast B.
+//
+// C[M][N] (bf16, row-major) = A[M][K] · B[N][K]ᵀ, bf16 in (K-major); M, N, K multiples of 8 (TMA zero-fills the
+// loads past the edge and clips the stores).
+// The grid is one cluster of CLUSTER blocks per CLUSTER SMs (all resident at once). A cluster owns a 256×256
+// "pair" of output tiles: block r of the cluster computes the 128×256 tile at rows m0 + 128r. Both need the same
+// 256×64 slice of B at every K step, so each block loads half of it (128 rows) and multicasts it to both blocks'
+// shared memory; A is loaded by each block for itself. The two blocks walk the same list of pairs (a grouped
+// raster order for L2 reuse), so their rings stay in step.
+// Barriers, per stage s: full[s] (1 arrival, the local producer's arrive.expect_tx of the WHOLE stage: its own A,
+// its own half of B and the half the other block multicasts); empty[s] (CONSUMERS × CLUSTER arrivals: a stage may
+// be refilled only when the consumers of BOTH blocks are done with it, since the refill lands in both).
+// The ring runs on across tiles: the producer fills stages of the next tile while the consumers run the epilogue
+// (registers → swizzled shared buffers → TMA stores that overlap the next mainloop).
+#include "hopper.cuh"
+#include <cuda_bf16.h>
+
+#ifndef LAB7_SCALE_D
+#define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#endif
+#ifndef LAB7_GROUP
+#define LAB7_GROUP 8   // pairs along M in one raster group
+#endif
+
+namespace lab7 {
+constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int B_HALF = B_BYTES / CLUSTER;
+constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
+constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
+constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4
+static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
+
+// Pair p of the grouped raster order → (row of pairs, column of pairs). Groups of GROUP pair-rows are walked
+// column by column, so the clusters running at the same time share rows of A and columns of B in L2.
+__device__ __forceinline__ void pair_coords(int p, int pairs_m, int pairs_n, int& pm, int& pn) {
+  const int per_group = LAB7_GROUP * pairs_n;
+  const int group = p / per_group, first = group * LAB7_GROUP;
+  const int rows = min(pairs_m - first, LAB7_GROUP);
+  const int in_group = p % per_group;
+  pm = first + in_group % rows;
+  pn = in_group / rows;
+}
+}  // namespace lab7
+
+__device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < 32; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int chunk = (j / 4) ^ (r % 8);
+    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        __floats2bfloat162_rn(d[j], d[j + 1]);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
+  using namespace lab7;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* cbuf = smem + STAGES * STAGE_BYTES;
+  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const unsigned rank = hopper::cluster_ctarank();
+  const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+  const int pairs_m = (M + 2 * BM - 1) / (2 * BM), pairs_n = (N + BN - 1) / BN;
+  const int pairs = pairs_m * pairs_n;
+  const int steps = (K + BK - 1) / BK;
+  if (threadIdx.x == 0) {
+    hopper::tma_prefetch(&tmap_a);
+    hopper::tma_prefetch(&tmap_b);
+    hopper::tma_prefetch(&tmap_c);
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], CONSUMERS * CLUSTER);
+    }
+    hopper::mbar_fence_init();
+  }
+  hopper::cluster_sync();  // both blocks' barriers exist before anyone multicasts or arrives remotely
+
+  if (wg == 0) {  // ---------------------------------------------------------------- producer
+    hopper::setmaxnreg_dec<24>();
+    if (tid == 0) {
+      int it = 0;  // uses of the ring so far, across tiles
+      for (int p = cluster_id; p < pairs; p += clusters) {
+        int pm, pn;
+        pair_coords(p, pairs_m, pairs_n, pm, pn);
+        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
+        for (int k = 0; k < steps; ++k, ++it) {
+          const int s = it % STAGES;
+          HOPPER_WAIT(empty, s, ((it / STAGES) & 1) ^ 1);
+          unsigned char* a = smem + s * STAGE_BYTES;
+          hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+          hopper::tma_load_2d(a, &tmap_a, &full[s], k * BK, m0);
+          hopper::tma_load_2d_multicast(a + A_BYTES + rank * B_HALF, &tmap_b, &full[s], k * BK,
+                                        n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
+        }
+      }
+    }
+  } else {  // ---------------------------------------------------------------------- consumers
+    hopper::setmaxnreg_inc<240>();
+    const int c = wg - 1;
+    unsigned char* mine = cbuf + c * 2 * SUB_BYTES;
+    int it = 0;
+    float d[BN / 2];
+    for (int p = cluster_id; p < pairs; p += clusters) {
+      int pm, pn;
+      pair_coords(p, pairs_m, pairs_n, pm, pn);
+      const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;
+#if !LAB7_SCALE_D
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;
+#endif
+      for (int k = 0; k < steps; ++k, ++it) {
+        const int s = it % STAGES;
+        HOPPER_WAIT(full, s, (it / STAGES) & 1);
+        const unsigned char* a = smem + s * STAGE_BYTES + c * (64 * BK * 2);
+        const unsigned char* b = smem + s * STAGE_BYTES + A_BYTES;
+        hopper::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                                        hopper::make_smem_desc(b + 32 * kk, 16, 1024),
+                                        !LAB7_SCALE_D || k > 0 || kk > 0);
+        hopper::wgmma_commit();
+        hopper::wgmma_wait<1>();
+        if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
+      }
+      hopper::wgmma_wait<0>();
+      hopper::wgmma_fence_operands(d);
+      if (tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
+
+      // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA store, overlapping the next mainloop
+#pragma unroll
+      for (int sub = 0; sub < BN / SUB; ++sub) {
+        unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
+        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
+        hopper::named_bar_sync(1 + c, 128);
+        lab7_stage_subtile(buf, d + 32 * sub, tid);
+        hopper::fence_proxy_async();
+        hopper::named_bar_sync(1 + c, 128);
+        if (tid == 0) {
+          hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 * c);
+          hopper::tma_store_commit();
+        }
+      }
+    }
+    if (tid == 0) hopper::tma_store_wait<0>();
+  }
+  // No block may leave while the other can still multicast into its shared memory or arrive on its barriers.
+  hopper::cluster_sync();
+}

@@ -1,0 +1,532 @@
+"""Lab 9 (Stream-K) graders, both ways: the solution passes; the stub and plausible wrong answers fail, each named
+wrong answer on every one of 200 seeds, with a message that names the mistake. The kernel's wrong versions are the
+solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
+course's PTX executor (three clusters; first, middle and final splits and whole pairs); the run on an H100 is a
+``gpu`` test. Also here: the tiered hints (the stubs show tier 0 only; the kernel's comments do not describe the
+fix-up) and the diff the lab opens with."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gpu_lab5679 import lab9_run_only
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
+
+from helpers.course import grading, labgen
+from helpers.hopper import streamk as sk
+from helpers.course.checks import lab9
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTION = ROOT / "solutions" / "lab9_streamk.ipynb"
+SOL = labgen.solution_namespace(SOLUTION)
+STUB = labgen.solution_namespace(ROOT / "labs" / "lab9_streamk.ipynb")
+SEEDS = range(200)
+
+GRADERS = [
+    (lambda ns, **kw: lab9.check_iteration_space(ns["iteration_space"], **kw)),
+    (lambda ns, **kw: lab9.check_stream_k_pieces(ns["stream_k_pieces"], **kw)),
+    (lambda ns, **kw: lab9.check_work_list(ns["work_list"], **kw)),
+    (lambda ns, **kw: lab9.check_striped(ns["striped_store"], ns["striped_load_add"], **kw)),
+    (lambda ns, **kw: lab9.check_fixup_plan(ns["fixup_plan"], **kw)),
+]
+
+
+@pytest.mark.parametrize("grader", GRADERS)
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_solution_passes(grader, seed):
+    grader(SOL, seed=seed)
+
+
+@pytest.mark.parametrize("grader", GRADERS)
+def test_stub_fails(grader):
+    grading.assert_rejects(lambda ns: grader(ns), STUB, "not written yet", "hint")
+
+
+def _rejected_on_every_seed(grader, answer, *needles: str) -> None:
+    for seed in SEEDS:
+        grading.assert_rejects(lambda a, seed=seed: grader(a, seed=seed), answer, *needles)
+
+
+# ------------------------------------------------------------------------------------------- 1 · iteration space
+def _space(fn):
+    return lambda a, seed: lab9.check_iteration_space(fn if a is None else a, seed=seed)
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda M, N, K: ((M // 256) * (N // 256), K // 64), "round up"),
+    (lambda M, N, K: (math.ceil(M / 128) * math.ceil(N / 256), math.ceil(K / 64)), "PAIR"),
+    (lambda M, N, K: (math.ceil(M / 256) * math.ceil(N / 256), math.ceil(K / 128)), "64 wide"),
+    (lambda M, N, K: (math.ceil(M / 256), math.ceil(N / 256)), "return (tiles, K steps)"),
+])
+def test_iteration_space_wrong_answers(wrong, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_iteration_space(a, seed=seed), wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- 2 · ranges
+def _pieces_from_range(g0, g1, k_steps, backwards=True):
+    out = []
+    if g1 > g0:
+        tiles = range((g1 - 1) // k_steps, g0 // k_steps - 1, -1)
+        for t in (tiles if backwards else reversed(tiles)):
+            t0 = t * k_steps
+            out.append((t, max(g0, t0) - t0, min(g1, t0 + k_steps) - t0))
+    return out
+
+
+def floor_ranges(cta, ctas, tiles, k_steps):
+    """per = total // ctas: the last total % ctas iterations belong to nobody (a skipped K block)."""
+    total = tiles * k_steps
+    per = max(1, total // ctas)
+    return _pieces_from_range(min(total, cta * per), min(total, cta * per + per), k_steps)
+
+
+def overlapping_ranges(cta, ctas, tiles, k_steps):
+    """Each range runs one iteration into the next (an inclusive end): a repeated K block."""
+    total = tiles * k_steps
+    per = -(-total // ctas)
+    g0 = min(total, cta * per)
+    return _pieces_from_range(g0, min(total, g0 + per + 1) if g0 < total else g0, k_steps)
+
+
+def forward_walk(cta, ctas, tiles, k_steps):
+    total = tiles * k_steps
+    per = -(-total // ctas)
+    g0 = min(total, cta * per)
+    return _pieces_from_range(g0, min(total, g0 + per), k_steps, backwards=False)
+
+
+def balanced_ranges(cta, ctas, tiles, k_steps):
+    """Floor plus one for the first total % ctas CTAs: covers everything once, but not the kernel's ranges."""
+    total = tiles * k_steps
+    q, r = divmod(total, ctas)
+    g0 = cta * q + min(cta, r)
+    return _pieces_from_range(g0, g0 + q + (cta < r), k_steps)
+
+
+def unsplit_pieces(cta, ctas, tiles, k_steps):
+    """The range as one piece of its first tile, not cut at tile boundaries."""
+    total = tiles * k_steps
+    per = -(-total // ctas)
+    g0, g1 = min(total, cta * per), min(total, cta * per + per)
+    return [(g0 // k_steps, g0 % k_steps, g0 % k_steps + (g1 - g0))] if g1 > g0 else []
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (floor_ranges, "computed by no CTA"),
+    (overlapping_ranges, "a K block repeated"),
+    (forward_walk, "from its END backwards"),
+    (balanced_ranges, "not by the kernel's ranges"),
+    (unsplit_pieces, "outside"),
+])
+def test_stream_k_pieces_wrong_answers(wrong, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_stream_k_pieces(a, seed=seed), wrong, needle)
+
+
+def test_floor_ranges_hint_says_round_up():
+    msg = grading.assert_rejects(lab9.check_stream_k_pieces, floor_ranges)
+    assert "round up" in msg
+
+
+# ------------------------------------------------------------------------------------------- 3 · work list
+def pure_stream_k(cta, ctas, tiles, k_steps):
+    return sk.stream_k_pieces(cta, ctas, tiles, k_steps)
+
+
+def whole_waves(cta, ctas, tiles, k_steps):
+    dp = (tiles // ctas) * ctas
+    return [sk.Piece(t, 0, k_steps) for t in range(cta, dp, ctas)] + sk.stream_k_pieces(cta, ctas, tiles - dp,
+                                                                                          k_steps, dp)
+
+
+def contiguous_blocks(cta, ctas, tiles, k_steps):
+    dp = sk.data_parallel_tiles(tiles, ctas)
+    each = dp // ctas
+    return ([sk.Piece(t, 0, k_steps) for t in range(cta * each, cta * each + each)]
+            + sk.stream_k_pieces(cta, ctas, tiles - dp, k_steps, dp))
+
+
+def not_offset(cta, ctas, tiles, k_steps):
+    dp = sk.data_parallel_tiles(tiles, ctas)
+    return [sk.Piece(t, 0, k_steps) for t in range(cta, dp, ctas)] + sk.stream_k_pieces(cta, ctas, tiles - dp,
+                                                                                          k_steps)
+
+
+def stream_k_first(cta, ctas, tiles, k_steps):
+    dp = sk.data_parallel_tiles(tiles, ctas)
+    return sk.stream_k_pieces(cta, ctas, tiles - dp, k_steps, dp) + [sk.Piece(t, 0, k_steps)
+                                                                     for t in range(cta, dp, ctas)]
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (pure_stream_k, "go out whole"),
+    (whole_waves, "keep one to two waves"),
+    (contiguous_blocks, "round-robin"),
+    (not_offset, "numbered from dp"),
+    (stream_k_first, "whole tiles first"),
+])
+def test_work_list_wrong_answers(wrong, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_work_list(a, seed=seed), wrong, needle)
+
+
+# ------------------------------------------------------------------------------------------- 4 · striped
+def _ok_store(ws, regs):
+    T, R = regs.shape
+    for j in range(R):
+        ws[j * T:(j + 1) * T] = regs[:, j]
+
+
+def _ok_load_add(ws, regs):
+    T, R = regs.shape
+    return (regs + ws[:T * R].reshape(R, T).T).astype(np.float32)
+
+
+def blocked_store(ws, regs):
+    ws[:regs.size] = regs.reshape(-1)
+
+
+def last_stripe_left_out(ws, regs):
+    T, R = regs.shape
+    for j in range(R - 1):
+        ws[j * T:(j + 1) * T] = regs[:, j]
+
+
+def last_thread_left_out(ws, regs):
+    T, R = regs.shape
+    for j in range(R):
+        ws[j * T:j * T + T - 1] = regs[:T - 1, j]
+
+
+def store_past_the_end(ws, regs):
+    _ok_store(ws, regs)
+    ws[regs.size:] = 0.0
+
+
+def half_precision_store(ws, regs):
+    with np.errstate(over="ignore"):
+        _ok_store(ws, regs.astype(np.float16).astype(np.float32))
+
+
+def blocked_load_add(ws, regs):
+    return (regs + ws[:regs.size].reshape(regs.shape)).astype(np.float32)
+
+
+def load_without_add(ws, regs):
+    return regs.copy()
+
+
+def load_add_that_writes(ws, regs):
+    out = _ok_load_add(ws, regs)
+    ws[:] = 0.0
+    return out
+
+
+def load_add_in_place(ws, regs):
+    """Adds into the registers it was given (the caller's array changes) and returns them: bits right."""
+    T, R = regs.shape
+    regs += ws[:T * R].reshape(R, T).T
+    return regs
+
+
+def load_add_in_float64(ws, regs):
+    """The right sums, returned as float64 registers."""
+    return _ok_load_add(ws, regs).astype(np.float64)
+
+
+def load_add_flat(ws, regs):
+    """The right registers, flattened."""
+    return _ok_load_add(ws, regs).reshape(-1)
+
+
+def store_that_scales_its_registers(ws, regs):
+    """Stores right, but halves the registers it was given on the way."""
+    _ok_store(ws, regs)
+    regs *= 0.5
+
+
+@pytest.mark.parametrize("store, load_add, needles", [
+    (_ok_store, load_add_in_place, ("changed the registers it was given", "not an addition into regs in place")),
+    (_ok_store, load_add_in_float64, ("dtype", "float32")),
+    (_ok_store, load_add_flat, ("shape",)),
+    (store_that_scales_its_registers, _ok_load_add, ("changed the registers it was given",)),
+])
+def test_striped_inputs_dtype_and_shape(store, load_add, needles):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed), (store, load_add), *needles)
+
+
+@pytest.mark.parametrize("store, load_add, needle", [
+    (blocked_store, _ok_load_add, "t·R + j"),
+    (last_stripe_left_out, _ok_load_add, "never written"),
+    (last_thread_left_out, _ok_load_add, "never written"),
+    (store_past_the_end, _ok_load_add, "past T·R"),
+    (half_precision_store, _ok_load_add, "bits unchanged"),
+    (_ok_store, blocked_load_add, "j·T + t"),
+    (_ok_store, load_without_add, "unchanged"),
+    (_ok_store, load_add_that_writes, "only reads"),
+])
+def test_striped_wrong_answers(store, load_add, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed), (store, load_add), needle)
+
+
+def test_striped_reference_answers_pass():
+    lab9.check_striped(_ok_store, _ok_load_add, seed=5)
+
+
+# ------------------------------------------------------------------------------------------- 5 · fix-up
+def _plan(*, release="release", wait="acquire", bar_after_wait=True, bar_before_release=True,
+          release_first=False, reset=True, reset_first=False, final_adds=True, wait_for_one=False,
+          epilogue_everywhere=False):
+    def plan(ka, kb, n, order, leader):
+        if ka == 0 and kb == n:
+            return [sk.epilogue()]
+        ops = []
+        if reset_first and kb == n and leader:
+            ops.append(sk.set_flag(0, "relaxed"))
+        if order > 0:
+            if leader:
+                ops.append(sk.wait_flag(1 if wait_for_one else order, wait))
+            if bar_after_wait:
+                ops.append(sk.bar_sync())
+            if kb != n or final_adds:
+                ops.append(sk.load_add())
+        if kb != n:
+            flag = [sk.set_flag(order + 1, release)] if leader else []
+            if release_first:
+                ops += flag + [sk.store(), sk.bar_sync()]
+            elif bar_before_release:
+                ops += [sk.store(), sk.bar_sync()] + flag
+            else:
+                ops += [sk.store()] + flag + [sk.bar_sync()]
+            return ops + ([sk.epilogue()] if epilogue_everywhere else [])
+        if reset and not reset_first and leader:
+            ops.append(sk.set_flag(0, "relaxed"))
+        return ops + [sk.epilogue()]
+    return plan
+
+
+FIXUP_WRONG = {
+    "adds out of order (waits for flag >= 1)": (_plan(wait_for_one=True), "reaches its order"),
+    "atomic adds in arrival order": (sk.atomic_plan, "out of K order"),
+    "flag written before the partials it guards": (_plan(release_first=True), "before the stores"),
+    "relaxed flag store": (_plan(release="relaxed"), "relaxed flag"),
+    "relaxed flag wait": (_plan(wait="relaxed"), "acquire"),
+    "no barrier after the wait": (_plan(bar_after_wait=False), "bar_sync, then load_add"),
+    "release before the barrier": (_plan(bar_before_release=False), "both warpgroups' stores are in"),
+    "no flag reset": (_plan(reset=False), "resets the tile's flag"),
+    "reset before the wait": (_plan(reset_first=True), "❌"),
+    "final split forgets the workspace": (_plan(final_adds=False), "never added"),
+    "every split runs the epilogue": (_plan(epilogue_everywhere=True), "only the final split"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXUP_WRONG))
+def test_fixup_wrong_answers(name):
+    plan, needle = FIXUP_WRONG[name]
+    _rejected_on_every_seed(lambda a, seed: lab9.check_fixup_plan(a, seed=seed), plan, needle)
+
+
+def test_fixup_plan_that_returns_garbage():
+    grading.assert_rejects(lab9.check_fixup_plan, lambda *a: "epilogue", "list of ops")
+    grading.assert_rejects(lab9.check_fixup_plan, lambda *a: ["epilogue"], "streamk functions")
+
+
+def test_fixup_both_warpgroups_waiting_is_accepted():
+    """Both warpgroups acquiring the flag is wasteful but correct: the grader accepts it."""
+    def both_wait(ka, kb, n, order, leader):
+        ops = sk.ordered_plan(ka, kb, n, order, leader)
+        return [sk.wait_flag(order)] + ops if order > 0 and not leader else ops
+    lab9.check_fixup_plan(both_wait, seed=3)
+
+
+def test_fixup_both_warpgroups_releasing_is_rejected():
+    """Two writers of one flag: the final split may reset it before the second release lands."""
+    def both_release(ka, kb, n, order, leader):
+        ops = sk.ordered_plan(ka, kb, n, order, leader)
+        return ops + [sk.set_flag(order + 1)] if kb != n and not leader and (ka, kb) != (0, n) else ops
+    grading.assert_rejects(lambda p: lab9.check_fixup_plan(p, seed=3), both_release, "❌")
+
+
+# ------------------------------------------------------------------------------------------- 6 · the kernel
+def test_notebook_kernel_is_the_measured_reference():
+    """The notebook's kernel is the code of bench/kernels/lab9_streamk.cu (measured on the H100); only comments
+    differ."""
+    assert code_of(SOL["LAB9_SRC"]) == code_of(lab9.lab9_reference_source())
+
+
+def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
+    """The opening diff: Lab 7's kernel as solved (labs.json) against Lab 9's as students get it, each part one
+    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 7's speed on the H100."""
+    diff = lab9.kernel_changes()
+    text = repr(diff)
+    assert text.startswith("Lab 7's kernel -> Lab 9's kernel")
+    assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
+    parts = lab_exercises("lab9")["lab9-kernel"].regions
+    assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
+    for region in parts:
+        assert f"// ✎ {region.hints[0]}" in text
+    for needle in ("flag_store_release(flag", "flag_wait_geq(flag", "*flag = 0", "W.per = ", "p = p_last -"):
+        assert needle not in text
+    assert "+lab9_gemm(" in text and "-lab7_gemm(" in text
+
+
+def test_student_kernel_stub_fails():
+    msg = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), STUB["LAB9_SRC"],
+                                 "not written yet", "hint")
+    assert "(stuck? lab9.hint('lab9-kernel', 1))" in msg
+
+
+# ------------------------------------------------------------------------------------------- tiered hints
+def test_every_exercise_has_tiered_hints():
+    assert_tiered("lab9", ["lab9-fixup", "lab9-hybrid", "lab9-kernel", "lab9-ranges", "lab9-space", "lab9-striped"])
+    assert len(lab_exercises("lab9")["lab9-kernel"].regions) == 5
+
+
+def test_the_stubs_show_tier_0_only():
+    assert assert_stubs_show_tier_0_only("lab9_streamk.ipynb", "lab9") == 11
+
+
+def test_kernel_comments_do_not_describe_the_fixup():
+    comments = comments_outside_regions(SOL["LAB9_SRC"])
+    for phrase in ("releases the pair's flag", "flag + 1", "resets the flag", "c·16384 + j·128 + t",
+                   "keyed by the lowest cluster"):
+        assert phrase not in comments, phrase
+
+
+def test_hint_and_answer_entry_points(capsys):
+    lab9.hint("lab9-kernel")
+    lab9.hint("lab9-fixup", 2)
+    lab9.answer("lab9-fixup")
+    lab9.answer("lab9-kernel", sure=True)
+    out = capsys.readouterr().out
+    assert "What to do · lab9-kernel" in out and "part 5 of 5" in out and "More: lab9.hint('lab9-kernel', 1)" in out
+    assert "Hint 2 · lab9-fixup" in out and "That was the last hint" in out and "sure=True" in out
+    assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab9-kernel")[1]
+
+
+# ------------------------------------------------------------------------------------------- 6 · the kernel, run
+def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True, seed=5)
+    out = capsys.readouterr().out
+    assert "bar.sync lies between the workspace stores and the release" in out
+    assert out.count("✓ ran on the emulator (") == 12 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("the work, as the emulator recorded it: each of the") == 3, out
+    assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
+    assert "timing skipped" in out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_emulator_cases_exercise_every_role(seed):
+    """Whatever the seed, the emulated run has whole pairs round-robin and first, middle and final splits, partial
+    tiles in M and N and a partial last K step, and stays small (at most 24 pair × K step iterations a shape)."""
+    shapes = lab9.emulator_cases(grading.SeededRng(seed))
+    roles = " ".join(lab9.roles_of(*sk.iteration_space(m, n, k), lab9.EMULATED_CLUSTERS) for m, n, k in shapes)
+    for role in ("whole pairs round-robin", "first split", "middle split", "final split"):
+        assert role in roles
+    assert any(m % 256 and n % 256 and k % 64 for m, n, k in shapes)
+    for m, n, k in shapes:
+        tiles, steps = sk.iteration_space(m, n, k)
+        assert tiles * steps <= 24 and m % 8 == n % 8 == k % 8 == 0
+
+
+def _swap(src: str, old: str, new: str) -> str:
+    assert old in src, old
+    return src.replace(old, new)
+
+
+def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
+    """Plausible wrong kernels made from the solution's: name -> (source, words the grader's message must hold)."""
+    release = "          if (threadIdx.x == 128) hopper::flag_store_release(flag, order + 1);"
+    bar_after_store = "          hopper::named_bar_sync(3, 256);  // every consumer thread has stored"
+    wait = 'hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank)'
+    return {
+        "release before the barrier": (_swap(src, f"{bar_after_store}\n{release}", f"{release}\n{bar_after_store}"),
+                                       "between the workspace stores and the release"),
+        "relaxed (volatile) flag store": (_swap(src, "hopper::flag_store_release(flag, order + 1)",
+                                                "*(volatile unsigned*)flag = order + 1"), "st.release.gpu"),
+        "relaxed flag wait": (_swap(src, wait, "while (*(volatile unsigned*)flag < order) {}"), "ld.acquire.gpu"),
+        "no barrier after the wait": (_swap(src, "          hopper::named_bar_sync(3, 256);\n#pragma unroll\n"
+                                                 "          for (int j = 0; j < BN / 2; ++j) d[j] +=",
+                                            "#pragma unroll\n          for (int j = 0; j < BN / 2; ++j) d[j] +="),
+                                      "between the acquiring wait and the workspace loads"),
+        "no flag reset": (_swap(src, "        if (threadIdx.x == 128) *flag = 0;", ""), "writes 0 to the flag"),
+    }
+
+
+@pytest.mark.parametrize("name", ["release before the barrier", "relaxed (volatile) flag store", "relaxed flag wait",
+                                  "no barrier after the wait", "no flag reset"])
+def test_wrong_kernels_fail_statically(name):
+    src, needle = wrong_kernels(SOL["LAB9_SRC"])[name]
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), src, needle)
+
+
+def test_reference_ptx_protocol_all_pass():
+    from helpers import gpu
+
+    k = gpu.compile(lab9.lab9_reference_source(), lab9.KERNEL_NAME)
+    assert all(ok for _, ok, _ in lab9.ptx_protocol(k.ptx))
+    assert len(lab9.ptx_protocol(k.ptx)) == 7
+
+
+@pytest.mark.parametrize("name", list(lab9_run_only(SOL["LAB9_SRC"])))
+def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(name, monkeypatch):
+    src, needles, _ = lab9_run_only(SOL["LAB9_SRC"])[name]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab9.check_streamk_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")  # the fixed shapes show each mistake, whatever the seed
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=0), src,
+                           "on the emulator" if "deadlock" not in needles else "when it ran", *needles)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [n for n, (_, _, on_gpu) in lab9_run_only(SOL["LAB9_SRC"]).items() if on_gpu])
+def test_run_only_wrong_kernels_fail_on_the_h100(name):
+    src, needles, _ = lab9_run_only(SOL["LAB9_SRC"])[name]
+    grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), src, *needles)
+
+
+@pytest.mark.gpu
+def test_solution_kernel_on_the_gpu(capsys):
+    lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True)
+    print(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------------------------------- the notebook
+def test_notebook_has_a_graded_check_per_step():
+    nb = json.loads(SOLUTION.read_text())
+    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
+              if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert graded == ["lab9-space", "lab9-ranges", "lab9-hybrid", "lab9-striped", "lab9-fixup", "lab9-kernel"]
+
+
+# ------------------------------------------------------------------------------------------- several rules at once
+def test_answers_breaking_several_rules_at_once():
+    def floor_and_forward(cta, ctas, tiles, k_steps):
+        return list(reversed(floor_ranges(cta, ctas, tiles, k_steps)))
+
+    # the first case (one CTA) already shows the forward walk; the floor shows from the first uneven case on
+    _rejected_on_every_seed(lambda a, seed: lab9.check_stream_k_pieces(a, seed=seed), floor_and_forward, "backwards")
+    relaxed_no_reset = _plan(release="relaxed", reset=False)
+    _rejected_on_every_seed(lambda a, seed: lab9.check_fixup_plan(a, seed=seed), relaxed_no_reset, "❌")
+    _rejected_on_every_seed(lambda a, seed: lab9.check_striped(*a, seed=seed),
+                            (last_stripe_left_out, blocked_load_add), "never written")
+
+
+def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
+    """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
+    what the launch before left there. The hint names that mistake, not the K order."""
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    src = (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
+    old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
+    assert old in src
+    text = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=1),
+                                  src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
+                                  "a later one is wrong", "only stores its sum")
+    assert "K order" not in text
