@@ -44,7 +44,7 @@ _EXPORTS = {
     "tensormaps": ("encode_tiled", "tensor_map", "tensor_map_2d"),
     "launch": ("launch", "prepare", "Launcher", "wait"),
     "timing": ("time_kernel", "Timing", "gemm_benchmark", "GemmBenchmark", "check_gemm", "interleave", "Interleaved",
-               "time_runs"),
+               "interleave_kernels", "time_runs"),
     "cublas": ("cublas_gemm", "cublas_version", "gemm_launcher", "CublasUnavailable"),
     "roofline": ("roofline_figure", "RooflinePoint", "gemm_point", "ridge_point", "attainable_tflops"),
     "isolate": ("run_isolated", "launch_isolated", "TensorMapArg", "IsolatedResult", "run_on_executor"),

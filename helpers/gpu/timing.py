@@ -330,3 +330,32 @@ def gemm_benchmark(make_launch: Callable[[DeviceArray, DeviceArray, DeviceArray]
     with Telemetry() if telemetry else contextlib.nullcontext() as tel:
         inter = interleave(side("a", kern), side("b", cub), rounds=rounds, telemetry=tel, labels=labels)
     return GemmBenchmark(m, n, k, inter.a_ms, inter.b_ms, sets, max_err, interleaved=inter)
+
+
+def interleave_kernels(make_a: Callable[[DeviceArray, DeviceArray, DeviceArray], Callable[[], Any]],
+                       make_b: Callable[[DeviceArray, DeviceArray, DeviceArray], Callable[[], Any]], m: int, n: int,
+                       k: int, *, out_dtype: Any = np.float32, rounds: int = 9, seed: int = 0,
+                       labels: tuple[str, str] = ("a", "b")) -> Interleaved:
+    """Two GEMM kernels against each other, as :func:`gemm_benchmark` times a kernel against cuBLAS: the same
+    rotated input sets, batches of at least :data:`MIN_BATCH_MS`, ``rounds`` rounds in turns, each side's SM clock
+    and power sampled. The ratio is b's time over a's (above 1: a is faster)."""
+    _needs_the_gpu("timing two kernels")
+    A, B, (Ca, Cb) = gemm_inputs(m, n, k, out_dtype, seed)
+    fa = [make_a(a, b, c) for a, b, c in zip(A, B, Ca, strict=True)]
+    fb = [make_b(a, b, c) for a, b, c in zip(A, B, Cb, strict=True)]
+    time_runs(fa, 3, warmup=0)
+    time_runs(fb, 3, warmup=0)
+    run_ms = max(statistics.median(time_runs(fa, 3)), statistics.median(time_runs(fb, 3)))
+    per_round = max(5, math.ceil(MIN_BATCH_MS / max(run_ms, 1e-3)))
+    cursor = {"a": 0, "b": 0}
+
+    def side(name: str, fns: list[Callable[[], Any]]) -> Callable[[], list[float]]:
+        def run() -> list[float]:
+            times = time_runs(fns, per_round, start=cursor[name], warmup=1)
+            cursor[name] += per_round + 1
+            return times
+
+        return run
+
+    with Telemetry() as tel:
+        return interleave(side("a", fa), side("b", fb), rounds=rounds, telemetry=tel, labels=labels)

@@ -202,15 +202,16 @@ H100 = ROOT / "tests" / "data" / "lab5_carried_h100.json"
 
 def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
     """tools/h100/lab5_carried.py: the notebook's Lab 5 kernel (the student's wrappers in the mainloop) passes the
-    check on the H100 and runs as fast as bench/kernels/lab5_epilogue.cu (the header's helpers), in the same run."""
+    check on the H100 and runs as fast as bench/kernels/lab5_epilogue.cu (the header's helpers): the two timed
+    against each other, interleaved, within 5 % at the median."""
     if not H100.exists():
         pytest.skip("no H100 capture yet: run `bash tools/h100/run.sh lab5_carried` on an H100 and commit "
                     "$OUT/lab5_carried_h100.json as tests/data/lab5_carried_h100.json")
     data = json.loads(H100.read_text())
     assert "H100" in data["meta"]["gpu"] and data["check"] == "passed", data["check"]
     for size in ("4096", "8192"):
-        row = data["sizes"][size]
-        assert row["notebook_vs_course"] >= 0.95, (size, row)
+        row = data["sizes"][size]["interleaved"]
+        assert row["notebook_vs_course"] >= 0.95 and row["rounds"] >= 9, (size, row)
 
 
 def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch):

@@ -6,7 +6,9 @@ epilogue, the mainloop in the header's helpers). This capture
 
 1. grades the notebook's kernel through ``lab5.check_epilogue_kernel`` on the solutions' wrappers (random shapes on
    the H100 and on the executor, timed beside cuBLAS and the course's kernel: the speed floor);
-2. times it and ``bench/kernels/lab5_epilogue.cu`` at 4096³ and 8192³, each beside cuBLAS, in the same run.
+2. times it and ``bench/kernels/lab5_epilogue.cu`` at 4096³ and 8192³, each beside cuBLAS, in the same run;
+3. times the two against each other, interleaved (``gpu.interleave_kernels``: 9 rounds in turns, the same inputs):
+   the ratio the test holds, since the two beside-cuBLAS runs above follow each other and drift with the clock.
 
     python tools/h100/lab5_carried.py [OUT]
 """
@@ -68,6 +70,16 @@ def main(out: Path) -> int:
                            "notebook_vs_course": round(bench.tflops / ref.tflops, 3), "clock": str(clock)}
         print(f"{size}³: notebook {bench.tflops:.0f} TFLOP/s, course {ref.tflops:.0f} TFLOP/s "
               f"({bench.tflops / ref.tflops:.3f}×), cuBLAS {bench.cublas_tflops or 0:.0f}; {clock}")
+    k_nb, k_course = gpu.compile(source, lab5.KERNEL_NAME), gpu.compile(course, lab5.KERNEL_NAME)
+    for size in SIZES:
+        r = gpu.interleave_kernels(lambda a, b, c: lab5.LAUNCH.launcher(k_nb, a, b, c),
+                                   lambda a, b, c: lab5.LAUNCH.launcher(k_course, a, b, c), size, size, size,
+                                   out_dtype=gpu.bfloat16, labels=("notebook", "course"))
+        lo, hi = r.ratio_range
+        rows[str(size)]["interleaved"] = {"notebook_vs_course": round(r.ratio, 3), "rounds": r.rounds,
+                                          "range": [round(lo, 3), round(hi, 3)],
+                                          "summary": r.summary("notebook", "course")}
+        print(f"{size}³ interleaved: notebook {r.ratio:.3f}× the course's [{lo:.3f}–{hi:.3f}]")
     meta = {"gpu": info.name, "driver": ".".join(map(str, info.driver_version)),
             "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC", "script": "tools/h100/lab5_carried.py"}
     (out / "lab5_carried_h100.json").write_text(json.dumps({"meta": meta, "check": check, "sizes": rows}, indent=1)

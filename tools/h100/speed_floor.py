@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
         return 2
     srcs = sources()
     names = {"lab4a": "lab4_pc_gemm", "lab4b": "lab4_ws_gemm", "lab5": "lab5_gemm", "lab6": "lab6_gemm",
-             "lab7": "lab7_gemm"}
+             "lab7": "lab7_gemm", "lab9": "lab9_gemm"}
     kernels = {lab: gpu.compile(srcs[lab][0], names[lab]) for lab in labs}
     for lab, kernel in kernels.items():
         print(f"{lab}: {kernel.report.summary()}")
