@@ -367,7 +367,7 @@ def _mad(b: Binder) -> Any:
             refs = [b.regref(op, "f32") for op in b.ops]
             if all(r is not None for r in refs):
                 (Vd, rd), (Va, ra), (Vb, rb), (Vc, rc) = refs
-                fast = N.fma_rn_fast
+                fast = N.fma_rn_to_store  # Vd is a float32 view: the store rounds
 
                 def fma(m: Any, c: CTA) -> None:
                     Vd[rd, m] = fast(Va[ra, m], Vb[rb, m], Vc[rc, m])

@@ -199,14 +199,15 @@ class _CtaState:
         self.aw = np.zeros(n, np.int32)  # last async write (copy id)
         self.ar_wg = np.zeros((n, G), np.int32)  # last wgmma (id) per warpgroup reading the chunk
         self.ar_st = np.zeros(n, np.int32)  # last TMA store (id) reading the chunk
-        self.gr = np.zeros((nw, m.W), np.int32)  # per word: epoch of each warp's last generic read (0: none)
-        self.gr_pc = np.zeros((nw, m.W), np.int32)
+        self.gr = np.zeros((m.W, nw), np.int32)  # per warp, per word: epoch of its last generic read (0: none)
+        self.gr_pc = np.zeros((m.W, nw), np.int32)
         self.gw = np.full(nw, -1, np.int32)  # per word: warp (cluster index) of the last generic write
         self.gw_epoch = np.zeros(nw, np.int32)
         self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
         self.gw_pc = np.zeros(nw, np.int32)
         self.gw_atomic = np.zeros(nw, bool)  # the last generic write was an atomic
         self.any_async = False
+        self.any_generic = False  # some word has a generic write (gw >= 0)
         self.remote: dict[int, tuple] = {}  # cluster warp of another block -> (epoch, pc, what, its block) of its
         # latest access to this block's shared memory or barriers
 
@@ -272,7 +273,7 @@ class HazardChecker:
             touched = sorted({self.acc_index[r] for r in self._reg_rows(pc, ins) if r in self.acc_index})
         hooked = base in ("ld", "ldu", "st", "atom", "red", "ldmatrix", "stmatrix", "cp", "wgmma", "mbarrier",
                           "bar", "barrier", "fence", "membar", "exit", "ret")
-        if not touched and not hooked:
+        if not touched and (not hooked or getattr(op, "hz_self", False)):  # hz_self: the op tells the checker itself
             return op
         hz = self
         acc = np.array(touched, np.int64)
@@ -637,8 +638,38 @@ class HazardChecker:
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
         if target is c and not self.atomic:
-            ts.gr[wd, col] = c.cluster.hz.vc[w, w]
-            ts.gr_pc[wd, col] = self.pc
+            ts.gr[col].put(wd, c.cluster.hz.vc[w, w])
+            ts.gr_pc[col].put(wd, self.pc)
+
+    def smem_read_own(self, c: Any, off: np.ndarray, width: int) -> None:
+        """:meth:`smem_read` of a plain load (not an atomic) of at most 4 bytes from the block's own shared memory,
+        at aligned offsets ``off``: the usual case (every byte delivered by one copy the warp knows landed, or by no
+        copy; no other warp's write unordered) costs a few array operations; anything else takes
+        :meth:`smem_read`, which finds and words the hazard."""
+        ts = c.hz
+        if self.atomic or width > 4:
+            self.smem_read(c, c, off.astype(np.int64), width)
+            return
+        m = self.m
+        g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
+        lw = g - c.w0
+        w = c.rank * self.mach.W + lw
+        nz = np.count_nonzero
+        if ts.any_async:
+            ids = ts.aw.take(off >> 4)
+            first = int(ids[0])
+            if nz(ids != first) or first and (w, first, c.slot) not in self._known \
+                    and not self._copy_known1(c, w, first, c):
+                self.smem_read(c, c, off.astype(np.int64), width)
+                return
+        wd = off >> 2
+        if ts.any_generic:
+            gw = ts.gw.take(wd)
+            if nz((gw != w) & (gw >= 0)):
+                self.smem_read(c, c, off.astype(np.int64), width)
+                return
+        ts.gr[lw].put(wd, c.cluster.hz.vc[w, w])
+        ts.gr_pc[lw].put(wd, self.pc)
 
     def smem_write(self, c: Any, target: Any, off: np.ndarray, width: int) -> None:
         """Generic write by the current instruction of ``c`` into shared memory of block ``target``."""
@@ -660,6 +691,7 @@ class HazardChecker:
         wd = self._smem_words(np.atleast_1d(off), width)
         self._check_generic_readers(c, w, target, wd, here)
         ts.gw[wd] = w
+        ts.any_generic = True
         ts.gw_epoch[wd] = cs.vc[w, w]
         ts.gw_pf[wd] = self.proxy_fences[g]
         ts.gw_pc[wd] = self.pc
@@ -711,7 +743,7 @@ class HazardChecker:
         ts = target.hz
         cs = c.cluster.hz
         W = self.mach.W
-        gr = ts.gr[ch]  # (k, W) epochs of the readers of target's warps
+        gr = ts.gr[:, ch].T  # (k, W) epochs of the readers of target's warps
         if gr.any():
             base = target.rank * W
             mine = w - base if 0 <= w - base < W else -1
@@ -723,7 +755,7 @@ class HazardChecker:
             if not known.all():
                 i, r = (int(x[0]) for x in np.nonzero(~known))
                 j = int(ch[i])
-                rpc = int(ts.gr_pc[j, r])
+                rpc = int(ts.gr_pc[r, j])
                 why = self._released_before(target, r, int(gr[i, r]), self._waited_before(c, w))
                 where = region or self._region(target, 0, lo=4 * j)
                 self.add("overwrite-while-read", f"{here} overwrites {where}, which the load "
@@ -881,7 +913,7 @@ class HazardChecker:
                          "has waited for the phase it completes): a stage refilled before its previous fill was "
                          f"consumed.{hint}", (self.pc, y.pc))
             ts.aw[ch] = x.id
-            ts.gr[self._chunk_words(ch)] = 0
+            ts.gr[:, self._chunk_words(ch)] = 0
             ts.gw[self._chunk_words(ch)] = -1
             ts.any_async = True
             cta.smem[doff:doff + nbytes] = 0xFF  # poison: what the copy has not written yet

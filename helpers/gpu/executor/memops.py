@@ -321,6 +321,30 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
         except IndexError:
             general(m, c)
 
+    hz = mach.hz
+    if hz is not None:  # hazard mode: the checker sees the read first (its fast path, or the general one)
+        if store:
+            return None
+
+        pc = b.pc
+
+        def ldh(m: Any, c: CTA) -> None:
+            hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
+            a = Va[ra, m] + off if off else Va[ra, m]
+            if nz(a & odd):
+                general(m, c)
+                return
+            try:
+                got = c.smem.view(dt).take(a >> shift)
+            except IndexError:  # past the block's shared memory (or an exited block's): the general path says so
+                general(m, c)
+                return
+            hz.smem_read_own(c, a, es)
+            Vv[rv, m] = got
+
+        ldh.hz_self = True
+        return ldh
+
     def st(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
         if nz(a & odd) or c.rank or c.barriers:
@@ -343,7 +367,8 @@ def _access(b: Binder, store: bool, fast: bool) -> tuple[str, np.dtype, int, str
     ty = b.type()
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
-    fast = fast and not b.mach.opts.hazards  # the hazard checker sees every shared-memory access
+    # in hazard mode only loads take the fused path, which hands every access to the checker
+    fast = fast and (not b.mach.opts.hazards or not store)
     op = _shared_fast(b, ty, store) if fast and space == "shared::cta" and nvec == 1 else None
     return ty, DT[ty], nvec, space, op
 

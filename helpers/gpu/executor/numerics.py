@@ -117,6 +117,31 @@ def fma_rn_fast(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 _MID = np.uint64(0x10000000)  # the low 29 bits of an fp64 that lies halfway between two normal fp32 values
 _LOW29 = np.uint64(0x1FFFFFFF)
+
+
+def fma_rn_to_store(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """:func:`fma_rn_fast` for float32 arrays, for a store into float32 registers: in the common case (the fp64 sum
+    is neither an fp32 midpoint nor outside the normal fp32 range) the fp64 sum itself, which the store rounds to
+    fp32 as ``astype`` would; else the fp32 result."""
+    p = a.astype(np.float64)
+    p *= b
+    s = p + c
+    bits = s.view(np.uint64)
+    if _nz(((bits & _EXP64_0) - _NORMAL_LO_0) > _NORMAL_SPAN_0):
+        return fma_f32(a, b, c)
+    mid = (bits & _LOW29_0) == _MID_0
+    if _nz(mid):  # fp32 midpoints: fine when the fp64 sum was exact (ties to even), else exactly
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        if _nz(mid & (e != 0)):
+            return fma_f32(a, b, c)
+    return s
+
+
+_nz = np.count_nonzero
+# the same constants as 0-d arrays (numpy applies those to an array with less overhead than scalars)
+_EXP64_0, _NORMAL_LO_0, _NORMAL_SPAN_0 = np.array(_EXP64), np.array(_NORMAL_LO), np.array(_NORMAL_SPAN)
+_LOW29_0, _MID_0 = np.array(_LOW29), np.array(_MID)
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 
