@@ -238,6 +238,7 @@ class HazardChecker:
         self.gshadow: dict[int, np.ndarray] = {}  # allocation base -> per 4-byte word: who wrote it last
         self.desc_cache: dict[tuple[int, int], np.ndarray] = {}
         self._sem: dict[int, tuple[str, str]] = {}
+        self._where_text: dict[int, str] = {}  # pc -> where the instruction is, in words
         self._known: set[tuple[int, int, int]] = set()  # (warp, copy, block slot) known to have landed
         self._committed: dict = {}  # (block slot, warpgroup, warp) -> wgmmas marked committed so far
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
@@ -360,10 +361,15 @@ class HazardChecker:
         return f"{self._where_pc(pc)}, {who}"
 
     def _where_pc(self, pc: int) -> str:
-        ins = self.mach.prog.instrs[pc]
-        if ins.cell_line:
-            return f"at line {ins.cell_line} of the CUDA source (PTX line {ins.line}: `{short(ins.text)}`)"
-        return f"at PTX line {ins.line} (`{short(ins.text)}`)"
+        got = self._where_text.get(pc)
+        if got is None:
+            ins = self.mach.prog.instrs[pc]
+            if ins.cell_line:
+                got = f"at line {ins.cell_line} of the CUDA source (PTX line {ins.line}: `{short(ins.text)}`)"
+            else:
+                got = f"at PTX line {ins.line} (`{short(ins.text)}`)"
+            self._where_text[pc] = got
+        return got
 
     def _thread(self, m: Any = None) -> int:
         return int(self.mach.TLIN[self._first(self.m if m is None else m)])
@@ -670,6 +676,54 @@ class HazardChecker:
                 return
         ts.gr[lw].put(wd, c.cluster.hz.vc[w, w])
         ts.gr_pc[lw].put(wd, self.pc)
+
+    def smem_write_own(self, c: Any, off: np.ndarray, width: int) -> None:
+        """:meth:`smem_write` of a plain store (not an atomic) of at most 4 bytes into the block's own shared
+        memory, at aligned offsets ``off``: where no copy, wgmma or other warp's access could conflict (or the one
+        copy and the one TMA store there are known to be done), the records are written after a few array
+        operations; anything else takes :meth:`smem_write`, which finds and words the hazard."""
+        ts = c.hz
+        if self.atomic or width > 4:
+            self.smem_write(c, c, off.astype(np.int64), width)
+            return
+        nz = np.count_nonzero
+        m = self.m
+        g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
+        lw = g - c.w0
+        w = c.rank * self.mach.W + lw
+        cs = c.cluster.hz
+        ch = off >> 4
+        wd = off >> 2
+        if ts.any_async:
+            ids = ts.aw.take(ch)
+            first = int(ids[0])
+            if nz(ids != first) or first and (w, first, c.slot) not in self._known \
+                    and not self._copy_known1(c, w, first, c):
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+            sids = ts.ar_st.take(ch)
+            first = int(sids[0])
+            if nz(ts.ar_wg.take(ch, axis=0)) or nz(sids != first) or first and \
+                    cs.vc[w, cs.bulk0 + self.stores[first].warp] < self.stores[first].seq:
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+        gr = ts.gr.take(wd, axis=1)
+        if nz(gr) and nz(gr) != nz(gr[lw]):  # another warp of this block read the words
+            self.smem_write(c, c, off.astype(np.int64), width)
+            return
+        if ts.any_generic:
+            gw = ts.gw.take(wd)
+            if nz((gw != w) & (gw >= 0)):
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+        ts.gw.put(wd, w)
+        ts.gw_epoch.put(wd, cs.vc[w, w])
+        ts.gw_pf.put(wd, self.proxy_fences[g])
+        ts.gw_pc.put(wd, self.pc)
+        ts.gw_atomic.put(wd, False)
+        ts.any_generic = True
+        if ts.any_async:
+            ts.aw.put(ch, 0)
 
     def smem_write(self, c: Any, target: Any, off: np.ndarray, width: int) -> None:
         """Generic write by the current instruction of ``c`` into shared memory of block ``target``."""

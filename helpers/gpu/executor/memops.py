@@ -322,11 +322,27 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             general(m, c)
 
     hz = mach.hz
-    if hz is not None:  # hazard mode: the checker sees the read first (its fast path, or the general one)
-        if store:
-            return None
-
+    if hz is not None:  # hazard mode: the checker sees the access first (its fast path, or the general one)
         pc = b.pc
+        last = np.uint32(es - 1)
+
+        def sth(m: Any, c: CTA) -> None:
+            hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
+            a = Va[ra, m] + off if off else Va[ra, m]
+            if nz(a & odd) or not c.alive:
+                general(m, c)
+                return
+            try:  # a live mbarrier in the bytes (its first or last byte is in any that overlaps), or past the end
+                hit = nz(c.barmask.take(a)) or es > 1 and nz(c.barmask.take(a + last))
+            except IndexError:
+                hit = True
+            if hit:
+                general(m, c)
+                return
+            hz.smem_write_own(c, a, es)
+            c.smem.view(dt)[a >> shift] = Vv[rv, m]
+            mach.since_progress = 0
+
 
         def ldh(m: Any, c: CTA) -> None:
             hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
@@ -342,8 +358,9 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             hz.smem_read_own(c, a, es)
             Vv[rv, m] = got
 
-        ldh.hz_self = True
-        return ldh
+        op = sth if store else ldh
+        op.hz_self = True
+        return op
 
     def st(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
@@ -367,8 +384,6 @@ def _access(b: Binder, store: bool, fast: bool) -> tuple[str, np.dtype, int, str
     ty = b.type()
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
-    # in hazard mode only loads take the fused path, which hands every access to the checker
-    fast = fast and (not b.mach.opts.hazards or not store)
     op = _shared_fast(b, ty, store) if fast and space == "shared::cta" and nvec == 1 else None
     return ty, DT[ty], nvec, space, op
 
