@@ -1228,11 +1228,11 @@ class HazardChecker:
         mem = self.mach.memory
         out = []
         a = np.atleast_1d(np.asarray(addr, np.uint64))
-        alloc = mem.find(int(a.min()))
+        alloc = mem.find(int(np.minimum.reduce(a)))
         if alloc is None:
             return out
         off = (a.astype(np.int64) - alloc.base)
-        if (off < 0).any() or (off + width > alloc.size).any():
+        if int(np.maximum.reduce(off)) + width > alloc.size:  # off >= 0: the allocation holds the lowest address
             return out
         sh = self.gshadow.get(alloc.base)
         if sh is None:
@@ -1265,7 +1265,8 @@ class HazardChecker:
     def global_store(self, c: Any, addr: Any, width: int, sem: str, atomic: bool = False) -> None:
         m = self.m
         idx = np.atleast_1d(np.asarray(m) if not isinstance(m, slice) else np.arange(m.start, m.stop))
-        release = sem in ("release", "acq_rel") or bool((self.gpu_fence[idx] > self.sync_seq[idx]).all())
+        release = sem in ("release", "acq_rel") or \
+            np.count_nonzero(self.gpu_fence[idx] > self.sync_seq[idx]) == idx.size
         strong = sem in _STRONG or atomic
         code = (c.hz_serial << 32) | (self.pc << 2) | (1 if release else 0) | (2 if strong else 0)
         for sh, words in self._words(addr, width):
@@ -1279,7 +1280,7 @@ class HazardChecker:
         for sh, words in self._words(addr, width):
             codes = sh[words]
             other = (codes != 0) & ((codes >> 32) != mine)
-            if not other.any():
+            if not np.count_nonzero(other):
                 continue
             code = int(codes[np.flatnonzero(other)[0]])
             wpc, release, strong = (code >> 2) & ((1 << 30) - 1), bool(code & 1), bool(code & 2)

@@ -57,7 +57,7 @@ def _smem_target(mach: Machine, c: CTA, addr: Any, width: int, cluster: bool) ->
     a = np.asarray(addr, np.uint64)
     if a.ndim == 0:
         a = a.reshape(1)
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
     off = (a & np.uint64(OFFSET_MASK)).astype(np.int64)
     if not cluster or not (a >> np.uint64(RANK_SHIFT)).any() and c.rank == 0:
@@ -154,7 +154,7 @@ def local_store(mach: Machine, m: Any, off: Any, value: Any, dt: np.dtype, nvec:
 def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
     out = mach.memory.load(a, dt, nvec)
     if mach.hz is not None:
@@ -165,7 +165,7 @@ def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray
 def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) -> None:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
     mach.memory.store(a, value, dt, nvec)
     log_of(mach).stored_global(mach.cur, a)
@@ -325,11 +325,12 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     if hz is not None:  # hazard mode: the checker sees the access first (its fast path, or the general one)
         pc = b.pc
         last = np.uint32(es - 1)
+        low = np.array(OFFSET_MASK, np.uint32)  # a .shared::cta address is an offset in the block's own memory
 
         def sth(m: Any, c: CTA) -> None:
             hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
-            a = Va[ra, m] + off if off else Va[ra, m]
-            if nz(a & odd) or not c.alive:
+            a = (Va[ra, m] + off if off else Va[ra, m]) & low
+            if es > 1 and nz(a & last) or not c.alive:
                 general(m, c)
                 return
             try:  # a live mbarrier in the bytes (its first or last byte is in any that overlaps), or past the end
@@ -343,11 +344,10 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             c.smem.view(dt)[a >> shift] = Vv[rv, m]
             mach.since_progress = 0
 
-
         def ldh(m: Any, c: CTA) -> None:
             hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
-            a = Va[ra, m] + off if off else Va[ra, m]
-            if nz(a & odd):
+            a = (Va[ra, m] + off if off else Va[ra, m]) & low
+            if es > 1 and nz(a & last):
                 general(m, c)
                 return
             try:

@@ -27,7 +27,7 @@ _MAX32 = np.float32(np.finfo(np.float32).max)
 def canon_nan32(x: np.ndarray) -> np.ndarray:
     """Replace every NaN by the GPU's fp32 NaN (0x7FFFFFFF); returns a float32 array."""
     x = np.asarray(x, np.float32)
-    if np.isnan(x).any():
+    if np.count_nonzero(x != x):
         nan = np.isnan(x)
         x = np.array(x, np.float32, copy=True)
         x.view(np.uint32)[nan] = CANONICAL_NAN32
