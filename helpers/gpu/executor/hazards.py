@@ -199,8 +199,8 @@ class _CtaState:
         self.aw = np.zeros(n, np.int32)  # last async write (copy id)
         self.ar_wg = np.zeros((n, G), np.int32)  # last wgmma (id) per warpgroup reading the chunk
         self.ar_st = np.zeros(n, np.int32)  # last TMA store (id) reading the chunk
-        self.gr = np.zeros((m.W, nw), np.int32)  # per warp, per word: epoch of its last generic read (0: none)
-        self.gr_pc = np.zeros((m.W, nw), np.int32)
+        # per warp, per word: its last generic read, epoch << 32 | pc (epoch 0: none)
+        self.gr = np.zeros((m.W, nw), np.int64)
         self.gw = np.full(nw, -1, np.int32)  # per word: warp (cluster index) of the last generic write
         self.gw_epoch = np.zeros(nw, np.int32)
         self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
@@ -278,7 +278,8 @@ class HazardChecker:
             return op
         hz = self
         acc = np.array(touched, np.int64)
-        rows = frozenset(r for r, i in self.acc_index.items() if i in set(touched))
+        mine = set(touched)
+        rows = frozenset(r for r, i in self.acc_index.items() if i in mine)
 
         if touched:
             def wrapped(m: Any, c: Any, *rest: Any) -> Any:
@@ -644,8 +645,7 @@ class HazardChecker:
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
         if target is c and not self.atomic:
-            ts.gr[col].put(wd, c.cluster.hz.vc[w, w])
-            ts.gr_pc[col].put(wd, self.pc)
+            ts.gr[col].put(wd, int(c.cluster.hz.vc[w, w]) << 32 | self.pc)
 
     def smem_read_own(self, c: Any, off: np.ndarray, width: int) -> None:
         """:meth:`smem_read` of a plain load (not an atomic) of at most 4 bytes from the block's own shared memory,
@@ -674,8 +674,7 @@ class HazardChecker:
             if nz((gw != w) & (gw >= 0)):
                 self.smem_read(c, c, off.astype(np.int64), width)
                 return
-        ts.gr[lw].put(wd, c.cluster.hz.vc[w, w])
-        ts.gr_pc[lw].put(wd, self.pc)
+        ts.gr[lw].put(wd, int(c.cluster.hz.vc[w, w]) << 32 | self.pc)
 
     def smem_write_own(self, c: Any, off: np.ndarray, width: int) -> None:
         """:meth:`smem_write` of a plain store (not an atomic) of at most 4 bytes into the block's own shared
@@ -797,7 +796,7 @@ class HazardChecker:
         ts = target.hz
         cs = c.cluster.hz
         W = self.mach.W
-        gr = ts.gr[:, ch].T  # (k, W) epochs of the readers of target's warps
+        gr = (ts.gr[:, ch] >> 32).T  # (k, W) epochs of the readers of target's warps
         if gr.any():
             base = target.rank * W
             mine = w - base if 0 <= w - base < W else -1
@@ -809,7 +808,7 @@ class HazardChecker:
             if not known.all():
                 i, r = (int(x[0]) for x in np.nonzero(~known))
                 j = int(ch[i])
-                rpc = int(ts.gr_pc[r, j])
+                rpc = int(ts.gr[r, j]) & 0xFFFFFFFF
                 why = self._released_before(target, r, int(gr[i, r]), self._waited_before(c, w))
                 where = region or self._region(target, 0, lo=4 * j)
                 self.add("overwrite-while-read", f"{here} overwrites {where}, which the load "
