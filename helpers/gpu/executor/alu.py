@@ -68,7 +68,7 @@ def _fused_f32(b: Binder, fn: Any) -> Any:
     if any(r is None for r in refs):
         return None
     (Vd, rd), (Va, ra), (Vb, rb) = refs
-    nz = np.count_nonzero
+    nz = N.count_nonzero
     canon = N.canon_nan32
 
     def op(m: Any, c: CTA) -> None:
@@ -1107,7 +1107,7 @@ def _cvt(b: Binder) -> Any:
             return pack
         (Vd, rd), (Ua, ra), (Ub, rb) = refs
         Fa, Fb = Ua.view(np.float32), Ub.view(np.float32)
-        nz = np.count_nonzero
+        nz = N.count_nonzero
         one, half, top = np.array(1, np.uint32), np.array(0x7FFF, np.uint32), np.array(0xFFFF0000, np.uint32)
 
         def pack_rn(m: Any, c: CTA) -> None:

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from .numerics import count_nonzero as _count_nonzero
+
 __all__ = ["HazardChecker", "Hazard", "HazardsFound", "KINDS"]
 
 #: hazard kind id -> what it is, in the words of the report
@@ -660,7 +662,7 @@ class HazardChecker:
         g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
         lw = g - c.w0
         w = c.rank * self.mach.W + lw
-        nz = np.count_nonzero
+        nz = _count_nonzero
         if ts.any_async:
             ids = ts.aw.take(off >> 4)
             first = int(ids[0])
@@ -685,7 +687,7 @@ class HazardChecker:
         if self.atomic or width > 4:
             self.smem_write(c, c, off.astype(np.int64), width)
             return
-        nz = np.count_nonzero
+        nz = _count_nonzero
         m = self.m
         g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
         lw = g - c.w0

@@ -21,6 +21,7 @@ from .machine import (
     count,
 )
 from .memory import RANK_SHIFT, MemoryFault, gather, scatter
+from .numerics import count_nonzero as _count_nonzero
 from .parser import Addr, Reg, Sink, Vec
 from .registry import decoder
 from .work import log_of
@@ -309,7 +310,7 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     mach = b.mach
     slow = _st if store else _ld
     general = slow(b, fast=False)
-    nz = np.count_nonzero
+    nz = _count_nonzero
 
     def ld(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
@@ -346,7 +347,9 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
 
         def ldh(m: Any, c: CTA) -> None:
             hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
-            a = (Va[ra, m] + off if off else Va[ra, m]) & low
+            a = Va[ra, m] + off if off else Va[ra, m]
+            if c.rank:  # (rank 0: an address with rank bits is past the end, and the general path masks it)
+                a = a & low
             if es > 1 and nz(a & last):
                 general(m, c)
                 return
