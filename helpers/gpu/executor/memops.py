@@ -325,11 +325,15 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     hz = mach.hz
     if hz is not None:  # hazard mode: the checker sees the access first (its fast path, or the general one)
         pc = b.pc
+        # unguarded, the op tells the checker its pc and threads itself; guarded, the checker's wrapper does (with
+        # every thread of the group, as for any other instruction)
+        selfwrap = b.ins.guard is None
         last = np.uint32(es - 1)
         low = np.array(OFFSET_MASK, np.uint32)  # a .shared::cta address is an offset in the block's own memory
 
         def sth(m: Any, c: CTA) -> None:
-            hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
+            if selfwrap:  # what the checker's wrapper does (see HazardChecker.wrap)
+                hz.pc, hz.m = pc, m
             a = (Va[ra, m] + off if off else Va[ra, m]) & low
             if es > 1 and nz(a & last) or not c.alive:
                 general(m, c)
@@ -346,7 +350,8 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             mach.since_progress = 0
 
         def ldh(m: Any, c: CTA) -> None:
-            hz.pc, hz.m = pc, m  # what the checker's wrapper does (see HazardChecker.wrap)
+            if selfwrap:  # what the checker's wrapper does (see HazardChecker.wrap)
+                hz.pc, hz.m = pc, m
             a = Va[ra, m] + off if off else Va[ra, m]
             if c.rank:  # (rank 0: an address with rank bits is past the end, and the general path masks it)
                 a = a & low
@@ -362,7 +367,7 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             Vv[rv, m] = got
 
         op = sth if store else ldh
-        op.hz_self = True
+        op.hz_self = selfwrap
         return op
 
     def st(m: Any, c: CTA) -> None:
