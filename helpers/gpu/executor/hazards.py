@@ -241,6 +241,7 @@ class HazardChecker:
         self.desc_cache: dict[tuple[int, int], np.ndarray] = {}
         self._sem: dict[int, tuple[str, str]] = {}
         self._where_text: dict[int, str] = {}  # pc -> where the instruction is, in words
+        self._wgmma_acc: dict[int, np.ndarray] = {}  # pc of a wgmma -> the accumulator indices of its registers
         self._known: set[tuple[int, int, int]] = set()  # (warp, copy, block slot) known to have landed
         self._committed: dict = {}  # (block slot, warpgroup, warp) -> wgmmas marked committed so far
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
@@ -588,10 +589,13 @@ class HazardChecker:
     def _copy_known(self, c: Any, w: int, ids: np.ndarray, target: Any) -> np.ndarray:
         """For each copy id: does warp ``w`` (cluster index) know it landed in ``target``'s shared memory?"""
         first = int(ids[0])
-        if not (ids != first).any():  # the usual case: one copy wrote all the bytes read
+        if not _count_nonzero(ids != first):  # the usual case: one copy wrote all the bytes read
             return np.full(len(ids), self._copy_known1(c, w, first, target))
-        u, inv = np.unique(ids, return_inverse=True)
-        return np.array([self._copy_known1(c, w, cid, target) for cid in u.tolist()], bool)[inv]
+        seen = np.bincount(ids)  # copy ids are small integers: a table of the few distinct ones
+        known = np.zeros(len(seen), bool)
+        for cid in np.flatnonzero(seen).tolist():
+            known[cid] = self._copy_known1(c, w, cid, target)
+        return known[ids]
 
     def _unknown_copy(self, c: Any, w: int, target: Any, ch: np.ndarray) -> tuple[int, _Copy] | None:
         """(chunk, copy) of the first copy into chunks ``ch`` of ``target`` that warp ``w`` does not know landed."""
@@ -1051,7 +1055,10 @@ class HazardChecker:
             self.wgmmas.append(rec)
             op.hz_id = rec.id
         rec = self.wgmmas[op.hz_id]
-        acc = np.array([self.acc_index[r] for r in op.rows.tolist() if r in self.acc_index], np.int64)
+        acc = self._wgmma_acc.get(self.pc)
+        if acc is None:  # the accumulator rows of this instruction's registers (the same for every warp, every time)
+            acc = np.array([self.acc_index[r] for r in op.rows.tolist() if r in self.acc_index], np.int64)
+            self._wgmma_acc[self.pc] = acc
         if acc.size and self.dirty[g, acc].any():
             if not self.fences[g]:
                 self.add("missing-wgmma-fence", f"the wgmma {here} was issued without wgmma.fence: no wgmma.fence "
@@ -1225,16 +1232,20 @@ class HazardChecker:
                     break
 
     # ------------------------------------------------------------------ flags in global memory
-    def _words(self, addr: np.ndarray, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        mem = self.mach.memory
+    def _words(self, addr: np.ndarray, width: int, located: tuple | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """[(shadow, word indices)] of an access inside one allocation (``located``: (allocation, byte offsets)
+        when the caller found it already); [] otherwise."""
         out = []
-        a = np.atleast_1d(np.asarray(addr, np.uint64))
-        alloc = mem.find(int(np.minimum.reduce(a)))
-        if alloc is None:
-            return out
-        off = (a.astype(np.int64) - alloc.base)
-        if int(np.maximum.reduce(off)) + width > alloc.size:  # off >= 0: the allocation holds the lowest address
-            return out
+        if located is not None:
+            alloc, off = located
+        else:
+            a = np.atleast_1d(np.asarray(addr, np.uint64))
+            alloc = self.mach.memory.find(int(np.minimum.reduce(a)))
+            if alloc is None:
+                return out
+            off = (a.astype(np.int64) - alloc.base)
+            if int(np.maximum.reduce(off)) + width > alloc.size:  # off >= 0: the allocation holds the lowest address
+                return out
         sh = self.gshadow.get(alloc.base)
         if sh is None:
             sh = np.zeros(alloc.size // 4 + 2, np.int64)
@@ -1245,8 +1256,9 @@ class HazardChecker:
         out.append((sh, words))
         return out
 
-    def global_access(self, c: Any, addr: np.ndarray, width: int, store: bool) -> None:
-        """A global load or store by the current instruction (ld, st, atom, red; others are not flags)."""
+    def global_access(self, c: Any, addr: np.ndarray, width: int, store: bool, located: tuple | None = None) -> None:
+        """A global load or store by the current instruction (ld, st, atom, red; others are not flags).
+        ``located``: (allocation, byte offsets) when every address lies in that allocation."""
         kind = self._sem.get(self.pc)
         if kind is None:
             q = self.mach.prog.instrs[self.pc].opcode.split(".")
@@ -1256,32 +1268,40 @@ class HazardChecker:
         base, sem = kind
         if base in ("atom", "red"):
             if store:  # an atomic is a strong write (its read is part of the RMW chain, not a poll)
-                self.global_store(c, addr, width, sem, atomic=True)
+                self.global_store(c, addr, width, sem, atomic=True, located=located)
         elif base == "st":
-            self.global_store(c, addr, width, sem)
+            self.global_store(c, addr, width, sem, located=located)
         elif base in ("ld", "ldu") and not store:
-            self.load_point(self.m)
-            self.global_load(c, addr, width, sem)
+            if self.pending_acquire:
+                self.load_point(self.m)
+            self.global_load(c, addr, width, sem, located=located)
 
-    def global_store(self, c: Any, addr: Any, width: int, sem: str, atomic: bool = False) -> None:
+    def global_store(self, c: Any, addr: Any, width: int, sem: str, atomic: bool = False,
+                     located: tuple | None = None) -> None:
         m = self.m
-        idx = np.atleast_1d(np.asarray(m) if not isinstance(m, slice) else np.arange(m.start, m.stop))
-        release = sem in ("release", "acq_rel") or \
-            np.count_nonzero(self.gpu_fence[idx] > self.sync_seq[idx]) == idx.size
+        if sem in ("release", "acq_rel"):
+            release = True
+        elif m.__class__ is slice:
+            release = _count_nonzero(self.gpu_fence[m] > self.sync_seq[m]) == m.stop - m.start
+        else:
+            idx = np.atleast_1d(np.asarray(m))
+            release = _count_nonzero(self.gpu_fence[idx] > self.sync_seq[idx]) == idx.size
         strong = sem in _STRONG or atomic
         code = (c.hz_serial << 32) | (self.pc << 2) | (1 if release else 0) | (2 if strong else 0)
-        for sh, words in self._words(addr, width):
+        for sh, words in self._words(addr, width, located):
             sh[words] = code
 
-    def global_load(self, c: Any, addr: Any, width: int, sem: str) -> None:
+    def global_load(self, c: Any, addr: Any, width: int, sem: str, located: tuple | None = None) -> None:
         """A plain ld (not an atomic): is it a flag another block wrote without release, or read without
         acquire?"""
         mine = c.hz_serial
         m = self.m
-        for sh, words in self._words(addr, width):
+        for sh, words in self._words(addr, width, located):
             codes = sh[words]
+            if not _count_nonzero(codes):
+                continue
             other = (codes != 0) & ((codes >> 32) != mine)
-            if not np.count_nonzero(other):
+            if not _count_nonzero(other):
                 continue
             code = int(codes[np.flatnonzero(other)[0]])
             wpc, release, strong = (code >> 2) & ((1 << 30) - 1), bool(code & 1), bool(code & 2)

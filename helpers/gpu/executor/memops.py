@@ -157,9 +157,10 @@ def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray
     width = dt.itemsize * nvec
     if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
-    out = mach.memory.load(a, dt, nvec)
+    hit = mach.memory.locate(a, width, False)  # one allocation (the usual case): found once for both
+    out = mach.memory.load(a, dt, nvec) if hit is None else gather(hit[0].data, hit[1], dt, nvec)
     if mach.hz is not None:
-        mach.hz.global_access(mach.cur, a, width, store=False)
+        mach.hz.global_access(mach.cur, a, width, store=False, located=hit)
     return out
 
 
@@ -168,10 +169,14 @@ def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) 
     width = dt.itemsize * nvec
     if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
-    mach.memory.store(a, value, dt, nvec)
+    hit = mach.memory.locate(a, width, True)  # one allocation (the usual case): found once for both
+    if hit is None:
+        mach.memory.store(a, value, dt, nvec)
+    else:
+        scatter(hit[0].data, hit[1], value, dt, nvec)
     log_of(mach).stored_global(mach.cur, a)
     if mach.hz is not None:
-        mach.hz.global_access(mach.cur, a, width, store=True)
+        mach.hz.global_access(mach.cur, a, width, store=True, located=hit)
 
 
 def _windows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
