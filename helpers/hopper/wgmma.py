@@ -20,6 +20,7 @@ Accumulator fragments: thread ``t`` of the warpgroup (warp ``w = t // 32``, lane
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,10 +153,43 @@ def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     exponent is the largest of ``exp(a_k) + exp(b_k)`` (the factors' exponents, before the product is
     normalised) and ``exp(c)``; each of the 17 terms is truncated toward zero to a multiple of 2**(that - 25);
     the terms are added exactly and the sum is rounded toward zero to fp32.
+
+    The terms are multiples of 2**(that - 25) below 2**(that + 2), so their fp64 sum is exact in any order: the
+    products are computed with k as the leading axis (contiguous rows to add), the accumulator's term added last.
+    A NaN result (whose sign depends on the order) is computed with the terms in their own order.
     """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
+    ak = np.ascontiguousarray(np.moveaxis(a, -1, 0))  # (K, ...): each k a contiguous block
+    bk = np.ascontiguousarray(np.moveaxis(b, -1, 0))
+    pair = (_exponent16(ak) + _exponent16(bk)).max(axis=0).astype(np.int64)
+    emax = np.maximum(pair, _exponent16(c).astype(np.int64))
+    if emax.size and int(emax.max()) > 1000:  # near fp64 overflow (never for bf16 and fp32): term by term
+        return _dot_h100_terms(a, b, c)
+    q = np.ldexp(1.0, np.clip(emax - 25, -1074, 1023).astype(np.int32))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        p = ak * bk
+        p /= q
+        np.trunc(p, out=p)
+        p *= q
+        s = p.sum(axis=0)
+        s += np.trunc(c / q) * q
+    s = np.where(emax <= -(1 << 13), 0.0, s)
+    if np.isnan(s).any():  # which NaN (its sign) depends on the order of the terms: the terms' own order
+        return _dot_h100_terms(a, b, c)
+    return _round_to_zero_f32(s)
+
+
+def _exponent16(x: np.ndarray) -> np.ndarray:
+    """:func:`_exponent` as int16, -2**14 for zeros: the sum of two stays in int16 and below any real pair's."""
+    m = np.abs(x)
+    _, e = np.frexp(m)
+    return np.where(m > 0, e - 1, -(1 << 14)).astype(np.int16)
+
+
+def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """:func:`dot_h100` with the 17 terms side by side (any fp64 inputs)."""
     prods = a * b
     emax = np.maximum((_exponent(a) + _exponent(b)).max(axis=-1), _exponent(c))
     q = np.ldexp(1.0, np.clip(emax - 25, -1074, 1023).astype(np.int32))
@@ -221,12 +255,21 @@ def thread_register_of(row: int, col: int, n: int) -> tuple[int, int]:
 
 
 def fragment_maps(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised maps: ``rows, cols`` arrays of shape (128, n/2) giving each fragment's tile position."""
+    """Vectorised maps: ``rows, cols`` arrays of shape (128, n/2) giving each fragment's tile position (read-only,
+    shared between calls)."""
     _check_n(n)
+    return _fragment_maps(n)
+
+
+@functools.cache
+def _fragment_maps(n: int) -> tuple[np.ndarray, np.ndarray]:
     t = np.arange(128)[:, None]
     j = np.arange(n // 2)[None, :]
     w, lane = t // 32, t % 32
-    return 16 * w + lane // 4 + 8 * ((j // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + j % 2
+    rows, cols = 16 * w + lane // 4 + 8 * ((j // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + j % 2
+    rows.setflags(write=False)
+    cols.setflags(write=False)
+    return rows, cols
 
 
 def fragments_to_tile(frags: np.ndarray, n: int) -> np.ndarray:

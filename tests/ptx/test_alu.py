@@ -103,3 +103,23 @@ def test_minmax_nan_and_signed_zero() -> None:
     assert lo[:2].tolist() == [2.0, 1.0] and np.signbit(lo[2]) and np.signbit(lo[3])
     assert lo.view(np.uint32)[4] == 0x7FFFFFFF
     assert N.minmax_f(a, b, False, nan_propagates=True).view(np.uint32)[:2].tolist() == [0x7FFFFFFF] * 2
+
+
+def test_fma_store_path_is_fma_rn() -> None:
+    """The fused fma.rn.f32 stores the fp64 sum where it rounds correctly: the same fp32 bits as fma_f32, on sums of
+    bf16 products (exact fp32 midpoints are frequent there), random values and the probe's special operands."""
+    r = np.random.default_rng(5)
+    import ml_dtypes
+
+    bf = r.standard_normal((3, 20000)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    acc = np.zeros(20000, np.float32)
+    for k in range(40):  # running sums of bf16 products, as a CUDA-core GEMM keeps them
+        got = np.asarray(N.fma_rn_to_store(bf[0], np.roll(bf[1], k), acc), np.float32)
+        want = N.fma_f32(bf[0], np.roll(bf[1], k), acc)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        acc = want
+    a, b, c = (x.view(np.float32) for x in alu_inputs(4096, seed=11))
+    with np.errstate(all="ignore"):
+        got = np.asarray(N.fma_rn_to_store(a, b, c), np.float32)
+        want = N.fma_f32(a, b, c)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -444,3 +444,26 @@ def test_a_tma_store_waited_for_with_read_only_still_writes_in_hazard_mode() -> 
     assert res.hazards == [] and res.error is None
     want = (np.arange(256)[None, :] + 1000 * np.arange(2)[:, None]).astype(np.float32).reshape(16, 32)
     assert np.array_equal(res.arrays[0], want)
+
+
+BARRIER_STORE = r"""
+#include "hopper.cuh"
+extern "C" __global__ void barrier_store(int* out, int word) {
+  __shared__ alignas(8) unsigned long long bar[2];
+  if (threadIdx.x == 0) hopper::mbar_init(&bar[0], 1);
+  __syncthreads();
+  if (threadIdx.x == 32) reinterpret_cast<unsigned*>(bar)[word] = 7u;  // word 0 or 1: bar[0], a live mbarrier
+  out[threadIdx.x] = 1;
+}
+"""
+
+
+@pytest.mark.parametrize("hazards", [True, False])
+@pytest.mark.parametrize("word", [0, 1])
+def test_a_plain_store_over_a_live_mbarrier_faults(hazards: bool, word: int) -> None:
+    """A 4-byte st.shared into either half of an initialised mbarrier is an illegal instruction, with the hazard
+    checker (its fused store path) or without."""
+    k = gpu.compile(BARRIER_STORE, "barrier_store")
+    assert "st.shared.u32" in k.ptx
+    with pytest.raises(gpu.KernelFault, match="overwrote a live mbarrier"):
+        gpu.run_on_executor(k, 1, 64, 0, np.zeros(64, np.int32), np.int32(word), hazards=hazards)

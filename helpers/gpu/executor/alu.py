@@ -58,6 +58,28 @@ def _float_post(b: Binder, ty: str) -> Any:
     return post
 
 
+def _fused_f32(b: Binder, fn: Any) -> Any:
+    """``d = fn(a, b)`` rounded to nearest in fp32 (add, mul: numpy's float32 ufunc is the IEEE operation) as one
+    closure over the register banks, NaNs made canonical, when d, a and b are plain f32 registers and there is no
+    .ftz or .sat; None otherwise."""
+    if len(b.ops) != 3 or _mode(b) != "rn" or "ftz" in b.q or "sat" in b.q:
+        return None
+    refs = [b.regref(op, "f32") for op in b.ops]
+    if any(r is None for r in refs):
+        return None
+    (Vd, rd), (Va, ra), (Vb, rb) = refs
+    nz = N.count_nonzero
+    canon = N.canon_nan32
+
+    def op(m: Any, c: CTA) -> None:
+        r = fn(Va[ra, m], Vb[rb, m])
+        if nz(r != r):
+            r = canon(r)
+        Vd[rd, m] = r
+
+    return op
+
+
 def _float_in(b: Binder, ty: str, f: Any) -> Any:
     if ty == "f32" and "ftz" in b.q:
         return lambda m: N.ftz32(f(m))
@@ -217,6 +239,9 @@ def _add_sub(b: Binder) -> Any:
         y = _float_in(b, ty, b.val(b.ops[2], ty))
         d = b.dst(b.ops[0], ty)
         if ty == "f32":
+            fused = None if sub else _fused_f32(b, np.add)
+            if fused is not None:
+                return fused
             if sub:
                 return lambda m, c: d(m, post(N.add_f32(x(m), -np.asarray(y(m), np.float32), mode)))
             return lambda m, c: d(m, post(N.add_f32(x(m), y(m), mode)))
@@ -324,6 +349,9 @@ def _mul(b: Binder) -> Any:
         y = _float_in(b, ty, b.val(b.ops[2], ty))
         d = b.dst(b.ops[0], ty)
         if ty == "f32":
+            fused = _fused_f32(b, np.multiply)
+            if fused is not None:
+                return fused
             return lambda m, c: d(m, post(N.mul_f32(x(m), y(m), mode)))
         if mode != "rn":
             return lambda m, c: d(m, N.fma_f64(x(m), y(m), np.float64(-0.0), mode))
@@ -367,7 +395,7 @@ def _mad(b: Binder) -> Any:
             refs = [b.regref(op, "f32") for op in b.ops]
             if all(r is not None for r in refs):
                 (Vd, rd), (Va, ra), (Vb, rb), (Vc, rc) = refs
-                fast = N.fma_rn_fast
+                fast = N.fma_rn_to_store  # Vd is a float32 view: the store rounds
 
                 def fma(m: Any, c: CTA) -> None:
                     Vd[rd, m] = fast(Va[ra, m], Vb[rb, m], Vc[rc, m])
@@ -1074,7 +1102,28 @@ def _cvt(b: Binder) -> Any:
             lo = conv(_arr(xb(m), np.float32, n), mode, relu, satfinite).astype(np.uint32)
             d(m, (hi << np.uint32(16)) | lo)
 
-        return pack
+        refs = [b.regref(op, "u32") for op in b.ops[:3]]
+        if dty != "bf16x2" or mode != "rn" or relu or satfinite or any(r is None for r in refs):
+            return pack
+        (Vd, rd), (Ua, ra), (Ub, rb) = refs
+        Fa, Fb = Ua.view(np.float32), Ub.view(np.float32)
+        nz = N.count_nonzero
+        one, half, top = np.array(1, np.uint32), np.array(0x7FFF, np.uint32), np.array(0xFFFF0000, np.uint32)
+
+        def pack_rn(m: Any, c: CTA) -> None:
+            """Round to nearest even on the bits, as f32_to_bf16_bits does (NaNs: its own path)."""
+            fa, fb = Fa[ra, m], Fb[rb, m]
+            if nz(fa != fa) or nz(fb != fb):
+                pack(m, c)
+                return
+            ua, ub = Ua[ra, m], Ub[rb, m]
+            hi = ua + ((ua >> 16) & one)
+            hi += half
+            lo = ub + ((ub >> 16) & one)
+            lo += half
+            Vd[rd, m] = (hi & top) | (lo >> 16)
+
+        return pack_rn
     d = b.dst(b.ops[0], dty)
     x = b.val(b.ops[1], sty)
     if ftz and sty == "f32":

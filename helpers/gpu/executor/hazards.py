@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from .numerics import count_nonzero as _count_nonzero
+
 __all__ = ["HazardChecker", "Hazard", "HazardsFound", "KINDS"]
 
 #: hazard kind id -> what it is, in the words of the report
@@ -199,14 +201,15 @@ class _CtaState:
         self.aw = np.zeros(n, np.int32)  # last async write (copy id)
         self.ar_wg = np.zeros((n, G), np.int32)  # last wgmma (id) per warpgroup reading the chunk
         self.ar_st = np.zeros(n, np.int32)  # last TMA store (id) reading the chunk
-        self.gr = np.zeros((nw, m.W), np.int32)  # per word: epoch of each warp's last generic read (0: none)
-        self.gr_pc = np.zeros((nw, m.W), np.int32)
+        # per warp, per word: its last generic read, epoch << 32 | pc (epoch 0: none)
+        self.gr = np.zeros((m.W, nw), np.int64)
         self.gw = np.full(nw, -1, np.int32)  # per word: warp (cluster index) of the last generic write
         self.gw_epoch = np.zeros(nw, np.int32)
         self.gw_pf = np.zeros(nw, np.int32)  # the writer's proxy-fence count at the write
         self.gw_pc = np.zeros(nw, np.int32)
         self.gw_atomic = np.zeros(nw, bool)  # the last generic write was an atomic
         self.any_async = False
+        self.any_generic = False  # some word has a generic write (gw >= 0)
         self.remote: dict[int, tuple] = {}  # cluster warp of another block -> (epoch, pc, what, its block) of its
         # latest access to this block's shared memory or barriers
 
@@ -237,6 +240,8 @@ class HazardChecker:
         self.gshadow: dict[int, np.ndarray] = {}  # allocation base -> per 4-byte word: who wrote it last
         self.desc_cache: dict[tuple[int, int], np.ndarray] = {}
         self._sem: dict[int, tuple[str, str]] = {}
+        self._where_text: dict[int, str] = {}  # pc -> where the instruction is, in words
+        self._wgmma_acc: dict[int, np.ndarray] = {}  # pc of a wgmma -> the accumulator indices of its registers
         self._known: set[tuple[int, int, int]] = set()  # (warp, copy, block slot) known to have landed
         self._committed: dict = {}  # (block slot, warpgroup, warp) -> wgmmas marked committed so far
         self.last_arrive: dict[int, tuple] = {}  # machine warp -> (pc, barrier name, block) of its last arrival
@@ -272,11 +277,12 @@ class HazardChecker:
             touched = sorted({self.acc_index[r] for r in self._reg_rows(pc, ins) if r in self.acc_index})
         hooked = base in ("ld", "ldu", "st", "atom", "red", "ldmatrix", "stmatrix", "cp", "wgmma", "mbarrier",
                           "bar", "barrier", "fence", "membar", "exit", "ret")
-        if not touched and not hooked:
+        if not touched and (not hooked or getattr(op, "hz_self", False)):  # hz_self: the op tells the checker itself
             return op
         hz = self
         acc = np.array(touched, np.int64)
-        rows = frozenset(r for r, i in self.acc_index.items() if i in set(touched))
+        mine = set(touched)
+        rows = frozenset(r for r, i in self.acc_index.items() if i in mine)
 
         if touched:
             def wrapped(m: Any, c: Any, *rest: Any) -> Any:
@@ -359,10 +365,15 @@ class HazardChecker:
         return f"{self._where_pc(pc)}, {who}"
 
     def _where_pc(self, pc: int) -> str:
-        ins = self.mach.prog.instrs[pc]
-        if ins.cell_line:
-            return f"at line {ins.cell_line} of the CUDA source (PTX line {ins.line}: `{short(ins.text)}`)"
-        return f"at PTX line {ins.line} (`{short(ins.text)}`)"
+        got = self._where_text.get(pc)
+        if got is None:
+            ins = self.mach.prog.instrs[pc]
+            if ins.cell_line:
+                got = f"at line {ins.cell_line} of the CUDA source (PTX line {ins.line}: `{short(ins.text)}`)"
+            else:
+                got = f"at PTX line {ins.line} (`{short(ins.text)}`)"
+            self._where_text[pc] = got
+        return got
 
     def _thread(self, m: Any = None) -> int:
         return int(self.mach.TLIN[self._first(self.m if m is None else m)])
@@ -578,10 +589,13 @@ class HazardChecker:
     def _copy_known(self, c: Any, w: int, ids: np.ndarray, target: Any) -> np.ndarray:
         """For each copy id: does warp ``w`` (cluster index) know it landed in ``target``'s shared memory?"""
         first = int(ids[0])
-        if not (ids != first).any():  # the usual case: one copy wrote all the bytes read
+        if not _count_nonzero(ids != first):  # the usual case: one copy wrote all the bytes read
             return np.full(len(ids), self._copy_known1(c, w, first, target))
-        u, inv = np.unique(ids, return_inverse=True)
-        return np.array([self._copy_known1(c, w, cid, target) for cid in u.tolist()], bool)[inv]
+        seen = np.bincount(ids)  # copy ids are small integers: a table of the few distinct ones
+        known = np.zeros(len(seen), bool)
+        for cid in np.flatnonzero(seen).tolist():
+            known[cid] = self._copy_known1(c, w, cid, target)
+        return known[ids]
 
     def _unknown_copy(self, c: Any, w: int, target: Any, ch: np.ndarray) -> tuple[int, _Copy] | None:
         """(chunk, copy) of the first copy into chunks ``ch`` of ``target`` that warp ``w`` does not know landed."""
@@ -637,8 +651,84 @@ class HazardChecker:
         lw = w - target.rank * self.mach.W if target is c else None
         col = (w % self.mach.W) if lw is None else lw
         if target is c and not self.atomic:
-            ts.gr[wd, col] = c.cluster.hz.vc[w, w]
-            ts.gr_pc[wd, col] = self.pc
+            ts.gr[col].put(wd, int(c.cluster.hz.vc[w, w]) << 32 | self.pc)
+
+    def smem_read_own(self, c: Any, off: np.ndarray, width: int) -> None:
+        """:meth:`smem_read` of a plain load (not an atomic) of at most 4 bytes from the block's own shared memory,
+        at aligned offsets ``off``: the usual case (every byte delivered by one copy the warp knows landed, or by no
+        copy; no other warp's write unordered) costs a few array operations; anything else takes
+        :meth:`smem_read`, which finds and words the hazard."""
+        ts = c.hz
+        if self.atomic or width > 4:
+            self.smem_read(c, c, off.astype(np.int64), width)
+            return
+        m = self.m
+        g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
+        lw = g - c.w0
+        w = c.rank * self.mach.W + lw
+        nz = _count_nonzero
+        if ts.any_async:
+            ids = ts.aw.take(off >> 4)
+            first = int(ids[0])
+            if nz(ids != first) or first and (w, first, c.slot) not in self._known \
+                    and not self._copy_known1(c, w, first, c):
+                self.smem_read(c, c, off.astype(np.int64), width)
+                return
+        wd = off >> 2
+        if ts.any_generic:
+            gw = ts.gw.take(wd)
+            if nz((gw != w) & (gw >= 0)):
+                self.smem_read(c, c, off.astype(np.int64), width)
+                return
+        ts.gr[lw].put(wd, int(c.cluster.hz.vc[w, w]) << 32 | self.pc)
+
+    def smem_write_own(self, c: Any, off: np.ndarray, width: int) -> None:
+        """:meth:`smem_write` of a plain store (not an atomic) of at most 4 bytes into the block's own shared
+        memory, at aligned offsets ``off``: where no copy, wgmma or other warp's access could conflict (or the one
+        copy and the one TMA store there are known to be done), the records are written after a few array
+        operations; anything else takes :meth:`smem_write`, which finds and words the hazard."""
+        ts = c.hz
+        if self.atomic or width > 4:
+            self.smem_write(c, c, off.astype(np.int64), width)
+            return
+        nz = _count_nonzero
+        m = self.m
+        g = int(self.mach.WARPG[m.start if m.__class__ is slice else m[0]])
+        lw = g - c.w0
+        w = c.rank * self.mach.W + lw
+        cs = c.cluster.hz
+        ch = off >> 4
+        wd = off >> 2
+        if ts.any_async:
+            ids = ts.aw.take(ch)
+            first = int(ids[0])
+            if nz(ids != first) or first and (w, first, c.slot) not in self._known \
+                    and not self._copy_known1(c, w, first, c):
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+            sids = ts.ar_st.take(ch)
+            first = int(sids[0])
+            if nz(ts.ar_wg.take(ch, axis=0)) or nz(sids != first) or first and \
+                    cs.vc[w, cs.bulk0 + self.stores[first].warp] < self.stores[first].seq:
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+        gr = ts.gr.take(wd, axis=1)
+        if nz(gr) and nz(gr) != nz(gr[lw]):  # another warp of this block read the words
+            self.smem_write(c, c, off.astype(np.int64), width)
+            return
+        if ts.any_generic:
+            gw = ts.gw.take(wd)
+            if nz((gw != w) & (gw >= 0)):
+                self.smem_write(c, c, off.astype(np.int64), width)
+                return
+        ts.gw.put(wd, w)
+        ts.gw_epoch.put(wd, cs.vc[w, w])
+        ts.gw_pf.put(wd, self.proxy_fences[g])
+        ts.gw_pc.put(wd, self.pc)
+        ts.gw_atomic.put(wd, False)
+        ts.any_generic = True
+        if ts.any_async:
+            ts.aw.put(ch, 0)
 
     def smem_write(self, c: Any, target: Any, off: np.ndarray, width: int) -> None:
         """Generic write by the current instruction of ``c`` into shared memory of block ``target``."""
@@ -660,6 +750,7 @@ class HazardChecker:
         wd = self._smem_words(np.atleast_1d(off), width)
         self._check_generic_readers(c, w, target, wd, here)
         ts.gw[wd] = w
+        ts.any_generic = True
         ts.gw_epoch[wd] = cs.vc[w, w]
         ts.gw_pf[wd] = self.proxy_fences[g]
         ts.gw_pc[wd] = self.pc
@@ -711,7 +802,7 @@ class HazardChecker:
         ts = target.hz
         cs = c.cluster.hz
         W = self.mach.W
-        gr = ts.gr[ch]  # (k, W) epochs of the readers of target's warps
+        gr = (ts.gr[:, ch] >> 32).T  # (k, W) epochs of the readers of target's warps
         if gr.any():
             base = target.rank * W
             mine = w - base if 0 <= w - base < W else -1
@@ -723,7 +814,7 @@ class HazardChecker:
             if not known.all():
                 i, r = (int(x[0]) for x in np.nonzero(~known))
                 j = int(ch[i])
-                rpc = int(ts.gr_pc[j, r])
+                rpc = int(ts.gr[r, j]) & 0xFFFFFFFF
                 why = self._released_before(target, r, int(gr[i, r]), self._waited_before(c, w))
                 where = region or self._region(target, 0, lo=4 * j)
                 self.add("overwrite-while-read", f"{here} overwrites {where}, which the load "
@@ -881,7 +972,7 @@ class HazardChecker:
                          "has waited for the phase it completes): a stage refilled before its previous fill was "
                          f"consumed.{hint}", (self.pc, y.pc))
             ts.aw[ch] = x.id
-            ts.gr[self._chunk_words(ch)] = 0
+            ts.gr[:, self._chunk_words(ch)] = 0
             ts.gw[self._chunk_words(ch)] = -1
             ts.any_async = True
             cta.smem[doff:doff + nbytes] = 0xFF  # poison: what the copy has not written yet
@@ -964,7 +1055,10 @@ class HazardChecker:
             self.wgmmas.append(rec)
             op.hz_id = rec.id
         rec = self.wgmmas[op.hz_id]
-        acc = np.array([self.acc_index[r] for r in op.rows.tolist() if r in self.acc_index], np.int64)
+        acc = self._wgmma_acc.get(self.pc)
+        if acc is None:  # the accumulator rows of this instruction's registers (the same for every warp, every time)
+            acc = np.array([self.acc_index[r] for r in op.rows.tolist() if r in self.acc_index], np.int64)
+            self._wgmma_acc[self.pc] = acc
         if acc.size and self.dirty[g, acc].any():
             if not self.fences[g]:
                 self.add("missing-wgmma-fence", f"the wgmma {here} was issued without wgmma.fence: no wgmma.fence "
@@ -1138,16 +1232,20 @@ class HazardChecker:
                     break
 
     # ------------------------------------------------------------------ flags in global memory
-    def _words(self, addr: np.ndarray, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        mem = self.mach.memory
+    def _words(self, addr: np.ndarray, width: int, located: tuple | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """[(shadow, word indices)] of an access inside one allocation (``located``: (allocation, byte offsets)
+        when the caller found it already); [] otherwise."""
         out = []
-        a = np.atleast_1d(np.asarray(addr, np.uint64))
-        alloc = mem.find(int(a.min()))
-        if alloc is None:
-            return out
-        off = (a.astype(np.int64) - alloc.base)
-        if (off < 0).any() or (off + width > alloc.size).any():
-            return out
+        if located is not None:
+            alloc, off = located
+        else:
+            a = np.atleast_1d(np.asarray(addr, np.uint64))
+            alloc = self.mach.memory.find(int(np.minimum.reduce(a)))
+            if alloc is None:
+                return out
+            off = (a.astype(np.int64) - alloc.base)
+            if int(np.maximum.reduce(off)) + width > alloc.size:  # off >= 0: the allocation holds the lowest address
+                return out
         sh = self.gshadow.get(alloc.base)
         if sh is None:
             sh = np.zeros(alloc.size // 4 + 2, np.int64)
@@ -1158,8 +1256,9 @@ class HazardChecker:
         out.append((sh, words))
         return out
 
-    def global_access(self, c: Any, addr: np.ndarray, width: int, store: bool) -> None:
-        """A global load or store by the current instruction (ld, st, atom, red; others are not flags)."""
+    def global_access(self, c: Any, addr: np.ndarray, width: int, store: bool, located: tuple | None = None) -> None:
+        """A global load or store by the current instruction (ld, st, atom, red; others are not flags).
+        ``located``: (allocation, byte offsets) when every address lies in that allocation."""
         kind = self._sem.get(self.pc)
         if kind is None:
             q = self.mach.prog.instrs[self.pc].opcode.split(".")
@@ -1169,31 +1268,40 @@ class HazardChecker:
         base, sem = kind
         if base in ("atom", "red"):
             if store:  # an atomic is a strong write (its read is part of the RMW chain, not a poll)
-                self.global_store(c, addr, width, sem, atomic=True)
+                self.global_store(c, addr, width, sem, atomic=True, located=located)
         elif base == "st":
-            self.global_store(c, addr, width, sem)
+            self.global_store(c, addr, width, sem, located=located)
         elif base in ("ld", "ldu") and not store:
-            self.load_point(self.m)
-            self.global_load(c, addr, width, sem)
+            if self.pending_acquire:
+                self.load_point(self.m)
+            self.global_load(c, addr, width, sem, located=located)
 
-    def global_store(self, c: Any, addr: Any, width: int, sem: str, atomic: bool = False) -> None:
+    def global_store(self, c: Any, addr: Any, width: int, sem: str, atomic: bool = False,
+                     located: tuple | None = None) -> None:
         m = self.m
-        idx = np.atleast_1d(np.asarray(m) if not isinstance(m, slice) else np.arange(m.start, m.stop))
-        release = sem in ("release", "acq_rel") or bool((self.gpu_fence[idx] > self.sync_seq[idx]).all())
+        if sem in ("release", "acq_rel"):
+            release = True
+        elif m.__class__ is slice:
+            release = _count_nonzero(self.gpu_fence[m] > self.sync_seq[m]) == m.stop - m.start
+        else:
+            idx = np.atleast_1d(np.asarray(m))
+            release = _count_nonzero(self.gpu_fence[idx] > self.sync_seq[idx]) == idx.size
         strong = sem in _STRONG or atomic
         code = (c.hz_serial << 32) | (self.pc << 2) | (1 if release else 0) | (2 if strong else 0)
-        for sh, words in self._words(addr, width):
+        for sh, words in self._words(addr, width, located):
             sh[words] = code
 
-    def global_load(self, c: Any, addr: Any, width: int, sem: str) -> None:
+    def global_load(self, c: Any, addr: Any, width: int, sem: str, located: tuple | None = None) -> None:
         """A plain ld (not an atomic): is it a flag another block wrote without release, or read without
         acquire?"""
         mine = c.hz_serial
         m = self.m
-        for sh, words in self._words(addr, width):
+        for sh, words in self._words(addr, width, located):
             codes = sh[words]
+            if not _count_nonzero(codes):
+                continue
             other = (codes != 0) & ((codes >> 32) != mine)
-            if not other.any():
+            if not _count_nonzero(other):
                 continue
             code = int(codes[np.flatnonzero(other)[0]])
             wpc, release, strong = (code >> 2) & ((1 << 30) - 1), bool(code & 1), bool(code & 2)

@@ -547,6 +547,7 @@ class Machine:
     def _run_cta(self, c: CTA) -> None:
         self.cur = c
         PC, STATE, RCOUNT = self.PC, self.STATE, self.RCOUNT
+        umin, umax = np.minimum.reduce, np.maximum.reduce
         for _ in range(self.opts.cta_quantum):
             w = self._next_warp(c)
             if w is None:
@@ -556,14 +557,14 @@ class Machine:
             lo, hi = self.wlo[w], self.whi[w]
             pcs = PC[lo:hi]
             if RCOUNT[w] == hi - lo:
-                p = int(pcs.min())
-                if pcs.max() == p:
+                p = int(umin(pcs))
+                if umax(pcs) == p:
                     m: Any = slice(lo, hi)
                 else:
                     m = _compact(np.flatnonzero(pcs == p) + lo)
             else:
                 run = STATE[lo:hi] == RUN
-                p = int(pcs[run].min())
+                p = int(umin(pcs[run]))
                 m = _compact(np.flatnonzero(run & (pcs == p)) + lo)
             self._run_block(p, m, c)
             if not c.alive:

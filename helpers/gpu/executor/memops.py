@@ -21,6 +21,7 @@ from .machine import (
     count,
 )
 from .memory import RANK_SHIFT, MemoryFault, gather, scatter
+from .numerics import count_nonzero as _count_nonzero
 from .parser import Addr, Reg, Sink, Vec
 from .registry import decoder
 from .work import log_of
@@ -57,7 +58,7 @@ def _smem_target(mach: Machine, c: CTA, addr: Any, width: int, cluster: bool) ->
     a = np.asarray(addr, np.uint64)
     if a.ndim == 0:
         a = a.reshape(1)
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
     off = (a & np.uint64(OFFSET_MASK)).astype(np.int64)
     if not cluster or not (a >> np.uint64(RANK_SHIFT)).any() and c.rank == 0:
@@ -154,23 +155,28 @@ def local_store(mach: Machine, m: Any, off: Any, value: Any, dt: np.dtype, nvec:
 def global_load(mach: Machine, addr: Any, dt: np.dtype, nvec: int) -> np.ndarray:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
-    out = mach.memory.load(a, dt, nvec)
+    hit = mach.memory.locate(a, width, False)  # one allocation (the usual case): found once for both
+    out = mach.memory.load(a, dt, nvec) if hit is None else gather(hit[0].data, hit[1], dt, nvec)
     if mach.hz is not None:
-        mach.hz.global_access(mach.cur, a, width, store=False)
+        mach.hz.global_access(mach.cur, a, width, store=False, located=hit)
     return out
 
 
 def global_store(mach: Machine, addr: Any, value: Any, dt: np.dtype, nvec: int) -> None:
     a = np.atleast_1d(np.asarray(addr, np.uint64))
     width = dt.itemsize * nvec
-    if width > 1 and (a & np.uint64(width - 1)).any():
+    if width > 1 and np.count_nonzero(a & np.uint64(width - 1)):
         raise _misaligned(a, width)
-    mach.memory.store(a, value, dt, nvec)
+    hit = mach.memory.locate(a, width, True)  # one allocation (the usual case): found once for both
+    if hit is None:
+        mach.memory.store(a, value, dt, nvec)
+    else:
+        scatter(hit[0].data, hit[1], value, dt, nvec)
     log_of(mach).stored_global(mach.cur, a)
     if mach.hz is not None:
-        mach.hz.global_access(mach.cur, a, width, store=True)
+        mach.hz.global_access(mach.cur, a, width, store=True, located=hit)
 
 
 def _windows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -309,7 +315,7 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
     mach = b.mach
     slow = _st if store else _ld
     general = slow(b, fast=False)
-    nz = np.count_nonzero
+    nz = _count_nonzero
 
     def ld(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
@@ -320,6 +326,54 @@ def _shared_fast(b: Binder, ty: str, store: bool) -> Any:
             Vv[rv, m] = c.smem.view(dt)[a >> shift]
         except IndexError:
             general(m, c)
+
+    hz = mach.hz
+    if hz is not None:  # hazard mode: the checker sees the access first (its fast path, or the general one)
+        pc = b.pc
+        # unguarded, the op tells the checker its pc and threads itself; guarded, the checker's wrapper does (with
+        # every thread of the group, as for any other instruction)
+        selfwrap = b.ins.guard is None
+        last = np.uint32(es - 1)
+        low = np.array(OFFSET_MASK, np.uint32)  # a .shared::cta address is an offset in the block's own memory
+
+        def sth(m: Any, c: CTA) -> None:
+            if selfwrap:  # what the checker's wrapper does (see HazardChecker.wrap)
+                hz.pc, hz.m = pc, m
+            a = (Va[ra, m] + off if off else Va[ra, m]) & low
+            if es > 1 and nz(a & last) or not c.alive:
+                general(m, c)
+                return
+            try:  # a live mbarrier in the bytes (its first or last byte is in any that overlaps), or past the end
+                hit = nz(c.barmask.take(a)) or es > 1 and nz(c.barmask.take(a + last))
+            except IndexError:
+                hit = True
+            if hit:
+                general(m, c)
+                return
+            hz.smem_write_own(c, a, es)
+            c.smem.view(dt)[a >> shift] = Vv[rv, m]
+            mach.since_progress = 0
+
+        def ldh(m: Any, c: CTA) -> None:
+            if selfwrap:  # what the checker's wrapper does (see HazardChecker.wrap)
+                hz.pc, hz.m = pc, m
+            a = Va[ra, m] + off if off else Va[ra, m]
+            if c.rank:  # (rank 0: an address with rank bits is past the end, and the general path masks it)
+                a = a & low
+            if es > 1 and nz(a & last):
+                general(m, c)
+                return
+            try:
+                got = c.smem.view(dt).take(a >> shift)
+            except IndexError:  # past the block's shared memory (or an exited block's): the general path says so
+                general(m, c)
+                return
+            hz.smem_read_own(c, a, es)
+            Vv[rv, m] = got
+
+        op = sth if store else ldh
+        op.hz_self = selfwrap
+        return op
 
     def st(m: Any, c: CTA) -> None:
         a = Va[ra, m] + off if off else Va[ra, m]
@@ -343,7 +397,6 @@ def _access(b: Binder, store: bool, fast: bool) -> tuple[str, np.dtype, int, str
     ty = b.type()
     nvec = next((_VEC[x] for x in b.q if x in _VEC), 1)
     space = _space(b)
-    fast = fast and not b.mach.opts.hazards  # the hazard checker sees every shared-memory access
     op = _shared_fast(b, ty, store) if fast and space == "shared::cta" and nvec == 1 else None
     return ty, DT[ty], nvec, space, op
 

@@ -130,13 +130,18 @@ class DeviceMemory:
         return "not in or near any allocation"
 
     # ------------------------------------------------------------------ access
+    def locate(self, addr: np.ndarray, width: int, write: bool) -> tuple[Allocation, np.ndarray] | None:
+        """(allocation, byte offsets) when every address of the group lies in one allocation (a store into
+        read-only memory raises); None otherwise."""
+        return self._locate(addr, width, write)
+
     def _locate(self, addr: np.ndarray, width: int, write: bool) -> tuple[Allocation, np.ndarray] | None:
         """(allocation, offsets) when every address of the group lies in one allocation."""
-        lo = int(addr.min())
+        lo = int(np.minimum.reduce(addr, axis=None))
         a = self.find(lo)
         if a is None:
             return None
-        hi = int(addr.max())
+        hi = int(np.maximum.reduce(addr, axis=None))
         if hi + width > a.end:
             return None
         if write and a.readonly:

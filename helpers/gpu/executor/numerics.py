@@ -16,8 +16,16 @@ import numpy as np
 __all__ = [
     "CANONICAL_NAN32", "canon_nan32", "round_f32", "fma_f32", "add_f32", "mul_f32", "div_f32", "sqrt_f32",
     "rcp_f32", "ftz32", "sat01", "minmax_f", "f32_to_bf16_bits", "bf16_bits_to_f32", "f_to_int", "round_integral",
-    "f64_to_f32", "f32_to_f16_bits", "int_to_f32", "fma_f64", "round_f64",
+    "f64_to_f32", "f32_to_f16_bits", "int_to_f32", "fma_f64", "round_f64", "count_nonzero",
 ]
+
+try:  # np.count_nonzero's own C function, without the Python layer around it (a third of its cost on 32 lanes)
+    from numpy._core.multiarray import count_nonzero
+except ImportError:  # numpy 1.x
+    try:
+        from numpy.core.multiarray import count_nonzero
+    except ImportError:
+        count_nonzero = np.count_nonzero
 
 CANONICAL_NAN32 = np.uint32(0x7FFFFFFF)
 _F32_OVER = 2.0 ** 128 - 2.0 ** 103  # values at or above this (in magnitude) round to inf under rn
@@ -27,7 +35,7 @@ _MAX32 = np.float32(np.finfo(np.float32).max)
 def canon_nan32(x: np.ndarray) -> np.ndarray:
     """Replace every NaN by the GPU's fp32 NaN (0x7FFFFFFF); returns a float32 array."""
     x = np.asarray(x, np.float32)
-    if np.isnan(x).any():
+    if np.count_nonzero(x != x):
         nan = np.isnan(x)
         x = np.array(x, np.float32, copy=True)
         x.view(np.uint32)[nan] = CANONICAL_NAN32
@@ -117,6 +125,31 @@ def fma_rn_fast(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 _MID = np.uint64(0x10000000)  # the low 29 bits of an fp64 that lies halfway between two normal fp32 values
 _LOW29 = np.uint64(0x1FFFFFFF)
+
+
+def fma_rn_to_store(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """:func:`fma_rn_fast` for float32 arrays, for a store into float32 registers: in the common case (the fp64 sum
+    is neither an fp32 midpoint nor outside the normal fp32 range) the fp64 sum itself, which the store rounds to
+    fp32 as ``astype`` would; else the fp32 result."""
+    p = a.astype(np.float64)
+    p *= b
+    s = p + c
+    bits = s.view(np.uint64)
+    if _nz(((bits & _EXP64_0) - _NORMAL_LO_0) > _NORMAL_SPAN_0):
+        return fma_f32(a, b, c)
+    mid = (bits & _LOW29_0) == _MID_0
+    if _nz(mid):  # fp32 midpoints: fine when the fp64 sum was exact (ties to even), else exactly
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        if _nz(mid & (e != 0)):
+            return fma_f32(a, b, c)
+    return s
+
+
+_nz = count_nonzero
+# the same constants as 0-d arrays (numpy applies those to an array with less overhead than scalars)
+_EXP64_0, _NORMAL_LO_0, _NORMAL_SPAN_0 = np.array(_EXP64), np.array(_NORMAL_LO), np.array(_NORMAL_SPAN)
+_LOW29_0, _MID_0 = np.array(_LOW29), np.array(_MID)
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 
