@@ -87,7 +87,7 @@ def lab9_run_only(src: str) -> dict[str, WrongKernel]:
                                                        True),
         "the owner from the pair's last iteration": (_swap(
             src, "const int owner = (int)(first_g / W.per);",
-            "const int owner = (int)((first_g + steps - 1) / W.per);"), ("deadlock", "flags["), True),
+            "const int owner = (int)((first_g + steps - 1) / W.per);"), ("deadlock", "flags[|empty["), True),
         "the Stream-K pairs numbered from 0": (_swap(src, "const long long t0 = (long long)(p - dp_pairs) * steps;",
                                                      "const long long t0 = (long long)p * steps;"),
                                                ("not only split ones", "the work list"), True),
