@@ -3,7 +3,10 @@ with a message that names the mistake (the cursor on every one of 200 seeds). Th
 solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
 course's PTX executor (two clusters, three tiles per consumer, hazard mode): the two warpgroups' order inverted, a
 sequence barrier slot reused a lap early, a warpgroup whose arrivals never complete a slot, both warpgroups in the
-epilogue together. The run on an H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
+epilogue together. Kernels with the right C and the wrong work (a pair computed by both consumers, the persistent
+loop one cluster short, the blocks of a cluster or the two consumers swapping tiles) are rejected by the work check,
+naming the tile. A simulated H100 run shows the executor's run beside the GPU's and the speed floor. The run on an
+H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
 
 from __future__ import annotations
 

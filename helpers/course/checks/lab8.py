@@ -3,8 +3,11 @@ sequence barrier): the sequence barrier's cursor (exactly, on every ring depth),
 in its PTX everywhere: the slots' participant count, every wgmma and every epilogue write entered in turn, the
 mainloop handed on before its last wgmma retires; run against fp64 wherever kernels run: on the H100 on every
 co-resident cluster, on the course's PTX executor in hazard mode on two clusters with several tiles per consumer,
-where the executor's trace also shows the two consumers' mainloops and epilogues alternating, one at a time; timed
-beside Lab 7, the cooperative kernel, and cuBLAS on square and short-K shapes on the H100 only).
+where the executor's work log must show every 64×64 sub-tile of C stored once by the block the schedule gives it and
+every wgmma product computed once by that block's consumer whose tile it is, and its trace the two consumers'
+mainloops and epilogues alternating, one at a time; on the H100 the first emulator shape also runs on the executor
+beside the GPU; timed on the H100 only beside Lab 7, the cooperative kernel, the course's Lab 8 kernel (the speed
+floor) and cuBLAS on square and short-K shapes).
 
 Units: a *pair* is the 256×BN block of C a 2-block cluster computes (block r: rows 128·r … of it, BN = 128); the
 pairs of a cluster go to its consumers in turn, tile j of a block to consumer j % 2.
