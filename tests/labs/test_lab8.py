@@ -341,6 +341,23 @@ def test_on_an_h100_the_wrong_work_is_rejected_beside_the_gpu(monkeypatch):
     assert re.search(needles[0], text, re.S), text
 
 
+def test_the_speed_floor_was_measured_for_lab8():
+    """The floor holds for Lab 8 too: the course's Lab 8 kernel timed against itself on an H100 the grader's way
+    (tools/h100/speed_floor.py, lab8) never falls within 0.05 of the floor, at every shape the grader times."""
+    from helpers.course.checks import _common as C
+
+    fixture = ROOT / "tests" / "data" / "speed_floor_h100.json"
+    labs = json.loads(fixture.read_text())["labs"] if fixture.exists() else {}
+    if "lab8" not in labs:
+        pytest.skip("Lab 8 is not in tests/data/speed_floor_h100.json yet: on an H100, `SPEED_FLOOR_LABS=lab8 "
+                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to tests/data/")
+    entry = labs["lab8"]
+    assert "H100" in entry["gpu"] and entry["driver"] and entry["date"] and entry["rounds"] >= 9, entry
+    assert set(entry["shapes"]) == {"×".join(map(str, s)) for s in lab8.SQUARE + lab8.SHORT_K}
+    low = min(v["min"] for v in entry["shapes"].values())
+    assert C.SPEED_FLOOR <= low - 0.05, f"Lab 8's course kernel against itself fell to {low:.3f}"
+
+
 @pytest.mark.gpu
 def test_solution_kernel_on_the_h100(capsys):
     lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=True)
