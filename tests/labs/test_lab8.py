@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+from gpu_lab5679 import lab8_run_only, names_all
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, lab_exercises
 from labtools import rejected_by_the_run, rejects, swap
 
@@ -168,16 +169,14 @@ def test_solution_passes_statically(no_gpu, capsys):
 
 # ------------------------------------------------------------------------------------------- the kernel, run
 def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each."""
-    return {
-        "the two warpgroups' order inverted": (swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
-                                               ("read before the barrier phase that delivers it completed",)),
-        "a slot reused a lap early (the phase never flips)": (swap(src, "      phase ^= 1;\n", ""),
-                                                              ("read before the barrier phase",)),
-        "a warpgroup that never arrives on the other's slot (it arrives on its own)": (
-            swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
-            ("deadlock", "order")),
-    }
+    """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each. The kernels
+    are the H100 script's (gpu_lab5679.lab8_run_only)."""
+    table = lab8_run_only(src)
+    return {name: (table[name][0], needles) for name, needles in {
+        "the two warpgroups' order inverted": ("read before the barrier phase that delivers it completed",),
+        "a slot reused a lap early (the phase never flips)": ("read before the barrier phase",),
+        "a warpgroup that never arrives on the other's slot (it arrives on its own)": ("deadlock", "order"),
+    }.items()}
 
 
 def test_solution_kernel_passes_on_the_executor(executor, capsys):
@@ -185,6 +184,9 @@ def test_solution_kernel_passes_on_the_executor(executor, capsys):
     out = capsys.readouterr().out
     assert out.count("against fp64") == 2 and "hazard mode" in out
     assert "consumer 0 first, then the two in turn" in out and "timing skipped" in out
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
+    assert out.count("wgmmas issued by the consumer whose tile it is") == 2, out
+    assert all("hazard mode" in line for line in out.splitlines() if line.startswith("   ✓ ran on")), out
 
 
 @pytest.mark.parametrize("name", list(wrong_run_only(SOL["LAB8_SRC"])))
@@ -195,7 +197,8 @@ def test_run_only_wrong_kernels(name, monkeypatch):
     with contextlib.redirect_stdout(io.StringIO()):
         lab8.check_pingpong_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+    text = rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
 
 
 def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
@@ -211,39 +214,24 @@ def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
 
 
 # ------------------------------------------------------------------------------------------- the work
-_MINE = "(pairs - cluster_id + clusters - 1) / clusters"
-_PAIR = "pair_coords(cluster_id + j * clusters,"
-
-
-def _replace(src: str, old: str, new: str, count: int) -> str:
-    assert src.count(old) == count, f"the solution holds {old!r} {src.count(old)} times, not {count}"
-    return src.replace(old, new)
-
-
 def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Wrong kernels whose C comes out right on the executor (hazard mode, the trace in order): only the work shows
-    the mistake, naming the tile."""
-    return {
+    the mistake, naming the tile. The kernels are the H100 script's (gpu_lab5679.lab8_run_only)."""
+    table = lab8_run_only(src)
+    return {name: (table[name][0], needles) for name, needles in {
         "both consumers compute each pair (the block takes every pair twice)": (
-            _replace(_replace(src, _MINE, f"2 * ({_MINE})", 1), _PAIR,
-                     "pair_coords(cluster_id + j / CONSUMERS * clusters,", 2),
-            (r"the 64×64 tile of C at rows 0–63, columns 0–63 \(pair 0, which the schedule gives cluster 0 as its "
-             r"tile 0: consumer 0, warpgroup 1\) was computed and stored 2 times, by block \(0,0\)", "C is right")),
+            r"the 64×64 tile of C at rows 0–63, columns 0–63 \(pair 0, which the schedule gives cluster 0 as its "
+            r"tile 0: consumer 0, warpgroup 1\) was computed and stored 2 times, by block \(0,0\)", "C is right"),
         "the persistent loop steps by one cluster too few": (
-            _replace(_replace(src, _MINE, "(pairs - cluster_id + clusters - 2) / (clusters - 1)", 1), _PAIR,
-                     "pair_coords(cluster_id + j * (clusters - 1),", 2),
-            ("was computed and stored 2 times, by block \\(0,0\\) \\(cluster 0, rank 0\\), block \\(2,0\\) "
-             "\\(cluster 1, rank 0\\)", "step by|c \\+ clusters")),
+            r"was computed and stored 2 times, by block \(0,0\) \(cluster 0, rank 0\), block \(2,0\) \(cluster 1, "
+            r"rank 0\)", r"c \+ clusters"),
         "the two blocks of a cluster swap their tiles": (
-            _replace(src, "rank * BM, n0", "(CLUSTER - 1 - rank) * BM, n0", 2),
-            (r"rows 0–63, columns 0–63 \(pair 0.*was stored by block \(1,0\) \(cluster 0, rank 1\); the schedule "
-             r"gives it to block \(0,0\) \(cluster 0, rank 0\)",)),
+            r"rows 0–63, columns 0–63 \(pair 0.*was stored by block \(1,0\) \(cluster 0, rank 1\); the schedule "
+            r"gives it to block \(0,0\) \(cluster 0, rank 0\)",),
         "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
-            _replace(_replace(src, "for (int j = c;", "for (int j = CONSUMERS - 1 - c;", 1), "c == 0 ? 1u : 0u",
-                     "c == 1 ? 1u : 0u", 1),
-            (r"\(pair 0, which the schedule gives cluster 0 as its tile 0: consumer 0, warpgroup 1\) was computed by "
-             r"warpgroup 2 \(consumer 1\) of block \(0,0\); the schedule gives that tile to consumer 0",)),
-    }
+            r"\(pair 0, which the schedule gives cluster 0 as its tile 0: consumer 0, warpgroup 1\) was computed by "
+            r"warpgroup 2 \(consumer 1\) of block \(0,0\); the schedule gives that tile to consumer 0",),
+    }.items()}
 
 
 @pytest.mark.parametrize("name", list(wrong_work(SOL["LAB8_SRC"])))
@@ -261,6 +249,7 @@ def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(name, monkeypat
     assert "ran on the emulator (no sm_90 GPU; hazard mode): 520×392×400: " in text.split("\n", 1)[0], text
     for needle in needles:
         assert re.search(needle, text, re.S), f"{needle!r} not in:\n{text}"
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
     assert "every element against fp64: all 203840 elements match" in out.getvalue()
 
 
