@@ -230,7 +230,8 @@ def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
             r"gives it to block \(0,0\) \(cluster 0, rank 0\)",),
         "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
             r"\(pair 0, which the schedule gives cluster 0 as its tile 0: consumer 0, warpgroup 1\) was computed by "
-            r"warpgroup 2 \(consumer 1\) of block \(0,0\); the schedule gives that tile to consumer 0",),
+            r"warpgroup 2 \(consumer 1\) of block \(0,0\) \(cluster 0, rank 0\); the schedule gives that tile to "
+            r"consumer 0",),
     }.items()}
 
 

@@ -338,13 +338,16 @@ def _check_consumers(c: grading.Check, run: Any, *, label: str, words: Callable[
                      group: Callable[[int, int], int]) -> None:
     """Each wgmma product computed by the consumer warpgroup the schedule gives its tile (the work log records the
     warpgroup of every wgmma; the TMA stores it records by block only)."""
+    from ._work import block_words
+
     mmas = [x for x in run.log.mmas if x.a == run.a and x.b == run.b]
     for x in mmas:
         want = group(x.a_row, x.b_row)
         if x.warpgroup != want:
             c.fail(f"{label}: the product of A rows {x.a_row}–{x.a_row + 63} and B rows {x.b_row}–{x.b_row + x.n - 1} "
                    f"over K {x.k}–{x.k + 15} ({words(x.a_row, x.b_row)}) was computed by warpgroup {x.warpgroup} "
-                   f"(consumer {x.warpgroup - 1}) of {x.block}; the schedule gives that tile to consumer {want - 1}",
+                   f"(consumer {x.warpgroup - 1}) of {block_words(x.block.ctaid[:2], 2)}; the schedule gives that "
+                   f"tile to consumer {want - 1}",
                    hint=_WORK_HINT)
     c.ok(f"{label}: each of the {len(mmas)} wgmmas issued by the consumer whose tile it is (tile j of a block: "
          "consumer j % 2)")
