@@ -1,7 +1,8 @@
-"""Labs 5, 6, 7 and 9 on an H100, through their graders: each solution kernel checked on random non-square shapes and
-timed (Labs 5, 6 and 7 at 4096³ beside cuBLAS, Lab 9 beside Lab 7 and cuBLAS on its two wave-quantized shapes), then the
-wrong kernels only a run can catch (their PTX passes every static check), which the graders must reject on the GPU
-as they do on the course's PTX executor.
+"""Labs 5 to 9 on an H100, through their graders: each solution kernel checked on random non-square shapes and timed
+(Labs 5, 6 and 7 at 4096³ beside cuBLAS, Lab 8 beside Lab 7, the course's Lab 8 and cuBLAS, square and short-K, Lab 9
+beside Lab 7 and cuBLAS on its two wave-quantized shapes), then the wrong kernels only a run can catch (their PTX
+passes every static check), which the graders must reject on the GPU (or on the executor beside it, where the
+mistake is in the work) as they do on the course's PTX executor.
 
 Usage (no pytest or Jupyter needed): ``python tests/labs/gpu_lab5679.py [OUT_DIR]``. Writes ``gpu_lab5679.json`` (every
 expectation, its outcome and the grader's output) into OUT_DIR; exit status 0 when every expectation held. The lab
@@ -78,6 +79,46 @@ def lab7_run_only(src: str) -> dict[str, WrongKernel]:
     }
 
 
+def _count_swap(src: str, old: str, new: str, count: int) -> str:
+    if src.count(old) != count:
+        raise ValueError(f"the solution kernel holds {old!r} {src.count(old)} times, not {count}")
+    return src.replace(old, new)
+
+
+def lab8_run_only(src: str) -> dict[str, WrongKernel]:
+    """Lab 8 kernels whose PTX passes every static check, each with one mistake: three in the sequence barrier (the
+    H100 may run them to the right C; the executor beside it rejects them), four that give the right C everywhere and
+    the wrong work (only the executor's work log, beside the H100, shows them)."""
+    mine = "(pairs - cluster_id + clusters - 1) / clusters"
+    pair = "pair_coords(cluster_id + j * clusters,"
+    return {
+        "the two warpgroups' order inverted": (_swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
+                                               ("read before the barrier phase|every element against fp64|deadlock",),
+                                               True),
+        "a slot reused a lap early (the phase never flips)": (_swap(src, "      phase ^= 1;\n", ""),
+                                                              ("read before the barrier phase|every element against "
+                                                               "fp64|deadlock",), True),
+        "a warpgroup that never arrives on the other's slot (it arrives on its own)": (
+            _swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
+            ("deadlock", "order"), True),
+        "both consumers compute each pair (the block takes every pair twice)": (
+            _count_swap(_count_swap(src, mine, f"2 * ({mine})", 1), pair,
+                        "pair_coords(cluster_id + j / CONSUMERS * clusters,", 2),
+            ("was computed and stored 2 times", "C is right"), True),
+        "the persistent loop steps by one cluster too few": (
+            _count_swap(_count_swap(src, mine, "(pairs - cluster_id + clusters - 2) / (clusters - 1)", 1), pair,
+                        "pair_coords(cluster_id + j * (clusters - 1),", 2),
+            ("was computed and stored 2 times", "(cluster 1, rank 0)"), True),
+        "the two blocks of a cluster swap their tiles": (
+            _count_swap(src, "rank * BM, n0", "(CLUSTER - 1 - rank) * BM, n0", 2),
+            ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",), True),
+        "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
+            _count_swap(_count_swap(src, "for (int j = c;", "for (int j = CONSUMERS - 1 - c;", 1), "c == 0 ? 1u : 0u",
+                        "c == 1 ? 1u : 0u", 1),
+            ("was computed by warpgroup 2 (consumer 1)", "the schedule gives that tile to consumer 0"), True),
+    }
+
+
 def lab9_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 9 kernels whose PTX passes every static check, each with one mistake in a region."""
     wait = 'hopper::flag_wait_geq(flag, order, "flags"'
@@ -107,7 +148,7 @@ def _solutions() -> dict[str, str]:
 
     out = {}
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_clusters", "LAB7_SRC"),
-                      ("lab9_streamk", "LAB9_SRC")):
+                      ("lab8_pingpong", "LAB8_SRC"), ("lab9_streamk", "LAB9_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
     # Lab 5's kernel is built on the wrappers of Labs 1 and 2 (as the solutions write them)
     out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
@@ -152,7 +193,8 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
     if needles is None:
         ok = msg is None
     else:
-        ok = msg is not None and names_all(msg, needles) and ("on the H100" in msg or "on the GPU" in msg or "when it ran" in msg)
+        ok = msg is not None and names_all(msg, needles) and any(
+            w in msg for w in ("on the H100", "on the GPU", "when it ran", "beside the H100"))
     verdict = "passed" if msg is None else "rejected"
     print(f"{'OK  ' if ok else 'BAD '} {name}: {verdict} ({time.time() - t0:.1f} s)")
     if not ok or needles is None:
@@ -164,7 +206,7 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
 
 def main(out: Path) -> int:
     from helpers import gpu
-    from helpers.course.checks import lab5, lab6, lab7, lab9
+    from helpers.course.checks import lab5, lab6, lab7, lab8, lab9
 
     out.mkdir(parents=True, exist_ok=True)
     if not gpu.hopper_available():
@@ -180,14 +222,17 @@ def main(out: Path) -> int:
             src["LAB6_SRC"], None)
     _expect(results, "Lab 7 solution (timed at 4096³)", lambda s: lab7.check_cluster_kernel(s, sizes=(4096,)),
             src["LAB7_SRC"], None)
+    _expect(results, "Lab 8 solution (timed beside Lab 7 and the course's Lab 8, square and short-K)",
+            lambda s: lab8.check_pingpong_kernel(s, benchmark=True), src["LAB8_SRC"], None)
     _expect(results, "Lab 9 solution (timed beside Lab 7 on the quantized shapes)",
             lambda s: lab9.check_streamk_kernel(s, benchmark=True), src["LAB9_SRC"], None)
     graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False),
                "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False),
+               "lab8": lambda s: lab8.check_pingpong_kernel(s, benchmark=False),
                "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False)}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),
-              "lab7": lab7_run_only(src["LAB7_SRC"]),
+              "lab7": lab7_run_only(src["LAB7_SRC"]), "lab8": lab8_run_only(src["LAB8_SRC"]),
               "lab9": lab9_run_only(src["LAB9_SRC"])}
     for lab, table in tables.items():
         for name, (source, needles, on_gpu) in table.items():

@@ -3,16 +3,22 @@ with a message that names the mistake (the cursor on every one of 200 seeds). Th
 solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
 course's PTX executor (two clusters, three tiles per consumer, hazard mode): the two warpgroups' order inverted, a
 sequence barrier slot reused a lap early, a warpgroup whose arrivals never complete a slot, both warpgroups in the
-epilogue together. The run on an H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
+epilogue together. Kernels with the right C and the wrong work (a pair computed by both consumers, the persistent
+loop one cluster short, the blocks of a cluster or the two consumers swapping tiles) are rejected by the work check,
+naming the tile. A simulated H100 run shows the executor's run beside the GPU's and the speed floor. The run on an
+H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
+from gpu_lab5679 import lab8_run_only, names_all
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, lab_exercises
 from labtools import rejected_by_the_run, rejects, swap
 
@@ -163,16 +169,14 @@ def test_solution_passes_statically(no_gpu, capsys):
 
 # ------------------------------------------------------------------------------------------- the kernel, run
 def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each."""
-    return {
-        "the two warpgroups' order inverted": (swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
-                                               ("read before the barrier phase that delivers it completed",)),
-        "a slot reused a lap early (the phase never flips)": (swap(src, "      phase ^= 1;\n", ""),
-                                                              ("read before the barrier phase",)),
-        "a warpgroup that never arrives on the other's slot (it arrives on its own)": (
-            swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
-            ("deadlock", "order")),
-    }
+    """Wrong kernels whose PTX passes every static check; the run (hazard mode, the trace) rejects each. The kernels
+    are the H100 script's (gpu_lab5679.lab8_run_only)."""
+    table = lab8_run_only(src)
+    return {name: (table[name][0], needles) for name, needles in {
+        "the two warpgroups' order inverted": ("read before the barrier phase that delivers it completed",),
+        "a slot reused a lap early (the phase never flips)": ("read before the barrier phase",),
+        "a warpgroup that never arrives on the other's slot (it arrives on its own)": ("deadlock", "order"),
+    }.items()}
 
 
 def test_solution_kernel_passes_on_the_executor(executor, capsys):
@@ -180,6 +184,9 @@ def test_solution_kernel_passes_on_the_executor(executor, capsys):
     out = capsys.readouterr().out
     assert out.count("against fp64") == 2 and "hazard mode" in out
     assert "consumer 0 first, then the two in turn" in out and "timing skipped" in out
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
+    assert out.count("wgmmas issued by the consumer whose tile it is") == 2, out
+    assert all("hazard mode" in line for line in out.splitlines() if line.startswith("   ✓ ran on")), out
 
 
 @pytest.mark.parametrize("name", list(wrong_run_only(SOL["LAB8_SRC"])))
@@ -190,7 +197,8 @@ def test_run_only_wrong_kernels(name, monkeypatch):
     with contextlib.redirect_stdout(io.StringIO()):
         lab8.check_pingpong_kernel(src, benchmark=False, seed=0)  # the PTX cannot tell
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+    text = rejected_by_the_run(lab8.check_pingpong_kernel, src, *needles, benchmark=False)
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
 
 
 def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
@@ -203,6 +211,141 @@ def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
     assert problems and "together" in problems[0], problems
     ok = lab8._pingpong_trial(SOL["LAB8_SRC"], cases)
     assert not lab8.order_problems(ok["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
+
+
+# ------------------------------------------------------------------------------------------- the work
+def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Wrong kernels whose C comes out right on the executor (hazard mode, the trace in order): only the work shows
+    the mistake, naming the tile. The kernels are the H100 script's (gpu_lab5679.lab8_run_only)."""
+    table = lab8_run_only(src)
+    return {name: (table[name][0], needles) for name, needles in {
+        "both consumers compute each pair (the block takes every pair twice)": (
+            r"the 64×64 tile of C at rows 0–63, columns 0–63 \(pair 0, which the schedule gives cluster 0 as its "
+            r"tile 0: consumer 0, warpgroup 1\) was computed and stored 2 times, by block \(0,0\)", "C is right"),
+        "the persistent loop steps by one cluster too few": (
+            r"was computed and stored 2 times, by block \(0,0\) \(cluster 0, rank 0\), block \(2,0\) \(cluster 1, "
+            r"rank 0\)", r"c \+ clusters"),
+        "the two blocks of a cluster swap their tiles": (
+            r"rows 0–63, columns 0–63 \(pair 0.*was stored by block \(1,0\) \(cluster 0, rank 1\); the schedule "
+            r"gives it to block \(0,0\) \(cluster 0, rank 0\)",),
+        "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
+            r"\(pair 0, which the schedule gives cluster 0 as its tile 0: consumer 0, warpgroup 1\) was computed by "
+            r"warpgroup 2 \(consumer 1\) of block \(0,0\) \(cluster 0, rank 0\); the schedule gives that tile to "
+            r"consumer 0",),
+    }.items()}
+
+
+@pytest.mark.parametrize("name", list(wrong_work(SOL["LAB8_SRC"])))
+def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(name, monkeypatch):
+    """C comes out right (the first ✓ of the run says so); the work does not: a tile computed twice, by the wrong
+    block or by the wrong consumer."""
+    src, needles = wrong_work(SOL["LAB8_SRC"])[name]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        with pytest.raises(grading.CheckFailed) as exc:
+            lab8.check_pingpong_kernel(src, benchmark=False, seed=0)
+    text = str(exc.value)
+    assert "ran on the emulator (no sm_90 GPU; hazard mode): 520×392×400: " in text.split("\n", 1)[0], text
+    for needle in needles:
+        assert re.search(needle, text, re.S), f"{needle!r} not in:\n{text}"
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
+    assert "every element against fp64: all 203840 elements match" in out.getvalue()
+
+
+# ------------------------------------------------------------------------------------------- on an H100 (simulated)
+def _pretend_h100(monkeypatch) -> list:
+    """The GPU's runs replaced (C computed in numpy, small shapes, fixed timings); every run inside
+    ``_common.emulated()`` is the executor's, in hazard mode."""
+    import numpy as np
+    from ml_dtypes import bfloat16
+
+    from helpers import gpu
+    from helpers.course.checks import _common as C
+
+    calls: list = []
+    real = C.run
+
+    def forced() -> bool:
+        return os.environ.get("HELPERS_EXECUTOR") == "force"
+
+    def run(target, *args, **kw):
+        if forced():
+            return real(target, *args, **kw)
+        calls.append(target.__name__)
+        if target is lab8._speed_child:
+            shapes = args[1]
+            assert args[3] == lab8.lab8_source(), "the course's Lab 8 kernel is timed in the same run"
+            return [{"shape": s, "lab8": 500.0, "lab7": 600.0, "cublas8": 700.0, "cublas6": 700.0, "ratio8": 0.71,
+                     "ratio6": 0.86, "course": 550.0 if s[2] > 1024 else 700.0} for s in shapes]
+        outs = [(a.astype(np.float64) @ b.astype(np.float64).T).astype(bfloat16) for a, b in args[1]]
+        return {"outs": outs, "sections": [None] * len(outs), "work": [None] * len(outs)}
+
+    monkeypatch.setenv("HELPERS_EXECUTOR", "auto")
+    monkeypatch.setattr(C, "run", run)
+    monkeypatch.setattr(C, "on_h100", lambda: not forced())
+    monkeypatch.setattr(C, "runnable", lambda kernel, checked: True)
+    monkeypatch.setattr(gpu, "hopper_available", lambda: True)
+    monkeypatch.setattr(gpu, "device_info", lambda: type("I", (), {"name": "NVIDIA H100 80GB HBM3"})())
+    monkeypatch.setattr(lab8, "_gpu_cases", lambda rng: [(392, 264, 136), (264, 520, 72)])
+    return calls
+
+
+def test_on_an_h100_the_kernel_also_runs_on_the_executor_and_is_timed_against_the_course(monkeypatch, capsys):
+    """A student with a GPU gets the executor's verdict too (the first emulator shape, hazard mode, the work and the
+    trace), then the timing beside Lab 7 and the course's Lab 8 kernel, graded against the speed floor: 500 against
+    550 TFLOP/s passes (0.91×), 500 against 700 (0.71×) fails and says how far off it is."""
+    calls = _pretend_h100(monkeypatch)
+    msg = ""
+    try:
+        lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=True, seed=5)
+    except grading.CheckFailed as exc:
+        msg = str(exc)
+    out = capsys.readouterr().out
+    assert calls == ["_pingpong_trial", "_speed_child"], calls
+    assert out.count("✓ ran on the H100: ") == 2, out
+    beside = "✓ ran on the emulator (beside the H100, the same kernel on a small shape; hazard mode): 520×392×400: "
+    for what in ("12 pairs of 128×128 tiles", "the work, as the emulator recorded it: each of the 96 tiles",
+                 "each of the 1344 wgmmas issued by the consumer whose tile it is", "the trace shows consumer 0 first"):
+        assert beside + what in out, out
+    assert "768×336×96" not in out  # only the first emulator shape beside the GPU
+    assert "4096×4096×4096: Lab 8 500 TFLOP/s (0.71× cuBLAS), Lab 7 600" in out, out
+    assert ("✓ 4096×4096×4096: your kernel 500 TFLOP/s, the course's 550 TFLOP/s in the same run (0.91×; the floor "
+            "is 0.80×)") in out, out
+    assert "8192×8192×512: your kernel 500 TFLOP/s, the course's 700 TFLOP/s in the same run (0.71×" in msg, msg
+    assert "your kernel runs at 0.71× the course's (500 against 700 TFLOP/s, 29% slower)" in msg, msg
+
+
+def test_on_an_h100_the_wrong_work_is_rejected_beside_the_gpu(monkeypatch):
+    """Two blocks swapping their tiles give the right C on the GPU; the same kernel on the executor beside it
+    rejects the work, before any timing."""
+    calls = _pretend_h100(monkeypatch)
+    src, needles = wrong_work(SOL["LAB8_SRC"])["the two blocks of a cluster swap their tiles"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        with pytest.raises(grading.CheckFailed) as exc:
+            lab8.check_pingpong_kernel(src, benchmark=True, seed=5)
+    text = str(exc.value)
+    assert calls == ["_pingpong_trial"], calls
+    assert "ran on the emulator (beside the H100, the same kernel on a small shape; hazard mode): 520×392×400: " in text
+    assert re.search(needles[0], text, re.S), text
+
+
+def test_the_speed_floor_was_measured_for_lab8():
+    """The floor holds for Lab 8 too: the course's Lab 8 kernel timed against itself on an H100 the grader's way
+    (tools/h100/speed_floor.py, lab8) never falls within 0.05 of the floor, at every shape the grader times."""
+    from helpers.course.checks import _common as C
+
+    fixture = ROOT / "tests" / "data" / "speed_floor_h100.json"
+    labs = json.loads(fixture.read_text())["labs"] if fixture.exists() else {}
+    if "lab8" not in labs:
+        pytest.skip("Lab 8 is not in tests/data/speed_floor_h100.json yet: on an H100, `SPEED_FLOOR_LABS=lab8 "
+                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to tests/data/")
+    entry = labs["lab8"]
+    assert "H100" in entry["gpu"] and entry["driver"] and entry["date"] and entry["rounds"] >= 9, entry
+    assert set(entry["shapes"]) == {"×".join(map(str, s)) for s in lab8.SQUARE + lab8.SHORT_K}
+    low = min(v["min"] for v in entry["shapes"].values())
+    assert C.SPEED_FLOOR <= low - 0.05, f"Lab 8's course kernel against itself fell to {low:.3f}"
 
 
 @pytest.mark.gpu

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "speed_floor_h100.json"
 MARGIN = 0.05  # the floor sits at least this far below the lowest self-ratio measured
 LABS = {"lab4a", "lab4b", "lab5", "lab6", "lab7", "lab9"}
+OPTIONAL = {"lab8"}  # measured in a later call (SPEED_FLOOR_LABS=lab8); tests/labs/test_lab8.py requires it
 MIN_ROUNDS = 9
 SQUARE = {"4096×4096×4096", "8192×8192×8192"}
 
@@ -29,7 +30,7 @@ def test_the_floor_sits_below_every_self_ratio_with_a_margin():
     data = json.loads(FIXTURE.read_text())
     meta = data["meta"]
     assert "H100" in meta["gpu"] and meta["driver"] and meta["date"], meta
-    assert set(data["labs"]) == LABS, sorted(data["labs"])
+    assert LABS <= set(data["labs"]) <= LABS | OPTIONAL, sorted(data["labs"])
     lows = []
     for lab, entry in data["labs"].items():
         assert "H100" in entry["gpu"] and entry["driver"] and entry["date"], lab

@@ -6,7 +6,8 @@
 A speed lab's grader times the student's kernel and the course's kernel in the same run and fails a kernel under
 ``_common.SPEED_FLOOR`` of the course's. Here the student's kernel IS the course's, so every ratio is noise: the
 floor must sit below the lowest of them. For each lab, ROUNDS rounds (SPEED_FLOOR_ROUNDS, 15 unless set) at 4096³
-and 8192³ (Lab 9 also on its two wave-quantized shapes, where its grader times it), each round through the graders'
+and 8192³ (Lab 8 also on its two short-K shapes, Lab 9 on its two wave-quantized shapes, where their graders time
+them), each round through the graders'
 own timing function:
 
 * lab4a, lab4b: the solution kernels of Lab 4 (course wrappers, as the grader compiles them), ``lab4.gpu_benchmark``
@@ -14,6 +15,8 @@ own timing function:
 * lab5, lab6, lab7: ``bench/kernels/lab5_epilogue.cu``, ``lab6_persistent.cu``, ``lab7_clusters.cu`` through
   ``_common.gemm_speed_child`` with the same source as the reference (the student's beside cuBLAS, then the course's
   beside cuBLAS);
+* lab8: ``bench/kernels/lab8_pingpong.cu`` through ``lab8._speed_child`` with itself as the course's kernel (Lab 8,
+  Lab 7, the course's Lab 8, each beside cuBLAS), at 4096³, 8192³ and the two short-K shapes its grader times;
 * lab9: ``bench/kernels/lab9_streamk.cu`` through ``lab9.gpu_speed`` with itself as the course's kernel (Lab 9, Lab 7,
   the course's Lab 9, each beside cuBLAS).
 
@@ -42,7 +45,7 @@ FIXTURE = ROOT / "tests" / "data" / "speed_floor_h100.json"
 
 ROUNDS = int(os.environ.get("SPEED_FLOOR_ROUNDS", "15"))
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192)]
-LABS = ["lab4a", "lab4b", "lab5", "lab6", "lab7", "lab9"]
+LABS = ["lab4a", "lab4b", "lab5", "lab6", "lab7", "lab8", "lab9"]
 
 
 def sources() -> dict[str, tuple[str, str]]:
@@ -62,6 +65,7 @@ def sources() -> dict[str, tuple[str, str]]:
         "lab5": ((kernels / "lab5_epilogue.cu").read_text(), "bench/kernels/lab5_epilogue.cu"),
         "lab6": ((kernels / "lab6_persistent.cu").read_text(), "bench/kernels/lab6_persistent.cu"),
         "lab7": ((kernels / "lab7_clusters.cu").read_text(), "bench/kernels/lab7_clusters.cu"),
+        "lab8": ((kernels / "lab8_pingpong.cu").read_text(), "bench/kernels/lab8_pingpong.cu"),
         "lab9": ((kernels / "lab9_streamk.cu").read_text(), "bench/kernels/lab9_streamk.cu"),
     }
 
@@ -72,13 +76,16 @@ TIMING = {
     "lab5": "_common.gemm_speed_child with the same source as the reference (the Lab 5 grader's)",
     "lab6": "_common.gemm_speed_child with the same source as the reference (the Lab 6 grader's)",
     "lab7": "_common.gemm_speed_child with the same source as the reference (the Lab 7 grader's)",
+    "lab8": "lab8._speed_child with the same source as the course's Lab 8 kernel (the Lab 8 grader's)",
     "lab9": "lab9.gpu_speed with the same source as the course's Lab 9 kernel (the Lab 9 grader's)",
 }
 
 
 def shapes_of(lab: str) -> list[tuple[int, int, int]]:
-    from helpers.course.checks import lab9
+    from helpers.course.checks import lab8, lab9
 
+    if lab == "lab8":
+        return [tuple(s) for s in lab8.SQUARE + lab8.SHORT_K]
     return SIZES + ([tuple(s) for s in lab9.QUANTIZED] if lab == "lab9" else [])
 
 
@@ -86,7 +93,7 @@ def one_round(lab: str, source: str, shape: tuple[int, int, int]) -> dict:
     """(In the child.) One round at one shape: the kernel as the student's and as the course's, the graders' way."""
     from helpers import gpu
     from helpers.course.checks import _common as C
-    from helpers.course.checks import lab4, lab5, lab6, lab7, lab9
+    from helpers.course.checks import lab4, lab5, lab6, lab7, lab8, lab9
 
     m, n, k = shape
     if lab in ("lab4a", "lab4b"):
@@ -101,6 +108,11 @@ def one_round(lab: str, source: str, shape: tuple[int, int, int]) -> dict:
         ((mine, clock, course),) = C.gemm_speed_child(source, spec, [shape], reference=source)
         return {"student": mine.tflops, "course": course.tflops, "cublas": mine.cublas_tflops,
                 "clock_mhz": None, "clock": clock}
+    if lab == "lab8":
+        with gpu.sm_clock() as clk:
+            (s,) = lab8._speed_child(source, [shape], 30, source)
+        return {"student": s["lab8"], "course": s["course"], "cublas": s["cublas8"], "lab7": s["lab7"],
+                "clock_mhz": clk.median, "clock": clk.summary()}
     (s,) = lab9.gpu_speed(source, lab9.lab7_source(), [shape], 20, source)
     if "error" in s:
         raise RuntimeError(f"lab9 at {shape}: {s['error']}")
@@ -139,7 +151,8 @@ def main(argv: list[str]) -> int:
         return 2
     srcs = sources()
     names = {"lab4a": "lab4_pc_gemm", "lab4b": "lab4_ws_gemm", "lab5": "lab5_gemm", "lab6": "lab6_gemm",
-             "lab7": "lab7_gemm", "lab9": "lab9_gemm"}
+             "lab7": "lab7_gemm", "lab8": "lab8_gemm",
+             "lab9": "lab9_gemm"}
     kernels = {lab: gpu.compile(srcs[lab][0], names[lab]) for lab in labs}
     for lab, kernel in kernels.items():
         print(f"{lab}: {kernel.report.summary()}")

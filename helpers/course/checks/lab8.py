@@ -3,8 +3,11 @@ sequence barrier): the sequence barrier's cursor (exactly, on every ring depth),
 in its PTX everywhere: the slots' participant count, every wgmma and every epilogue write entered in turn, the
 mainloop handed on before its last wgmma retires; run against fp64 wherever kernels run: on the H100 on every
 co-resident cluster, on the course's PTX executor in hazard mode on two clusters with several tiles per consumer,
-where the executor's trace also shows the two consumers' mainloops and epilogues alternating, one at a time; timed
-beside Lab 7, the cooperative kernel, and cuBLAS on square and short-K shapes on the H100 only).
+where the executor's work log must show every 64×64 sub-tile of C stored once by the block the schedule gives it and
+every wgmma product computed once by that block's consumer whose tile it is, and its trace the two consumers'
+mainloops and epilogues alternating, one at a time; on the H100 the first emulator shape also runs on the executor
+beside the GPU; timed on the H100 only beside Lab 7, the cooperative kernel, the course's Lab 8 kernel (the speed
+floor) and cuBLAS on square and short-K shapes).
 
 Units: a *pair* is the 256×BN block of C a 2-block cluster computes (block r: rows 128·r … of it, BN = 128); the
 pairs of a cluster go to its consumers in turn, tile j of a block to consumer j % 2.
@@ -223,28 +226,35 @@ def order_problems(secs: dict, m: int, n: int, clusters: int) -> list[str]:
 
 def _pingpong_trial(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> dict:
     """(Runs in the isolated child on the H100, in this process on the executor.) C poisoned, the kernel on each
-    case; on the executor also the trace's runs of mainloop and epilogue work."""
+    case; on the executor also the trace's runs of mainloop and epilogue work and the launch's work log
+    (``"work"``: Launched, None on the GPU)."""
     from helpers import gpu
 
     kernel = gpu.compile(source, KERNEL_NAME)
-    outs, secs = [], []
+    outs, secs, work = [], [], []
     for a, b in cases:
         da, db = gpu.to_device(a), gpu.to_device(b)
         dc = gpu.poison((a.shape[0], b.shape[0]), gpu.bfloat16)
         launch = LAUNCH.launcher(kernel, da, db, dc)
         if gpu.executor_active():
+            from helpers.gpu import executor
             from helpers.gpu.executor import executor_options, runtime
             from helpers.gpu.executor.trace import Trace
+
+            from ._work import Launched
 
             with executor_options(trace=True):
                 launch()
             secs.append(sections(Trace.from_machine(runtime.LAST)))
+            last = executor.last_run()
+            work.append(Launched(last.work if last is not None else None, int(da.ptr), int(db.ptr), int(dc.ptr)))
         else:
             launch()
             gpu.wait()
             secs.append(None)
+            work.append(None)
         outs.append(dc.to_host())
-    return {"outs": outs, "sections": secs}
+    return {"outs": outs, "sections": secs, "work": work}
 
 
 #: clusters of a run on the course's PTX executor (C.EMULATED_CLUSTERS)
@@ -291,30 +301,149 @@ def _result_hint(got: np.ndarray, ref: np.ndarray, tol: np.ndarray, m: int, n: i
             "j·steps … j·steps + steps - 1 — or entered its mainloop out of turn")
 
 
-def _speed_child(source: str, shapes: list[tuple[int, int, int]], repeat: int = 30) -> list[dict]:
-    """(Runs in the isolated child.) Lab 8 and Lab 7 at each shape, each interleaved with cuBLAS."""
+def _work_owners(m: int, n: int, clusters: int) -> tuple[Any, Any, Any, Any]:
+    """The ping-pong schedule, for the work check: (the pair holding an element, in words; the block that stores a
+    64×64 sub-tile of C; the block that computes a product; the consumer warpgroup, 1 or 2, that computes it).
+    Cluster c takes pairs c, c + clusters, … of the grouped order (LAB8_GROUP = 8); its j-th pair is the block's
+    tile j, which goes to consumer j % 2 (warpgroup 1 + j % 2); block rank r takes rows 128·r of the pair."""
+    from helpers.hopper import scheduler
+
+    pm, pn = math.ceil(m / 256), math.ceil(n / BN)
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}
+
+    def pair(row: int, col: int) -> int:
+        return order[(row // 256, col // BN)]
+
+    def words(row: int, col: int) -> str:
+        p = pair(row, col)
+        j = p // clusters
+        return (f"pair {p}, which the schedule gives cluster {p % clusters} as its tile {j}: consumer {j % 2}, "
+                f"warpgroup {1 + j % 2}")
+
+    def owner(row: int, col: int, *_: int) -> tuple[int, int]:
+        return (2 * (pair(row, col) % clusters) + (row % 256) // 128, 0)
+
+    def group(row: int, col: int) -> int:
+        return 1 + (pair(row, col) // clusters) % 2
+
+    return words, owner, owner, group
+
+
+_WORK_HINT = ("cluster c takes pairs c, c + clusters, c + 2·clusters, … (j-th pair: cluster_id + j·clusters, "
+              "while j < mine); block rank r computes and stores rows 128·r … of the pair; the j-th pair of the "
+              "block goes to consumer j % 2 (j = c, c + 2, …), which computes and stores it once")
+
+
+def _check_consumers(c: grading.Check, run: Any, *, label: str, words: Callable[[int, int], str],
+                     group: Callable[[int, int], int]) -> None:
+    """Each wgmma product computed by the consumer warpgroup the schedule gives its tile (the work log records the
+    warpgroup of every wgmma; the TMA stores it records by block only)."""
+    from ._work import block_words
+
+    mmas = [x for x in run.log.mmas if x.a == run.a and x.b == run.b]
+    for x in mmas:
+        want = group(x.a_row, x.b_row)
+        if x.warpgroup != want:
+            c.fail(f"{label}: the product of A rows {x.a_row}–{x.a_row + 63} and B rows {x.b_row}–{x.b_row + x.n - 1} "
+                   f"over K {x.k}–{x.k + 15} ({words(x.a_row, x.b_row)}) was computed by warpgroup {x.warpgroup} "
+                   f"(consumer {x.warpgroup - 1}) of {block_words(x.block.ctaid[:2], 2)}; the schedule gives that "
+                   f"tile to consumer {want - 1}",
+                   hint=_WORK_HINT)
+    c.ok(f"{label}: each of the {len(mmas)} wgmmas issued by the consumer whose tile it is (tile j of a block: "
+         "consumer j % 2)")
+
+
+def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list[tuple[int, int, int]]) -> None:
+    """Run the kernel on ``shapes`` (C poisoned) where the run path runs it and grade C against fp64; on the executor
+    (hazard mode) also the work (every sub-tile of C stored once, by the block the schedule gives it; every wgmma
+    product once, by its block and its consumer) and the trace's order (the consumers in turn)."""
+    from ._work import check_work
+
+    cases = [C.make_operands(rng, m, n, k) for m, n, k in shapes]
+    try:
+        out = C.run(_pingpong_trial, source, cases, what="your kernel", timeout=300,
+                    hint="a deadlock names the slot of order[] (section · 2 + consumer) and the parity waited for: "
+                         "who should have arrived there?")
+    except RuntimeError as exc:
+        c.fail(f"your kernel failed when it ran: {exc}")
+    where = C.where()
+    work = out.get("work") or [None] * len(shapes)
+    for (m, n, k), (a, b), got, secs, run in zip(shapes, cases, out["outs"], out["sections"], work, strict=True):
+        ref = a.astype(np.float64) @ b.astype(np.float64).T
+        got64 = got.astype(np.float64)
+        tol = _tolerance(a, b, ref)
+        pairs = math.ceil(m / 256) * math.ceil(n / BN)
+        c.array(f"{where}: {m}×{n}×{k}: {pairs} pairs of 128×{BN} tiles, {math.ceil(k / 64)} K steps, C poisoned "
+                "first: every element against fp64", got64, ref, atol=tol, hint=_result_hint(got64, ref, tol, m, n))
+        label = f"{where}: {m}×{n}×{k}"
+        if run is not None and run.log is not None:
+            clusters = min(pairs, EMULATED_CLUSTERS)
+            words, owner, _, group = _work_owners(m, n, clusters)
+            check_work(c, run, m=m, n=n, label=label, tile=LAUNCH.box_c or (64, 64), piece_of=words,
+                       store_owner=owner, mma_owner=owner, cluster=2, hint=_WORK_HINT)
+            _check_consumers(c, run, label=label, words=words, group=group)
+        if secs is not None:
+            problems = order_problems(secs, m, n, EMULATED_CLUSTERS)
+            first = next(iter(secs.values()))
+            c.true(f"{label}: the trace shows consumer 0 first, then the two in turn, one mainloop and one epilogue "
+                   f"at a time ({len(first['mainloop'])} mainloops, {len(first['epilogue'])} epilogues in block 0)",
+                   not problems, detail="    " + "\n    ".join(problems[:3]),
+                   hint="every section is entered with seq.wait() and left with seq.arrive(); consumer 0 starts "
+                        "with the phase a fresh barrier has completed")
+
+
+def _speed_child(source: str, shapes: list[tuple[int, int, int]], repeat: int = 30,
+                 reference: str | None = None) -> list[dict]:
+    """(Runs in the isolated child.) Lab 8 (this source), Lab 7 and the course's Lab 8 kernel (``reference``, when
+    given: the speed floor's) at each shape, each beside cuBLAS, in one run."""
     from helpers import gpu
     from helpers.gpu import gemm
 
     k8 = gpu.compile(source, KERNEL_NAME)
     k6 = gemm.course_kernel("lab7")
+    kref = gpu.compile(reference, KERNEL_NAME) if reference else None
     out = []
     for m, n, k in shapes:
         r8 = gpu.gemm_benchmark(lambda a, b, c: LAUNCH.launcher(k8, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
         r6 = gpu.gemm_benchmark(lambda a, b, c: gemm.launcher(k6, a, b, c), m, n, k, out_dtype=gpu.bfloat16,
                                 repeat=repeat)
+        rr = None if kref is None else gpu.gemm_benchmark(lambda a, b, c: LAUNCH.launcher(kref, a, b, c), m, n, k,
+                                                          out_dtype=gpu.bfloat16, repeat=repeat)
         out.append({"shape": (m, n, k), "lab8": r8.tflops, "lab7": r6.tflops, "cublas8": r8.cublas_tflops,
-                    "cublas6": r6.cublas_tflops, "ratio8": r8.ratio, "ratio6": r6.ratio})
+                    "cublas6": r6.cublas_tflops, "ratio8": r8.ratio, "ratio6": r6.ratio,
+                    "course": rr.tflops if rr is not None else None})
     return out
+
+
+def _timing(c: grading.Check, source: str) -> None:
+    """(On the H100.) Your kernel timed beside Lab 7 (the cooperative kernel), the course's Lab 8 kernel
+    (bench/kernels/lab8_pingpong.cu: the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, square and short-K, all in
+    one run."""
+    from types import SimpleNamespace
+
+    try:
+        speeds = C.run(_speed_child, source, SQUARE + SHORT_K, 30, lab8_source(), what="the timing run", timeout=500)
+    except RuntimeError as exc:
+        c.fail(f"the timing run failed: {exc}")
+    for s in speeds:
+        m, n, k = s["shape"]
+        c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 7 {s['lab7']:.0f} "
+             f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab7']:.2f}")
+        C.check_speed_floor(c, SimpleNamespace(tflops=s["lab8"]), SimpleNamespace(tflops=s["course"] or 0.0),
+                            f"{m}×{n}×{k}", hint="compare your kernel with the text: a consumer that hands the "
+                            "mainloop on only after wgmma_wait<0>, a section entered late, a stage released late")
 
 
 def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
     """Compile the ping-pong kernel and read its sequence barrier in the PTX (:func:`ptx_order`). Wherever kernels
     run, C poisoned, against fp64: on the H100 on every co-resident cluster (random shapes), on the course's PTX
-    executor in hazard mode on two clusters (:func:`emulator_cases`), where the trace must also show consumer 0
-    first and the two consumers' mainloops and epilogues in turn, one at a time. On the H100 then timing beside
-    Lab 7 (the cooperative kernel) and cuBLAS, square and short-K."""
+    executor in hazard mode on two clusters (:func:`emulator_cases`), where the work must also be the schedule's
+    (every 64×64 sub-tile of C stored once, by the block the schedule gives it; every wgmma product once, by its
+    block and its consumer: tile j of a block is consumer j % 2's) and the trace must show consumer 0 first and the
+    two consumers' mainloops and epilogues in turn, one at a time. On the H100 the first emulator shape also runs on
+    the executor (the same verdict as without a GPU), then the kernel is timed beside Lab 7 (the cooperative kernel),
+    the course's Lab 8 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, square and short-K."""
     rng = grading.fresh_rng(seed)
     with grading.check("Lab 8 · the ping-pong kernel", seed=rng.seed) as c:
         kernel = C.compile_student(source, KERNEL_NAME, what="your kernel")
@@ -329,44 +458,20 @@ def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | No
         if not C.runnable(kernel, checked="the sequence barrier in the PTX (above)"):
             return
         hardware = C.on_h100()
-        shapes = _gpu_cases(rng) if hardware else emulator_cases(rng)
-        cases = [C.make_operands(rng, m, n, k) for m, n, k in shapes]
-        try:
-            out = C.run(_pingpong_trial, source, cases, what="your kernel", timeout=300,
-                        hint="a deadlock names the slot of order[] (section · 2 + consumer) and the parity waited for: "
-                             "who should have arrived there?")
-        except RuntimeError as exc:
-            c.fail(f"your kernel failed when it ran: {exc}")
-        where = C.where()
-        for (m, n, k), (a, b), got, secs in zip(shapes, cases, out["outs"], out["sections"], strict=True):
-            ref = a.astype(np.float64) @ b.astype(np.float64).T
-            got64 = got.astype(np.float64)
-            tol = _tolerance(a, b, ref)
-            pairs = math.ceil(m / 256) * math.ceil(n / BN)
-            c.array(f"{m}×{n}×{k} {where}: {pairs} pairs of 128×{BN} tiles, {math.ceil(k / 64)} K steps, C poisoned "
-                    "first: every element against fp64", got64, ref, atol=tol, hint=_result_hint(got64, ref, tol, m, n))
-            if secs is not None:
-                problems = order_problems(secs, m, n, EMULATED_CLUSTERS)
-                first = next(iter(secs.values()))
-                c.true(f"{m}×{n}×{k}: the trace shows consumer 0 first, then the two in turn, one mainloop and one "
-                       f"epilogue at a time ({len(first['mainloop'])} mainloops, {len(first['epilogue'])} epilogues in "
-                       "block 0)", not problems, detail="    " + "\n    ".join(problems[:3]),
-                       hint="every section is entered with seq.wait() and left with seq.arrive(); consumer 0 starts "
-                            "with the phase a fresh barrier has completed")
+        small = emulator_cases(rng)
+        if hardware:
+            _trial(c, source, rng, _gpu_cases(rng))
+            with C.emulated():  # the same kernel on the executor, hazard mode: the same verdict as without a GPU
+                _trial(c, source, rng, small[:1])
+        else:
+            _trial(c, source, rng, small)
         if not benchmark:
             return
         if not hardware:
-            print("timing skipped: Lab 8 beside Lab 7 and cuBLAS needs the H100 (the emulator checked the results "
-                  "above)")
+            print("timing skipped: Lab 8 beside Lab 7, the course's Lab 8 kernel and cuBLAS needs the H100 (the "
+                  "emulator checked the results above)")
             return
-        try:
-            speeds = C.run(_speed_child, source, SQUARE + SHORT_K, what="the timing run", timeout=400)
-        except RuntimeError as exc:
-            c.fail(f"the timing run failed: {exc}")
-        for s in speeds:
-            m, n, k = s["shape"]
-            c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 7 {s['lab7']:.0f} "
-                 f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab7']:.2f}")
+        _timing(c, source)
 
 
 def measured() -> str:
