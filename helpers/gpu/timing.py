@@ -316,19 +316,10 @@ def gemm_benchmark(make_launch: Callable[[DeviceArray, DeviceArray, DeviceArray]
     # bursts between Python calls) and the clock and power sampled during a batch are that side's
     run_ms = statistics.median(time_runs(cub, 3, warmup=0))
     per_round = max(rounds_for(repeat, rounds), math.ceil(MIN_BATCH_MS / max(run_ms, 1e-3)))
-    cursor = {"a": 0, "b": 0}
-
-    def side(name: str, fns: list[Callable[[], Any]]) -> Callable[[], list[float]]:
-        def run() -> list[float]:
-            times = time_runs(fns, per_round, start=cursor[name], warmup=1)
-            cursor[name] += per_round + 1
-            return times
-
-        return run
-
     labels = ("kernel", "cuBLAS") if make_launch is not None else ("cuBLAS", "cuBLAS again")
     with Telemetry() if telemetry else contextlib.nullcontext() as tel:
-        inter = interleave(side("a", kern), side("b", cub), rounds=rounds, telemetry=tel, labels=labels)
+        inter = interleave(batches(kern, per_round), batches(cub, per_round), rounds=rounds, telemetry=tel,
+                           labels=labels)
     return GemmBenchmark(m, n, k, inter.a_ms, inter.b_ms, sets, max_err, interleaved=inter)
 
 
@@ -347,15 +338,19 @@ def interleave_kernels(make_a: Callable[[DeviceArray, DeviceArray, DeviceArray],
     time_runs(fb, 3, warmup=0)
     run_ms = max(statistics.median(time_runs(fa, 3)), statistics.median(time_runs(fb, 3)))
     per_round = max(5, math.ceil(MIN_BATCH_MS / max(run_ms, 1e-3)))
-    cursor = {"a": 0, "b": 0}
-
-    def side(name: str, fns: list[Callable[[], Any]]) -> Callable[[], list[float]]:
-        def run() -> list[float]:
-            times = time_runs(fns, per_round, start=cursor[name], warmup=1)
-            cursor[name] += per_round + 1
-            return times
-
-        return run
-
     with Telemetry() as tel:
-        return interleave(side("a", fa), side("b", fb), rounds=rounds, telemetry=tel, labels=labels)
+        return interleave(batches(fa, per_round), batches(fb, per_round), rounds=rounds, telemetry=tel,
+                          labels=labels)
+
+
+def batches(fns: Sequence[Callable[[], Any]], per_round: int) -> Callable[[], list[float]]:
+    """One side of an interleaved comparison: each call times ``per_round`` runs of the launchers ``fns`` in turn
+    (after one untimed run), going on through the input sets from where the last batch stopped."""
+    cursor = [0]
+
+    def run() -> list[float]:
+        times = time_runs(fns, per_round, start=cursor[0], warmup=1)
+        cursor[0] += per_round + 1
+        return times
+
+    return run

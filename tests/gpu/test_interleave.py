@@ -122,3 +122,17 @@ def test_rounds_time_about_repeat_runs():
 
 def test_nvml_field_value_has_the_c_layout():
     assert ctypes.sizeof(clocks._FieldValue) == 40  # nvmlFieldValue_t: 4+4+8+8+4+4+8
+
+
+def test_a_side_times_its_batches_on_from_where_the_last_one_stopped(monkeypatch):
+    """timing.batches: each call times per_round runs after one untimed run, going on through the input sets."""
+    calls = []
+
+    def fake_time_runs(fns, runs, *, start=0, warmup=0):
+        calls.append((start, runs, warmup))
+        return [1.0] * runs
+
+    monkeypatch.setattr(timing, "time_runs", fake_time_runs)
+    side = timing.batches([lambda: None] * 3, 4)
+    assert side() == [1.0] * 4 and side() == [1.0] * 4 and side() == [1.0] * 4
+    assert calls == [(0, 4, 1), (5, 4, 1), (10, 4, 1)]

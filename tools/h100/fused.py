@@ -159,24 +159,13 @@ def check(ks: dict[str, Any], shape: tuple[int, int, int], seed: int = 5) -> dic
 
 
 # ------------------------------------------------------------------------------------------- speed
-def _side(fns: list[Any], per_round: int) -> Any:
-    cursor = [0]
-
-    def run() -> list[float]:
-        times = gpu.time_runs(fns, per_round, start=cursor[0], warmup=1)
-        cursor[0] += per_round + 1
-        return times
-
-    return run
-
-
 def _pair(tel: Any, a_fns: list[Any], b_fns: list[Any], labels: tuple[str, str]) -> dict:
     """``a_fns`` and ``b_fns`` interleaved; batches of about BATCH_MS of GPU time."""
-    from helpers.gpu.timing import interleave
+    from helpers.gpu.timing import batches, interleave
 
     ms = max(np.median(gpu.time_runs(a_fns, 3, warmup=2)), np.median(gpu.time_runs(b_fns, 3, warmup=2)))
     per_round = max(5, math.ceil(BATCH_MS / max(ms, 1e-3)))
-    r = interleave(_side(a_fns, per_round), _side(b_fns, per_round), rounds=ROUNDS, telemetry=tel, labels=labels)
+    r = interleave(batches(a_fns, per_round), batches(b_fns, per_round), rounds=ROUNDS, telemetry=tel, labels=labels)
     return {"labels": list(labels), "ms": [r.a_ms, r.b_ms], "ratio_b_over_a": r.ratio,
             "ratio_range": list(r.ratio_range), "runs_per_batch": per_round, "rounds": r.rounds,
             "clock_differs": r.clock_differs, "summary": r.summary(*labels)}

@@ -37,7 +37,7 @@ from helpers.course.checks import lab8  # noqa: E402
 from helpers.course.checks._common import GemmLaunch  # noqa: E402
 from helpers.gpu.clocks import Telemetry  # noqa: E402
 from helpers.gpu.gemm import course_kernel, launcher  # noqa: E402
-from helpers.gpu.timing import gemm_inputs, interleave, rounds_for, time_runs  # noqa: E402
+from helpers.gpu.timing import batches, gemm_inputs, interleave, rounds_for, time_runs  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (4096, 4096, 1024)]
 KNOB_SHAPES = [(8192, 8192, 8192), (8192, 8192, 512)]
@@ -81,15 +81,6 @@ def correctness(kernel: gpu.Kernel, rng: np.random.Generator) -> list[dict]:
     return out
 
 
-def _side(fns: list, cursor: dict, key: str, per_round: int):  # noqa: ANN202
-    def run() -> list[float]:
-        times = time_runs(fns, per_round, start=cursor[key], warmup=1)
-        cursor[key] += per_round + 1
-        return times
-
-    return run
-
-
 def compare(shape: tuple[int, int, int], sides: dict[str, object]) -> dict:
     """Every side after the first interleaved with the first, on the same rotated inputs; the ratios are the
     other side's time over the first's (above 1: the first is faster)."""
@@ -102,17 +93,16 @@ def compare(shape: tuple[int, int, int], sides: dict[str, object]) -> dict:
         fns[name] = [(gemm_launcher(a, b, c) if make is None else make(a, b, c)) for a, b, c in zip(A, B, C,
                                                                                                     strict=True)]
     per_round = rounds_for(REPEAT, ROUNDS)
-    cursor = {name: 0 for name in fns}
     for f in fns.values():
         time_runs(f, 5, warmup=0)
     names = list(fns)
     first, flops = names[0], 2 * m * n * k
     out: dict = {"shape": [m, n, k], "per_round": per_round, "rounds": ROUNDS}
+    first_side = batches(fns[first], per_round)  # one side for every comparison: its input sets rotate on
     for other in names[1:]:
         with Telemetry() as tel:
-            inter = interleave(_side(fns[first], cursor, first, per_round), _side(fns[other], cursor, other,
-                                                                                  per_round),
-                               rounds=ROUNDS, telemetry=tel, labels=(first, other))
+            inter = interleave(first_side, batches(fns[other], per_round), rounds=ROUNDS, telemetry=tel,
+                               labels=(first, other))
         out[f"{first} vs {other}"] = {
             "ratio": inter.ratio, "ratio_range": list(inter.ratio_range), "round_ratios": inter.ratios,
             f"{first}_tflops": flops / (inter.a_ms * 1e-3) / 1e12,
