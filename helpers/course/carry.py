@@ -17,7 +17,9 @@ deterministic, and blind to whitespace when it compares lines.
 
 A lab uses it through a :class:`Previous` (the previous notebook, its variable, the course's previous kernel, the
 previous lab's check): :func:`your_previous_kernel`, then :func:`carried` for the source to grade and the diff to
-show.
+show. From Lab 6 on, the previous lab's cell is itself carried: ``Previous.whole`` puts the student's whole kernel
+of that lab together (their cell merged with their kernel of the lab before, and so on back to Lab 4) before it is
+checked, so each lab builds on everything the student wrote since Lab 4.
 """
 
 from __future__ import annotations
@@ -185,6 +187,10 @@ class Previous:
     course: Callable[[], str]  # the course's kernel of that lab
     check: Callable[[str], None]
     depends: str = ""  # what else the check's verdict depends on (the wrappers it compiles with): part of the memo
+    #: the saved cell's text and the folder it was read from → the whole kernel that lab graded (code only), for a
+    #: lab whose cell is itself carried (Lab 6 on: the cell is merged with the student's kernel of the lab before);
+    #: None: the cell is the whole kernel
+    whole: Callable[[str, Path | None], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ class PreviousKernel:
     yours: bool
     line: str
     why: str = ""  # why the course's stands in (empty when it is the student's)
-    saved: str = ""  # the student's text as saved (code only), even when it does not stand
+    saved: str = ""  # the student's whole kernel as saved (code only), even when it does not stand
 
 
 _CACHE: dict[tuple, PreviousKernel] = {}
@@ -209,22 +215,30 @@ def _read(prev: Previous, here: Path) -> tuple[Path | None, str | None, str]:
 
 
 def your_previous_kernel(prev: Previous, *, here: Path | None = None, quiet: bool = False) -> PreviousKernel:
-    """The student's kernel of ``prev.lab`` as they saved it, checked with that lab's check (its output kept quiet);
-    the course's kernel of that lab where theirs is missing, a stub or fails the check. Prints the one line that
-    says which (unless ``quiet``). The verdict is remembered for the same saved text."""
+    """The student's kernel of ``prev.lab`` as they saved it (put together with the labs before it where that lab's
+    cell is carried too), checked with that lab's check (its output kept quiet); the course's kernel of that lab where
+    theirs is missing, a stub or fails the check. Prints the one line that says which (unless ``quiet``). The verdict
+    is remembered for the same whole kernel."""
     here = Path.cwd() if here is None else here
     path, text, problem = _read(prev, here)
+    unreadable = ""
+    if text is not None and "#error" not in text and prev.whole is not None:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                text = prev.whole(text, here)
+        except Exception as exc:  # noqa: BLE001 - the course's stands in, said why
+            unreadable = f"{prev.lab}'s kernel could not be put together: {type(exc).__name__}: {exc}"
     key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest(),
-           hashlib.sha256(prev.depends.encode()).hexdigest())
+           hashlib.sha256(prev.depends.encode()).hexdigest(), unreadable)
     if key not in _CACHE:
-        _CACHE[key] = _judge(prev, path, text, problem)
+        _CACHE[key] = _judge(prev, path, text, problem, unreadable)
     got = _CACHE[key]
     if not quiet:
         print(got.line)
     return got
 
 
-def _judge(prev: Previous, path: Path | None, text: str | None, problem: str) -> PreviousKernel:
+def _judge(prev: Previous, path: Path | None, text: str | None, problem: str, unreadable: str) -> PreviousKernel:
     from helpers.course import grading
 
     course = code_lines(prev.course())
@@ -237,6 +251,9 @@ def _judge(prev: Previous, path: Path | None, text: str | None, problem: str) ->
         why = f"{prev.variable} in {path.name if path else prev.notebook} is still a stub"
         return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel is not written yet ({why}); {stands}", why,
                               code_lines(text))
+    if unreadable:
+        return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel could not be read ({unreadable}); {stands}",
+                              unreadable)
     with contextlib.redirect_stdout(io.StringIO()):
         try:
             prev.check(text)

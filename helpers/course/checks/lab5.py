@@ -35,6 +35,10 @@ __all__ = [
     "carry_wrappers",
     "MEASURED",
     "ladder_rows",
+    "lab_ladder_rows",
+    "show_rows",
+    "timed",
+    "TIMED",
     "show_ladder",
     "hint",
     "answer",
@@ -686,8 +690,7 @@ def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.G
     for size, (bench, clock, ref) in zip(sizes, time_gemm(source, spec, list(sizes), what=f"timing {what}",
                                                           reference=reference), strict=True):
         c.ok(f"timed: {bench.summary()} ({clock})")
-        if spec.name == KERNEL_NAME:
-            MEASURED[size] = (bench, ref)
+        timed(spec.name)[size] = (bench, ref)
         check_speed_floor(c, bench, ref, f"{size}³" if isinstance(size, int) else "×".join(map(str, size)),
                           hint="compare your mainloop and epilogue with the text (a tile computed more than once, a "
                                "stage waited for too early, a store waited for in full)")
@@ -725,43 +728,59 @@ def check_epilogue_kernel(source: str, *, benchmark: bool = True, sizes: tuple[i
 
 
 # ------------------------------------------------------------------------------------------- the ladder
-#: your kernel's timings of this session (size -> (your kernel, the course's kernel in the same run)), filled by the
-#: kernel check on an H100
-MEASURED: dict[Any, tuple[Any, Any]] = {}
+#: each kernel's timings of this session (kernel name -> size -> (the student's kernel, the course's kernel in the
+#: same run)), filled by the kernel checks on an H100
+TIMED: dict[str, dict[Any, tuple[Any, Any]]] = {}
 
 
-def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
-    """The ladder at size³: the course's Lab 4 and Lab 5 kernels as measured on an H100 (bench/results/ladder.json,
-    "not measured yet" where there is none), then your own Lab 5 kernel as the check timed it in this session,
-    beside the course's Lab 5 kernel timed in the same run."""
+def timed(kernel: str) -> dict[Any, tuple[Any, Any]]:
+    """This session's timings of the kernel named ``kernel`` (size -> (yours, the course's in the same run))."""
+    return TIMED.setdefault(kernel, {})
+
+
+#: your Lab 5 kernel's timings of this session
+MEASURED = timed(KERNEL_NAME)
+
+
+def lab_ladder_rows(size: int, lab: str, keys: dict[str, str], kernel: str) -> list[dict[str, Any]]:
+    """The ladder at size³ for ``lab`` ("Lab 6"): the course's kernels ``keys`` (ladder key -> step name) as measured
+    on an H100 (bench/results/ladder.json, "not measured yet" where there is none), then the student's own kernel
+    ``kernel`` as the check timed it in this session, beside the course's kernel timed in the same run."""
     from helpers.course import ladder
 
     data = ladder.load()
-    keys = {"lab4b": "Lab 4 · the course's kernel", "lab5": "Lab 5 · the course's kernel"}
     rows = []
     for r in ladder.rungs((size, size, size), data):
         if r.key in keys:
             where = f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" if r.tflops else \
                 "not measured yet"
             rows.append({"step": keys[r.key], "tflops": r.tflops, "cublas_tflops": r.cublas_tflops, "where": where})
-    if size in MEASURED:
-        bench, ref = MEASURED[size]
-        rows.append({"step": "Lab 5 · your kernel", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,
+    mine = timed(kernel)
+    if size in mine:
+        bench, ref = mine[size]
+        rows.append({"step": f"{lab} · your kernel", "tflops": bench.tflops, "cublas_tflops": bench.cublas_tflops,
                      "where": "this notebook, just now"})
         if ref is not None:
-            rows.append({"step": "Lab 5 · the course's kernel, same run", "tflops": ref.tflops,
+            rows.append({"step": f"{lab} · the course's kernel, same run", "tflops": ref.tflops,
                          "cublas_tflops": None, "where": "this notebook, just now"})
     else:
-        rows.append({"step": "Lab 5 · your kernel", "tflops": None, "cublas_tflops": None,
+        rows.append({"step": f"{lab} · your kernel", "tflops": None, "cublas_tflops": None,
                      "where": "not timed in this session (the check times it on an H100)"})
     return rows
 
 
-def show_ladder(size: int = 4096) -> None:
-    """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
-    run, and the ratio."""
+def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
+    """The ladder at size³: the course's Lab 4 and Lab 5 kernels as measured on an H100, then your own Lab 5 kernel
+    as the check timed it in this session, beside the course's Lab 5 kernel timed in the same run."""
+    steps = {"lab4b": "Lab 4 · the course's kernel", "lab5": "Lab 5 · the course's kernel"}
+    return lab_ladder_rows(size, "Lab 5", steps, KERNEL_NAME)
+
+
+def show_rows(rows: list[dict[str, Any]], size: int) -> None:
+    """Ladder rows as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same run, and
+    the ratio."""
     lines = [f"| {size}³ | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
-    for r in ladder_rows(size):
+    for r in rows:
         t, cb = r["tflops"], r["cublas_tflops"]
         ratio = f"{t / cb:.2f}" if t and cb else "–"
         lines.append(f"| {r['step']} | {f'{t:.0f}' if t else '–'} | {f'{cb:.0f}' if cb else '–'} | {ratio} | "
@@ -773,3 +792,9 @@ def show_ladder(size: int = 4096) -> None:
         display(Markdown(table))
     except ImportError:  # pragma: no cover - IPython is always there in the course's environment
         print(table)
+
+
+def show_ladder(size: int = 4096) -> None:
+    """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
+    run, and the ratio."""
+    show_rows(ladder_rows(size), size)
