@@ -37,6 +37,7 @@ __all__ = [
     "ladder_rows",
     "lab_ladder_rows",
     "show_rows",
+    "shape_words",
     "timed",
     "TIMED",
     "show_ladder",
@@ -691,7 +692,7 @@ def _gpu_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.G
                                                           reference=reference), strict=True):
         c.ok(f"timed: {bench.summary()} ({clock})")
         timed(spec.name)[size] = (bench, ref)
-        check_speed_floor(c, bench, ref, f"{size}³" if isinstance(size, int) else "×".join(map(str, size)),
+        check_speed_floor(c, bench, ref, shape_words(size),
                           hint="compare your mainloop and epilogue with the text (a tile computed more than once, a "
                                "stage waited for too early, a store waited for in full)")
 
@@ -742,15 +743,25 @@ def timed(kernel: str) -> dict[Any, tuple[Any, Any]]:
 MEASURED = timed(KERNEL_NAME)
 
 
-def lab_ladder_rows(size: int, lab: str, keys: dict[str, str], kernel: str) -> list[dict[str, Any]]:
-    """The ladder at size³ for ``lab`` ("Lab 6"): the course's kernels ``keys`` (ladder key -> step name) as measured
-    on an H100 (bench/results/ladder.json, "not measured yet" where there is none), then the student's own kernel
-    ``kernel`` as the check timed it in this session, beside the course's kernel timed in the same run."""
+def _shape(size: Any) -> tuple[int, int, int]:
+    return (size, size, size) if isinstance(size, int) else tuple(size)
+
+
+def shape_words(size: Any) -> str:
+    """4096 → "4096³"; (1024, 1024, 16384) → "1024×1024×16384"."""
+    return f"{size}³" if isinstance(size, int) else "×".join(map(str, size))
+
+
+def lab_ladder_rows(size: Any, lab: str, keys: dict[str, str], kernel: str) -> list[dict[str, Any]]:
+    """The ladder at ``size`` (an int for size³, or (M, N, K)) for ``lab`` ("Lab 6"): the course's kernels ``keys``
+    (ladder key -> step name) as measured on an H100 (bench/results/ladder.json, "not measured yet" where there is
+    none), then the student's own kernel ``kernel`` as the check timed it in this session, beside the course's kernel
+    timed in the same run."""
     from helpers.course import ladder
 
     data = ladder.load()
     rows = []
-    for r in ladder.rungs((size, size, size), data):
+    for r in ladder.rungs(_shape(size), data):
         if r.key in keys:
             where = f"{data.get('gpu', 'H100')}, {r.source or ladder.LADDER_FILE.name}" if r.tflops else \
                 "not measured yet"
@@ -776,10 +787,11 @@ def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
     return lab_ladder_rows(size, "Lab 5", steps, KERNEL_NAME)
 
 
-def show_rows(rows: list[dict[str, Any]], size: int) -> None:
+def show_rows(rows: list[dict[str, Any]], size: Any) -> None:
     """Ladder rows as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same run, and
     the ratio."""
-    lines = [f"| {size}³ | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |", "|---|---:|---:|---:|---|"]
+    lines = [f"| {shape_words(size)} | TFLOP/s | cuBLAS TFLOP/s (same run) | ratio | measured |",
+             "|---|---:|---:|---:|---|"]
     for r in rows:
         t, cb = r["tflops"], r["cublas_tflops"]
         ratio = f"{t / cb:.2f}" if t and cb else "–"

@@ -33,6 +33,8 @@ __all__ = [
     "check_cluster_kernel",
     "model_problem",
     "opening",
+    "ladder_rows",
+    "show_ladder",
     "hint",
     "answer",
 ]
@@ -329,3 +331,20 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[in
                                        "the epilogue's order across tiles (on the epilogue model)"):
             return
         _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
+    """The ladder at size³: the course's Lab 6 and Lab 7 kernels as measured on an H100, then your own Lab 7 kernel
+    as the kernel check timed it in this session, beside the course's Lab 7 kernel timed in the same run."""
+    from .lab5 import lab_ladder_rows
+
+    steps = {"lab6": "Lab 6 · the course's kernel", "lab7": "Lab 7 · the course's kernel"}
+    return lab_ladder_rows(size, "Lab 7", steps, KERNEL_NAME)
+
+
+def show_ladder(size: int = 4096) -> None:
+    """The ladder at size³ as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
+    from .lab5 import show_rows
+
+    show_rows(ladder_rows(size), size)

@@ -32,7 +32,7 @@ from ._ptxflow import Flow, Ins
 __all__ = [
     "KERNEL_NAME", "SMEM_BYTES", "LAUNCH", "BN", "SQUARE", "SHORT_K", "check_cursor", "check_pingpong_kernel",
     "ptx_order", "sections", "order_problems", "emulator_cases", "kernel_changes", "timeline", "lab8_source",
-    "lab7_source", "measured", "hint", "answer",
+    "lab7_source", "measured", "ladder_rows", "show_ladder", "hint", "answer",
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -426,8 +426,13 @@ def _timing(c: grading.Check, source: str) -> None:
         speeds = C.run(_speed_child, source, SQUARE + SHORT_K, 30, lab8_source(), what="the timing run", timeout=500)
     except RuntimeError as exc:
         c.fail(f"the timing run failed: {exc}")
+    from .lab5 import timed
+
     for s in speeds:
         m, n, k = s["shape"]
+        timed(KERNEL_NAME)[(m, n, k) if m != n or n != k else m] = (
+            SimpleNamespace(tflops=s["lab8"], cublas_tflops=s["cublas8"]),
+            SimpleNamespace(tflops=s["course"]) if s["course"] else None)
         c.ok(f"{m}×{n}×{k}: Lab 8 {s['lab8']:.0f} TFLOP/s ({s['ratio8']:.2f}× cuBLAS), Lab 7 {s['lab7']:.0f} "
              f"({s['ratio6']:.2f}× cuBLAS): ping-pong / cooperative = {s['lab8'] / s['lab7']:.2f}")
         C.check_speed_floor(c, SimpleNamespace(tflops=s["lab8"]), SimpleNamespace(tflops=s["course"] or 0.0),
@@ -515,3 +520,21 @@ def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
     lines = [f"{m}×{n}×{k}, block 0 on the emulator (cycles): which consumer did what"]
     lines += [f"  {s:>7}–{e:<7} consumer {g}: {kind}" for s, e, g, kind in rows]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+def ladder_rows(size: Any = 4096) -> list[dict[str, Any]]:
+    """The ladder at ``size`` (size³, or (M, N, K)): the course's Lab 7 and Lab 8 kernels as measured on an H100, then
+    your own Lab 8 kernel as the kernel check timed it in this session, beside the course's Lab 8 kernel timed in the
+    same run."""
+    from .lab5 import lab_ladder_rows
+
+    steps = {"lab7": "Lab 7 · the course's kernel (cooperative)", "lab8": "Lab 8 · the course's kernel"}
+    return lab_ladder_rows(size, "Lab 8", steps, KERNEL_NAME)
+
+
+def show_ladder(size: Any = 4096) -> None:
+    """The ladder at ``size`` as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
+    from .lab5 import show_rows
+
+    show_rows(ladder_rows(size), size)

@@ -28,7 +28,7 @@ __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
     "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab7_source", "lab9_reference_source", "hint",
     "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
-    "EMULATED_CLUSTERS",
+    "EMULATED_CLUSTERS", "ladder_rows", "show_ladder",
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -842,6 +842,7 @@ def _timing(c: grading.Check, source: str) -> None:
     """(On the H100.) Lab 9 timed on the quantized shapes beside Lab 7 (the lab's target, :data:`TARGET`), the
     course's Lab 9 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, all in one run."""
     from . import _common
+    from .lab5 import timed
 
     speeds = _run(c, "the timing run", gpu_speed, source, lab7_source(), QUANTIZED, 20, lab9_reference_source(),
                   timeout=400)
@@ -850,6 +851,8 @@ def _timing(c: grading.Check, source: str) -> None:
         if "error" in s:
             c.fail(f"{m}×{n}×{k}: the timing run's result differs from cuBLAS: {s['error']}")
         ratio = s["lab9"] / s["lab7"]
+        timed(KERNEL_NAME)[(m, n, k)] = (SimpleNamespace(tflops=s["lab9"], cublas_tflops=s["cublas"]),
+                                         SimpleNamespace(tflops=s["course"]))
         c.ok(f"{m}×{n}×{k}: Lab 9 {s['lab9']:.0f} TFLOP/s, Lab 7 {s['lab7']:.0f} ({ratio:.2f}×), cuBLAS "
              f"{s['cublas']:.0f} (Lab 9 at {s['lab9'] / s['cublas']:.2f}× cuBLAS); {s['clock']}")
         c.true(f"{m}×{n}×{k}: at least {TARGET}× Lab 7", ratio >= TARGET,
@@ -899,3 +902,21 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
                   "above)")
             return
         _timing(c, source)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+def ladder_rows(size: Any = QUANTIZED[0]) -> list[dict[str, Any]]:
+    """The ladder at ``size`` ((M, N, K), or size³): the course's Lab 7 and Lab 9 kernels as measured on an H100,
+    then your own Lab 9 kernel as the kernel check timed it in this session, beside the course's Lab 9 kernel timed
+    in the same run."""
+    from .lab5 import lab_ladder_rows
+
+    steps = {"lab7": "Lab 7 · the course's kernel (data-parallel)", "lab9": "Lab 9 · the course's kernel"}
+    return lab_ladder_rows(size, "Lab 9", steps, KERNEL_NAME)
+
+
+def show_ladder(size: Any = QUANTIZED[0]) -> None:
+    """The ladder at ``size`` as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
+    from .lab5 import show_rows
+
+    show_rows(ladder_rows(size), size)
