@@ -173,15 +173,17 @@ def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
 # =========================================================================================================
 # 3 · the kernel: the run, and the order the trace shows
 # =========================================================================================================
-def sections(trace: Any) -> dict[tuple[int, ...], dict[str, list[tuple[int, int, int, int]]]]:
-    """Per block of an executor trace, the runs of each kind of work by consumer: ``{"mainloop": [...],
-    "epilogue": [...]}``, each run ``(consumer, first cycle, last cycle, events)``: wgmma issues for the mainloop,
-    TMA stores for the epilogue. A run ends where the other consumer's event of the same kind comes."""
+def sections(trace: Any, epilogue: tuple[str, ...] = ("store_issue",)
+             ) -> dict[tuple[int, ...], dict[str, list[tuple[int, int, int, int]]]]:
+    """Per block of an executor trace (or an H100 stamp trace), the runs of each kind of work by consumer:
+    ``{"mainloop": [...], "epilogue": [...]}``, each run ``(consumer, first time, last time, events)``: wgmma issues
+    for the mainloop, TMA stores (event kinds ``epilogue``) for the epilogue. A run ends where the other consumer's
+    event of the same kind comes."""
     out: dict[tuple[int, ...], dict[str, list[tuple[int, int, int, int]]]] = {}
     for cta in trace.blocks():
         runs: dict[str, list[list[int]]] = {"mainloop": [], "epilogue": []}
         for e in trace.block(cta).events:
-            if e.warp < 4 or e.kind not in ("wgmma_issue", "store_issue"):
+            if e.warp < 4 or (e.kind != "wgmma_issue" and e.kind not in epilogue):
                 continue
             kind = "mainloop" if e.kind == "wgmma_issue" else "epilogue"
             g = e.warp // 4 - 1
@@ -501,11 +503,73 @@ def measured() -> str:
     return "\n".join(lines)
 
 
-def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
-    """Run a kernel with the ping-pong launch once on the executor (trace on) and return block 0's runs of mainloop
-    and epilogue work, in cycles, as text: what each consumer did when."""
+#: where a Lab 8 kernel gets its H100 timeline stamps (helpers/include/hopper_trace.cuh): the stamping starts before
+#: the roles split; every consumer warp stamps each K step's wgmmas, the storing thread each sub-tile's TMA store
+STAMPS = [
+    ('#include "hopper.cuh"', "", '#include "hopper_trace.cuh"'),
+    ("if (wg == 0) {", "HOPPER_TRACE(trace);", ""),
+    ("hopper::wgmma_fence();", "HOPPER_STAMP(WGMMA, 0);", ""),
+    ("hopper::tma_store_2d(&tmap_c,", "HOPPER_STAMP(EPILOGUE, 0);", ""),
+]
+STAMPED_SIGNATURE = [("const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {",
+                      "const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, "
+                      "unsigned long long* __restrict__ trace) {")]
+#: the H100 timeline's shape: 8 tiles of 128×128 a block, 16 K steps each
+H100_TIMELINE_SHAPE = (4096, 4096, 1024)
+
+
+def stamped(source: str) -> str:
+    """The kernel with timeline stamps and a last ``trace`` argument (ValueError naming the line where a stamp's
+    place is not found exactly once)."""
+    from helpers.gpu.executor.trace import add_stamps
+
+    for old, _ in STAMPED_SIGNATURE:
+        if source.count(old) != 1:
+            raise ValueError(f"cannot place the stamps: the kernel's parameter list {old.strip()!r} occurs "
+                             f"{source.count(old)} times (once expected)")
+    return add_stamps(source, STAMPS, STAMPED_SIGNATURE)
+
+
+def _stamped_child(source: str, shape: tuple[int, int, int]) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """(Runs in the isolated child, on the H100.) The stamped kernel once on ``shape``: the stamp buffer and grid."""
     from helpers import gpu
-    from helpers.gpu.executor.trace import Trace
+    from helpers.gpu.executor.trace import stamp_buffer
+
+    m, n, k = shape
+    kernel = gpu.compile(source, KERNEL_NAME)
+    a, b = C.make_operands(np.random.default_rng(0), m, n, k)
+    da, db, dc = gpu.to_device(a), gpu.to_device(b), gpu.zeros((m, n), gpu.bfloat16)
+    work = -(-m // 256) * -(-n // BN)
+    blocks = gpu.persistent_grid(kernel, 384, SMEM_BYTES, 2, work)
+    buf = gpu.zeros(stamp_buffer(blocks, 12).shape, np.uint64)
+    maps = (gpu.tensor_map_2d(da, *LAUNCH.box_a), gpu.tensor_map_2d(db, *LAUNCH.box_b),
+            gpu.tensor_map_2d(dc, *LAUNCH.box_c))
+    gpu.launch(kernel, (blocks, 1, 1), 384, SMEM_BYTES, *maps, *(np.int32(v) for v in shape), buf, cluster=(2, 1, 1))
+    gpu.wait()
+    return buf.to_host(), (blocks, 1, 1)
+
+
+def _timeline_text(secs: dict, where: str, unit: str) -> str:
+    kinds = secs.get((0, 0, 0)) or next(iter(secs.values()))
+    rows = sorted([(s, e, g, kind) for kind, runs in kinds.items() for g, s, e, _ in runs])
+    lines = [f"{where}: block 0's stretches of work ({unit}), which consumer did what"]
+    lines += [f"  {s:>7}–{e:<7} consumer {g}: {kind}" for s, e, g, kind in rows]
+    main = sorted((s, e) for kind, runs in kinds.items() if kind == "mainloop" for _, s, e, _ in runs)
+    epi = [(s, e) for _, s, e, _ in kinds.get("epilogue", [])]
+    hidden = sum(max(0, min(e, me) - max(s, ms)) for s, e in epi for ms, me in main)
+    total = sum(e - s for s, e in epi)
+    if total:
+        lines.append(f"  the epilogues ran {total} {unit.split()[0]} in all, {hidden / total:.0%} of it while the "
+                     "other consumer's mainloop issued wgmmas")
+    return "\n".join(lines)
+
+
+def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
+    """Your kernel's timeline, as text: block 0's runs of mainloop and epilogue work by consumer. Everywhere: one run
+    on the executor (trace on), in the emulator's cycles. On an H100 also: the kernel with timeline stamps
+    (:data:`STAMPS`) once at :data:`H100_TIMELINE_SHAPE` on the GPU, in nanoseconds of the GPU's own timer."""
+    from helpers import gpu
+    from helpers.gpu.executor.trace import Trace, from_stamps
 
     m, n, k = shape
     kernel = C.compile_student(source, KERNEL_NAME, what="the kernel")
@@ -514,12 +578,18 @@ def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
                               gpu.TensorMapArg(a, LAUNCH.box_a), gpu.TensorMapArg(b, LAUNCH.box_b),
                               gpu.TensorMapArg(np.zeros((m, n), gpu.bfloat16), LAUNCH.box_c),
                               np.int32(m), np.int32(n), np.int32(k), cluster=(2, 1, 1), hazards=False, trace=True)
-    secs = sections(Trace.from_machine(res.machine))
-    kinds = next(iter(secs.values()))
-    rows = sorted([(s, e, g, kind) for kind, runs in kinds.items() for g, s, e, _ in runs])
-    lines = [f"{m}×{n}×{k}, block 0 on the emulator (cycles): which consumer did what"]
-    lines += [f"  {s:>7}–{e:<7} consumer {g}: {kind}" for s, e, g, kind in rows]
-    return "\n".join(lines)
+    out = [_timeline_text(sections(Trace.from_machine(res.machine)), f"{m}×{n}×{k} on the emulator", "cycles")]
+    if not C.on_h100():
+        return out[0]
+    hm, hn, hk = H100_TIMELINE_SHAPE
+    try:
+        src = stamped(source)
+    except ValueError as exc:
+        return out[0] + f"\n(no H100 timeline: {exc}; the stamps go before those lines of the course's kernel)"
+    buf, grid = C.run_isolated_call(_stamped_child, src, H100_TIMELINE_SHAPE, what="the stamped run", timeout=120)
+    trace = from_stamps(buf, grid, 384, align="globaltimer")
+    out.append(_timeline_text(sections(trace, epilogue=("work",)), f"{hm}×{hn}×{hk} on the H100", "ns"))
+    return "\n\n".join(out)
 
 
 # ------------------------------------------------------------------------------------------- the ladder
