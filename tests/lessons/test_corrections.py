@@ -255,7 +255,14 @@ def test_lab3_closing_note_has_measured_figures():
 
 
 # ------------------------------------------------------------------------------------------- the bridge
-BRIDGE = {"04": {"PipelineTmaAsync", "PipelineState", "ClusterBarrier", "elect_one_sync",
+BRIDGE = {"00": {"GemmUniversal", "CollectiveMma", "CollectiveBuilder", "TileShape", "ClusterShape",
+                 "CollectiveEpilogue", "PersistentScheduler"},
+          "01": {"TmaDescriptor", "make_tma_copy", "SM90_TMA_LOAD", "SM90_TMA_LOAD_MULTICAST", "SM90_TMA_STORE",
+                 "prefetch_tma_descriptor", "Swizzle<3,4,3>"},
+          "02": {"ClusterBarrier", "ClusterTransactionBarrier", "fence_barrier_init", "NamedBarrier"},
+          "03": {"SM90_64x256x16_F32BF16BF16_SS", "GmmaDescriptor", "warpgroup_arrive", "warpgroup_commit_batch",
+                 "warpgroup_wait", "warpgroup_fence_operand", "ScaleOut::Zero"},
+          "04": {"PipelineTmaAsync", "PipelineState", "ClusterBarrier", "elect_one_sync",
                  "KernelTmaWarpSpecializedCooperative", "KernelTmaWarpSpecializedPingpong"},
           "05": {"KernelTmaWarpSpecializedCooperative", "KernelTmaWarpSpecializedPingpong", "ClusterBarrier",
                  "PersistentTileSchedulerSm90StreamK"},
