@@ -3,6 +3,7 @@ results: what an H100 run writes is rendered and summarized the same way."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -104,3 +105,32 @@ def test_runs_dry_without_a_gpu(capsys):
     assert shapes.main(["--only", "small"]) == 0
     assert "512×4096×4096: 128×256 pairs 32 (waves 48% full), 128×128 pairs 64 (97%) → lab9-128-dp" in (
         capsys.readouterr().out)
+
+
+def _measured_with_narrow_tiles() -> dict | None:
+    """The newest H100 run of bench/shapes.py that timed the 128×128 column (bench/results/*shapes*-h100.json)."""
+    for path in sorted((ROOT / "bench" / "results").glob("*shapes*-h100.json"), reverse=True):
+        result = json.loads(path.read_text())
+        if any(r.get("narrow") for r in result["shapes"]):
+            return result
+    return None
+
+
+def test_the_narrow_tiles_hold_where_they_are_chosen_on_the_h100():
+    """Where choose picks 128×128 tiles, they were no slower than the better of the 128×256 kernels timed beside them
+    in the same run (within 0.03 of cuBLAS's speed, about the run's noise)."""
+    from helpers.gpu import gemm as gpu_matmul
+
+    result = _measured_with_narrow_tiles()
+    if result is None:
+        pytest.skip("no H100 run of bench/shapes.py with the 128×128 column committed yet: bash tools/h100/run.sh "
+                    "shapes (or shapes-small), then commit $OUT/shapes.json and .md as "
+                    "bench/results/<date>-shapes-h100.*")
+    checked = 0
+    for r in result["shapes"]:
+        if gpu_matmul.choose(*r["shape"]).bn != gpu_matmul.NARROW or not r.get("narrow"):
+            continue
+        wide = max(r[c]["ratio"] for c in ("lab7", "lab9") if r.get(c))
+        assert r["narrow"]["ratio"] >= wide - 0.03, (r["name"], r["narrow"]["ratio"], wide)
+        checked += 1
+    assert checked, "the run timed no shape where choose picks 128×128 tiles"
