@@ -68,3 +68,12 @@ def test_a_wide_host_launch_of_the_narrow_kernel_does_not_pass_silently():
                             TensorMapArg(a, (128, 64)), TensorMapArg(b, (128, 64)), TensorMapArg(c, (64, 64)),
                             np.int32(300), np.int32(200), np.int32(200), np.zeros(4 * 2 * 128 * 128, np.float32),
                             np.zeros(8, np.uint32), cluster=(2, 1, 1))
+
+
+def test_each_width_compiles_to_its_own_wgmma_without_spills():
+    """The default build is the 128×256 kernel (m64n256k16 only); -DLAB9_BN=128 gives m64n128k16 only; neither
+    spills."""
+    for bn, other in ((256, 128), (128, 256)):
+        kern = mm.course_kernel("lab9", bn)
+        assert f".m64n{bn}k16." in kern.ptx and f".m64n{other}k16." not in kern.ptx
+        assert kern.report.spill_stores == kern.report.spill_loads == 0
