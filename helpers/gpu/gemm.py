@@ -39,8 +39,8 @@ from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "launcher", "course_kernel", "kernel_style",
-           "tile_width", "smem_bytes", "KERNELS", "STREAMK_BELOW", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS",
-           "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
+           "tile_width", "stages", "smem_bytes", "KERNELS", "STREAMK_BELOW", "WIDE", "NARROW", "SMEM_BYTES",
+           "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -103,9 +103,11 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
     which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97). K does not enter:
     the K loop's length does not change how full the waves are."""
     del k
-    bn = NARROW if 2 * pairs(m, n, WIDE) <= clusters else WIDE
+    twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
+    bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
     streamk = wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
-    return Choice("lab9" if streamk or bn == NARROW else "lab7", bn, streamk)
+    kernel = "lab9" if streamk or bn == NARROW else "lab7"  # Lab 7's kernel has 128×256 tiles only
+    return Choice(kernel, bn, streamk)
 
 
 def stages(bn: int) -> int:
