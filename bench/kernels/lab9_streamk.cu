@@ -20,25 +20,33 @@
 // clusters). No wait can close a cycle because every wait is on a cluster with a lower index and all clusters are
 // resident (grid = co-resident clusters).
 // The workspace holds one slot per cluster (a split pair is keyed by the lowest cluster touching it) and per
-// block of the cluster: 128 × 256 fp32, block-striped: register j of thread t of consumer warpgroup c is
-// element c·16384 + j·128 + t (each access coalesced, each element owned by exactly one thread).
+// block of the cluster: BM × BN fp32, block-striped: register j of thread t of consumer warpgroup c is
+// element c·64·BN + j·128 + t (c·16384 + j·128 + t with 128 × 256 tiles; each access coalesced, each element
+// owned by exactly one thread).
+// LAB9_BN sets the tile width: 256 (the default, 128 × 256 tiles, m64n256k16) or 128 (128 × 128 tiles,
+// m64n128k16, 64 accumulators a thread, 6 stages instead of 4), which makes twice as many pairs for the shapes
+// whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape).
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
 #ifndef LAB9_SCALE_D
-#define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
+#define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing BN / 2 registers
 #endif
 #ifndef LAB9_GROUP
 #define LAB9_GROUP 8   // pairs along M in one raster group
 #endif
+#ifndef LAB9_BN
+#define LAB9_BN 256    // tile width: 256 (128 × 256 tiles) or 128 (128 × 128 tiles)
+#endif
 
 namespace lab9 {
-constexpr int BM = 128, BN = 256, BK = 64, CONSUMERS = 2, CLUSTER = 2;
+constexpr int BM = 128, BN = LAB9_BN, BK = 64, CONSUMERS = 2, CLUSTER = 2;
+static_assert(BN == 256 || BN == 128, "LAB9_BN is 256 or 128");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;
 constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
-constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4
+constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
 
 // Pair p of the grouped raster order → (row of pairs, column of pairs). Groups of GROUP pair-rows are walked
@@ -174,9 +182,8 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         hopper::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          hopper::wgmma_m64n256k16_bf16(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
-                                        hopper::make_smem_desc(b + 32 * kk, 16, 1024),
-                                        !LAB9_SCALE_D || k > ka || kk > 0);
+          hopper::wgmma_bf16<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                                 hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB9_SCALE_D || k > ka || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);

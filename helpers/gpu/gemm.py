@@ -14,9 +14,11 @@ otherwise a small kernel copies it into a zero-padded bf16 buffer (transposing B
 8), and C goes through a padded buffer when N is not a multiple of 8. The tensor maps zero-fill loads past M, N
 and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
 
-Which kernel: Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile pairs would leave
-many clusters idle, where Lab 9's Stream-K spreads the K steps evenly (:func:`choose`). ``kernel=`` runs a
-kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says which).
+Which kernel (:func:`choose`): Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile
+pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps evenly; and when even twice as
+many pairs would fit in one wave, Lab 9's kernel with 128×128 tiles (``LAB9_BN=128``: pairs of 256×128), which
+makes twice as many pairs. ``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the
+count of parameters says which).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,17 +38,20 @@ from .launch import Launcher, prepare, wait
 from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
-__all__ = ["matmul", "choose", "wave_efficiency", "launcher", "course_kernel", "kernel_style", "KERNELS",
-           "STREAMK_BELOW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher",
-           "fused_launcher"]
+__all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "launcher", "course_kernel", "kernel_style",
+           "tile_width", "stages", "smem_bytes", "KERNELS", "STREAMK_BELOW", "WIDE", "NARROW", "SMEM_BYTES",
+           "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
 KERNELS = {"lab7": ("lab7_clusters.cu", "lab7_gemm"), "lab9": ("lab9_streamk.cu", "lab9_gemm")}
-#: dynamic shared memory of both: 4 stages of 128×64 A + 256×64 B, two 64×64 bf16 store buffers per consumer
-#: warpgroup, 1 KB of alignment slack
+#: dynamic shared memory of both at their default tile width: 4 stages of 128×64 A + 256×64 B, two 64×64 bf16
+#: store buffers per consumer warpgroup, 1 KB of alignment slack (:func:`smem_bytes` for other widths)
 SMEM_BYTES = 4 * (128 * 64 + 256 * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
-PAIR = 256  # a cluster's output: 2 blocks × 128 rows, 256 columns
+PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 256 columns)
+#: tile widths (columns of C per tile, Lab 9's LAB9_BN): 128×256 tiles (wide, Lab 7's and Lab 9's default) or
+#: 128×128 tiles (narrow, Lab 9 only)
+WIDE, NARROW = 256, 128
 H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
 STREAMK_BELOW = 0.9
@@ -54,30 +59,93 @@ STREAMK_BELOW = 0.9
 EMULATED_CLUSTERS = 2
 
 
-def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS) -> float:
-    """How full the waves of 256×256 tile pairs keep the clusters: pairs / (waves × clusters), 1.0 = every wave full."""
-    pairs = math.ceil(m / PAIR) * math.ceil(n / PAIR)
-    return pairs / (math.ceil(pairs / clusters) * clusters)
+def pairs(m: int, n: int, bn: int = WIDE) -> int:
+    """Tile pairs of an m×n C, one per cluster at a time: 256 rows (two blocks of 128) × `bn` columns each."""
+    return math.ceil(m / PAIR) * math.ceil(n / bn)
 
 
-def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> str:
-    """``"lab9"`` (Stream-K) when the tile pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters,
-    else ``"lab7"``. From the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where
-    the last wave was mostly empty (1024×1024×16384: 16 pairs on 66 clusters; 1024×4352×8192: 68 pairs, two waves
-    of which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97)."""
-    del k  # the K loop's length does not change how full the waves are
-    return "lab9" if wave_efficiency(m, n, clusters) < STREAMK_BELOW else "lab7"
+def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+    """How full the waves of tile pairs (256 × `bn`) keep the clusters: pairs / (waves × clusters), 1.0 = every
+    wave full."""
+    count = pairs(m, n, bn)
+    return count / (math.ceil(count / clusters) * clusters)
+
+
+class Choice(NamedTuple):
+    """What :func:`choose` picks for a shape: the kernel (``"lab7"`` or ``"lab9"``), its tile width (:data:`WIDE`
+    or :data:`NARROW`) and whether Lab 9's kernel runs Stream-K on every cluster (else whole pairs only)."""
+
+    kernel: str
+    bn: int
+    streamk: bool
+
+    @property
+    def name(self) -> str:
+        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K) or ``lab9-128-dp`` (narrow, one cluster
+        per pair)."""
+        if self.bn == WIDE:
+            return self.kernel
+        return f"{self.kernel}-{self.bn}" + ("" if self.streamk else "-dp")
+
+
+def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
+    """The kernel for an m×n×k GEMM on `clusters` clusters, in two questions.
+
+    1. *Tile width.* 128×256 tiles, unless even twice as many pairs as they make would fit in one wave of clusters:
+       then 128×128 tiles, which make twice as many (512×4096: 32 wide pairs keep 32 of the H100's 66 clusters
+       busy, 64 narrow ones keep 64 busy).
+    2. *Stream-K or whole pairs.* Stream-K (Lab 9's kernel on every cluster) when the pairs fill their waves less
+       than :data:`STREAMK_BELOW` of the clusters; else whole pairs: Lab 7's kernel with wide tiles, Lab 9's with
+       narrow ones on one cluster per pair (it then splits none).
+
+    The 0.9 is from the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where the
+    last wave was mostly empty (1024×1024×16384: 16 pairs on 66 clusters; 1024×4352×8192: 68 pairs, two waves of
+    which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97). K does not enter:
+    the K loop's length does not change how full the waves are."""
+    del k
+    twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
+    bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
+    streamk = wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
+    kernel = "lab9" if streamk or bn == NARROW else "lab7"  # Lab 7's kernel has 128×256 tiles only
+    return Choice(kernel, bn, streamk)
+
+
+def stages(bn: int) -> int:
+    """Ring stages of the kernels at tile width `bn`, as the kernels count them: what 227 KiB of shared memory holds
+    after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128)."""
+    stage = (128 * 64 + bn * 64) * 2
+    return (227 * 1024 - 1024 - 2 * 2 * 64 * 64 * 2) // stage
+
+
+def smem_bytes(bn: int = WIDE) -> int:
+    """Dynamic shared memory of the kernels at tile width `bn`: the ring, the store buffers, the alignment slack."""
+    return stages(bn) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
 
 
 _compiled: dict[str, Kernel] = {}
 
 
-def course_kernel(style: str) -> Kernel:
-    """The course's kernel of this style ("lab7" or "lab9"), compiled once (NVRTC's cache keeps it across runs)."""
-    if style not in _compiled:
+def course_kernel(style: str, bn: int = WIDE) -> Kernel:
+    """The course's kernel of this style ("lab7" or "lab9") and tile width (:data:`NARROW` for Lab 9 only: compiled
+    with ``-DLAB9_BN=128``), compiled once (NVRTC's cache keeps it across runs)."""
+    if bn not in (WIDE, NARROW) or (bn == NARROW and style != "lab9"):
+        raise ValueError(f"the course's kernels have tiles {WIDE} wide, and Lab 9's also {NARROW}; not {style} at {bn}")
+    key = style if bn == WIDE else f"{style}/{bn}"
+    if key not in _compiled:
         file, name = KERNELS[style]
-        _compiled[style] = compile((KERNELS_DIR / file).read_text(), name, filename=file)
-    return _compiled[style]
+        options = () if bn == WIDE else (f"-DLAB9_BN={bn}",)
+        _compiled[key] = compile((KERNELS_DIR / file).read_text(), name, options=options, filename=file)
+    return _compiled[key]
+
+
+def tile_width(kernel: Kernel) -> int:
+    """The tile width a course-style kernel was compiled with: LAB9_BN from its options (``-DLAB9_BN=128``) or a
+    ``#define LAB9_BN`` in its source, else :data:`WIDE`."""
+    for option in kernel.options:
+        if option.startswith("-DLAB9_BN="):
+            return int(option.split("=", 1)[1])
+    m = re.search(r"^\s*#\s*define\s+LAB9_BN\s+(\d+)", kernel.source, re.M)
+    return int(m.group(1)) if m else WIDE
 
 
 def kernel_style(kernel: Kernel) -> str:
@@ -116,34 +184,39 @@ class Matrix:
         return Matrix(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.owner)
 
 
-def _clusters(kernel: Kernel) -> int:
-    return EMULATED_CLUSTERS if executor_active() else max_active_clusters(kernel, 384, SMEM_BYTES, 2)
+def _clusters(kernel: Kernel, smem: int) -> int:
+    return EMULATED_CLUSTERS if executor_active() else max_active_clusters(kernel, 384, smem, 2)
 
 
 _workspaces: dict[tuple[int, int], tuple[DeviceArray, DeviceArray]] = {}
 
 
-def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = None) -> Launcher:
+def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = None, streamk: bool = True) -> Launcher:
     """A launcher of the course's kernel (or one with its parameters) on A (M×K), B (N×K, K-major) and C (M×N), all
-    bf16 with rows a multiple of 16 bytes apart (``DeviceArray`` or :class:`Matrix`): every resident cluster
-    (:data:`EMULATED_CLUSTERS` on the emulator), fewer for Lab 7 when there are fewer tile pairs. Lab 9 style gets
-    a zeroed workspace and flags, kept per kernel (the kernel leaves the flags zeroed)."""
+    bf16 with rows a multiple of 16 bytes apart (``DeviceArray`` or :class:`Matrix`), at the kernel's tile width
+    (:func:`tile_width`): every resident cluster (:data:`EMULATED_CLUSTERS` on the emulator), fewer for Lab 7 when
+    there are fewer tile pairs. Lab 9 style gets a zeroed workspace and flags, kept per kernel (the kernel leaves the
+    flags zeroed); with ``streamk=False`` it runs on as few clusters as its waves of pairs need, so that each
+    cluster gets whole pairs (one cluster per pair when they fit in one wave)."""
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
-    active = clusters or _clusters(kernel)
-    maps = (tensor_map(a, (128, 64)), tensor_map(b, (128, 64)), tensor_map(c, (64, 64)))
+    bn = tile_width(kernel) if style == "lab9" else WIDE
+    smem = smem_bytes(bn)
+    active = clusters or _clusters(kernel, smem)
+    maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)), tensor_map(c, (64, 64)))
     dims = (np.int32(m), np.int32(n), np.int32(k))
+    count = pairs(m, n, bn)
     if style == "lab7":
-        pairs = math.ceil(m / PAIR) * math.ceil(n / PAIR)
-        grid = 2 * max(1, min(active, pairs))
-        return prepare(kernel, (grid, 1, 1), 384, SMEM_BYTES, *maps, *dims, cluster=(2, 1, 1))
+        grid = 2 * max(1, min(active, count))
+        return prepare(kernel, (grid, 1, 1), 384, smem, *maps, *dims, cluster=(2, 1, 1))
     key = (id(kernel), active)
     if key not in _workspaces:
         from .arrays import zeros
 
-        _workspaces[key] = (zeros((active * 2 * 128 * 256,), np.float32), zeros((active * 2,), np.uint32))
+        _workspaces[key] = (zeros((active * 2 * 128 * bn,), np.float32), zeros((active * 2,), np.uint32))
     ws, flags = _workspaces[key]
-    return prepare(kernel, (2 * active, 1, 1), 384, SMEM_BYTES, *maps, *dims, ws, flags, cluster=(2, 1, 1))
+    launched = active if streamk else max(1, math.ceil(count / math.ceil(count / active)))
+    return prepare(kernel, (2 * launched, 1, 1), 384, smem, *maps, *dims, ws, flags, cluster=(2, 1, 1))
 
 
 # ------------------------------------------------------------------------------------- Lab 5 and its fused epilogue
@@ -310,8 +383,11 @@ def _shapes(a: Any, b: Any) -> tuple[int, int, int]:
 
 
 def _run(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Any) -> None:
-    kern = kernel if kernel is not None else course_kernel(choose(m, n, k))
-    launcher(kern, a, b_nk, c)()
+    if kernel is not None:
+        launcher(kernel, a, b_nk, c)()
+        return
+    choice = choose(m, n, k)
+    launcher(course_kernel(choice.kernel, choice.bn), a, b_nk, c, streamk=choice.streamk)()
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:

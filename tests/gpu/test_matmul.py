@@ -23,14 +23,14 @@ def _emulator_unless_gpu(monkeypatch):
         monkeypatch.setenv("HELPERS_EXECUTOR", "force")
 
 
-@pytest.mark.parametrize("style", ["lab7", "lab9"])
+@pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab9", 256), ("lab9", 128)])
 @pytest.mark.parametrize("shape", EDGES)
-def test_numpy_bf16_any_shape_with_both_course_kernels(style, shape):
+def test_numpy_bf16_any_shape_with_the_course_kernels(style, bn, shape):
     m, n, k = shape
     rng = np.random.default_rng(m + n + k)
     a = rng.standard_normal((m, k)).astype(gpu.bfloat16)
     b = rng.standard_normal((k, n)).astype(gpu.bfloat16)
-    c = mm.matmul(a, b, kernel=mm.course_kernel(style))
+    c = mm.matmul(a, b, kernel=mm.course_kernel(style, bn))
     assert c.shape == (m, n) and c.dtype == gpu.bfloat16
     gpu.check_gemm(c, _ref(a, b), k)
 
@@ -101,11 +101,111 @@ def test_kernel_styles_are_read_from_the_parameters():
     ((1024, 4352, 8192), "lab9"),      # 68 pairs: a second wave of 2
 ])
 def test_streamk_where_the_last_wave_is_mostly_empty(shape, style):
-    assert mm.choose(*shape) == style
+    choice = mm.choose(*shape)
+    assert choice.kernel == style and choice.streamk == (style == "lab9")
+
+
+#: bench/shapes.py's shape set → what choose picks on the H100's 66 clusters (Choice.name)
+SHAPE_SET_CHOICES = {
+    (2048, 2048, 2048): "lab7",           # 64 wide pairs: 128 would not fit in one wave; 0.97 full
+    (4096, 4096, 4096): "lab7",
+    (8192, 8192, 8192): "lab7",
+    (16384, 16384, 8192): "lab7",
+    (512, 4096, 4096): "lab9-128-dp",     # 32 wide pairs, 64 narrow ones fit in one wave (0.97): one cluster each
+    (512, 1024, 4096): "lab9-128",        # 8 wide, 16 narrow pairs (0.24 full): Stream-K
+    (512, 14336, 4096): "lab9",           # 112 wide pairs: two waves, 0.85 full: Stream-K
+    (512, 4096, 14336): "lab9-128-dp",
+    (2048, 4096, 4096): "lab7",
+    (2048, 1024, 4096): "lab9-128-dp",    # 32 wide, 64 narrow pairs
+    (2048, 14336, 4096): "lab7",
+    (2048, 4096, 14336): "lab7",
+    (8192, 4096, 4096): "lab7",
+    (8192, 1024, 4096): "lab7",
+    (8192, 14336, 4096): "lab7",
+    (8192, 4096, 14336): "lab7",
+    (1024, 1024, 16384): "lab9-128",      # 16 wide, 32 narrow pairs (0.48)
+    (1024, 4352, 8192): "lab9",           # 68 wide pairs: more than one wave, so wide
+    (4352, 2048, 8192): "lab9",
+}
+
+
+def test_the_choice_on_the_shape_set():
+    import sys
+
+    sys.path.insert(0, str(mm.KERNELS_DIR.parent))
+    import shapes
+
+    assert {s for _, _, s in shapes.SHAPES} == set(SHAPE_SET_CHOICES)
+    for shape, name in SHAPE_SET_CHOICES.items():
+        choice = mm.choose(*shape)
+        assert choice.name == name, (shape, choice)
+        assert (choice.kernel, choice.bn) in (("lab7", 256), ("lab9", 256), ("lab9", 128))
+        assert choice.streamk == (name in ("lab9", "lab9-128"))
+    assert set(shapes.SMALL) >= {n for n, _, s in shapes.SHAPES if mm.choose(*s).bn == mm.NARROW}
+
+
+@pytest.mark.parametrize(("mn", "clusters", "name"), [
+    ((768, 2816), 66, "lab9-128-dp"),     # 3 × 11 = 33 wide pairs: twice as many, 66, just fit in one wave
+    ((768, 3072), 66, "lab9"),            # 3 × 12 = 36: 72 narrow ones would not fit; 0.55 full: Stream-K, wide
+    ((256, 100), 66, "lab9-128"),         # N below 128: as many pairs either way, narrow ones waste less
+    ((512, 4096), 16, "lab7"),            # on 16 clusters 32 wide pairs are two full waves
+    ((512, 4096), 40, "lab9"),            # on 40: 32 wide pairs would not fit twice; 0.8 full: Stream-K
+])
+def test_narrow_tiles_exactly_when_twice_the_pairs_fit_in_one_wave(mn, clusters, name):
+    assert mm.choose(*mn, 4096, clusters=clusters).name == name
+
+
+def test_host_stages_and_shared_memory_are_the_kernels():
+    """gemm.stages(bn) against the kernel's own STAGES, at both widths (a static_assert that NVRTC checks)."""
+    src = (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
+    assert (mm.stages(256), mm.stages(128)) == (4, 6)
+    assert mm.smem_bytes(256) == mm.SMEM_BYTES and mm.smem_bytes(128) == 6 * 32 * 1024 + 32 * 1024 + 1024
+    for bn in (256, 128):
+        probe = src + f'\nstatic_assert(lab9::STAGES == {mm.stages(bn)} && lab9::BN == {bn}, "host and kernel");\n'
+        gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}",))
+    with pytest.raises(gpu.CompileError, match="LAB9_BN is 256 or 128"):
+        gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=64",))
+
+
+def test_tile_width_is_read_from_the_kernel():
+    assert mm.tile_width(mm.course_kernel("lab9")) == 256 and mm.tile_width(mm.course_kernel("lab9", 128)) == 128
+    src = "#define LAB9_BN 128\n" + (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
+    assert mm.tile_width(gpu.compile(src, "lab9_gemm")) == 128
+    with pytest.raises(ValueError, match="128"):
+        mm.course_kernel("lab7", 128)
+
+
+def test_whole_pairs_launch_on_as_few_clusters_as_their_waves_need():
+    """Lab 9 with streamk=False: 4 narrow pairs on 8 clusters run on 4, on 3 clusters (two waves) on 2; Stream-K on
+    every cluster."""
+    kern = mm.course_kernel("lab9", 128)
+    a, b = gpu.zeros((300, 64), gpu.bfloat16), gpu.zeros((200, 64), gpu.bfloat16)
+    c = gpu.zeros((300, 200), gpu.bfloat16)
+    grid = {(clusters, streamk): mm.launcher(kern, a, b, c, clusters=clusters, streamk=streamk).grid[0]
+            for clusters in (8, 3) for streamk in (True, False)}
+    assert grid == {(8, True): 16, (8, False): 8, (3, True): 6, (3, False): 4}
+
+
+@pytest.mark.parametrize(("shape", "launched"), [((300, 200, 100), ("lab9", 128, True)),
+                                                 ((1, 9, 3), ("lab9", 128, True))])
+def test_matmul_runs_the_choice(shape, launched, monkeypatch):
+    """matmul launches what choose picks (here 128×128 tiles, Stream-K) and gets the product right."""
+    seen = []
+    real = mm.launcher
+    monkeypatch.setattr(mm, "launcher", lambda kern, *args, streamk=True: seen.append(
+        (mm.kernel_style(kern), mm.tile_width(kern), streamk)) or real(kern, *args, streamk=streamk))
+    m, n, k = shape
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((m, k)).astype(gpu.bfloat16), rng.standard_normal((k, n)).astype(gpu.bfloat16)
+    c = mm.matmul(a, b)
+    assert seen == [launched] and mm.choose(m, n, k)[:] == launched
+    gpu.check_gemm(c, _ref(a, b), k)
 
 
 # ------------------------------------------------------------------------------------------------ on the H100
-GPU_SHAPES = [(37, 45, 29), (1000, 1000, 1000), (513, 2049, 4100), (4096, 4096, 4096), (1024, 1024, 16384)]
+# 128×128 tiles with Stream-K at 1000³, 513×2049×4100 and 1024×1024×16384, on one cluster per pair at 512×4096×4096
+GPU_SHAPES = [(37, 45, 29), (1000, 1000, 1000), (513, 2049, 4100), (4096, 4096, 4096), (1024, 1024, 16384),
+              (512, 4096, 4096)]
 
 
 @pytest.mark.gpu

@@ -3,6 +3,7 @@ results: what an H100 run writes is rendered and summarized the same way."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -47,6 +48,27 @@ def test_geometric_means_per_column_and_group():
     assert shapes.geomean([]) is None
 
 
+def test_the_chosen_column_follows_the_choice_onto_the_narrow_tiles():
+    rows = [{"group": "layer", "chosen": "lab9-128-dp", "lab7": _entry(0.6, 0.5, 0.7), "lab9": _entry(0.7, 0.6, 0.8),
+             "narrow": _entry(0.9, 0.8, 1.0), "noise": _entry(1.0, 0.99, 1.01)},
+            {"group": "layer", "chosen": "lab7", "lab7": _entry(1.0, 0.9, 1.1), "lab9": _entry(0.9, 0.8, 1.0),
+             "noise": _entry(1.0, 0.99, 1.01)}]
+    g = shapes.summarize(rows)
+    assert g["layer"]["chosen"] == pytest.approx(math.sqrt(0.9)) and g["layer"]["narrow"] == pytest.approx(0.9)
+    assert [shapes.column_of(c) for c in ("lab7", "lab9", "lab9-128", "lab9-128-dp")] == [
+        "lab7", "lab9", "narrow", "narrow"]
+
+
+def test_only_takes_names_groups_and_small():
+    assert [n for n, _, _ in shapes.selected(["small"])] == shapes.SMALL
+    assert shapes.SMALL == ["2048³", "layer, 512 tokens: Q / output projection",
+                            "layer, 512 tokens: K or V projection (grouped)", "layer, 512 tokens: FFN down",
+                            "layer, 2048 tokens: K or V projection (grouped)", "1024×1024×16384"]
+    assert len(shapes.selected(["wave-quantized", "4096³"])) == 4 and shapes.selected(None) == shapes.SHAPES
+    with pytest.raises(SystemExit, match="unknown shapes or groups"):
+        shapes.selected(["5000³"])
+
+
 def test_the_report_shows_ranges_flags_and_failures():
     rows = [{"name": "4096³", "group": "square", "shape": [4096] * 3, "chosen": "lab7",
              "lab7": _entry(0.988, 0.987, 0.993), "lab9_failure": "KernelFault: illegal address",
@@ -56,6 +78,9 @@ def test_the_report_shows_ranges_flags_and_failures():
     md = shapes.render(result)
     assert "0.988 [0.987–0.993]" in md and "KernelFault" in md and "(clocks differ)" in md
     assert "1980 / 1965" in md and "690 / 700" in md
+    rows[0] |= {"chosen": "lab9-128-dp", "narrow": _entry(0.91, 0.9, 0.92), "narrow_launch": "lab9-128-dp"}
+    md = shapes.render(result | {"geomean": shapes.summarize(rows)})
+    assert "| 0.910 [0.900–0.920] (lab9-128-dp) | lab9-128-dp |" in md and "Lab 9 128×128 × cuBLAS" in md
 
 
 def test_the_ladder_renders_interleaved_rows_and_the_noise_floor():
@@ -77,3 +102,35 @@ def test_runs_dry_without_a_gpu(capsys):
     assert shapes.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "timing skipped" in out and "1024×4352×8192" in out and "→ lab9" in out
+    assert shapes.main(["--only", "small"]) == 0
+    assert "512×4096×4096: 128×256 pairs 32 (waves 48% full), 128×128 pairs 64 (97%) → lab9-128-dp" in (
+        capsys.readouterr().out)
+
+
+def _measured_with_narrow_tiles() -> dict | None:
+    """The newest H100 run of bench/shapes.py that timed the 128×128 column (bench/results/*shapes*-h100.json)."""
+    for path in sorted((ROOT / "bench" / "results").glob("*shapes*-h100.json"), reverse=True):
+        result = json.loads(path.read_text())
+        if any(r.get("narrow") for r in result["shapes"]):
+            return result
+    return None
+
+
+def test_the_narrow_tiles_hold_where_they_are_chosen_on_the_h100():
+    """Where choose picks 128×128 tiles, they were no slower than the better of the 128×256 kernels timed beside them
+    in the same run (within 0.03 of cuBLAS's speed, about the run's noise)."""
+    from helpers.gpu import gemm as gpu_matmul
+
+    result = _measured_with_narrow_tiles()
+    if result is None:
+        pytest.skip("no H100 run of bench/shapes.py with the 128×128 column committed yet: bash tools/h100/run.sh "
+                    "shapes (or shapes-small), then commit $OUT/shapes.json and .md as "
+                    "bench/results/<date>-shapes-h100.*")
+    checked = 0
+    for r in result["shapes"]:
+        if gpu_matmul.choose(*r["shape"]).bn != gpu_matmul.NARROW or not r.get("narrow"):
+            continue
+        wide = max(r[c]["ratio"] for c in ("lab7", "lab9") if r.get(c))
+        assert r["narrow"]["ratio"] >= wide - 0.03, (r["name"], r["narrow"]["ratio"], wide)
+        checked += 1
+    assert checked, "the run timed no shape where choose picks 128×128 tiles"

@@ -35,6 +35,17 @@ def test_every_kernel_is_bit_identical(fixture: dict) -> None:
             "lab6 persistent clusters", "lab7 Stream-K", "cluster_demo x2", "shared-memory layout"} <= names
 
 
+def test_lab9_with_128x128_tiles_is_bit_identical(fixture: dict) -> None:
+    """Lab 9's kernel compiled with -DLAB9_BN=128 (gpu.matmul's choice where 128×256 tiles are few), Stream-K
+    splits included: the H100's bits are the executor's."""
+    name = "lab9 Stream-K, 128x128 tiles"  # NARROW_CASE of tools/h100/executor_vs_h100.py
+    record = next((k for k in fixture["kernels"] if k["name"] == name), None)
+    if record is None:
+        pytest.skip("the committed comparison has no record of Lab 9 with 128×128 tiles yet: run "
+                    "tools/h100/executor_vs_h100.py on an H100 and commit its ptx_vs_h100.json")
+    assert record["bit_identical"], record
+
+
 def test_every_alu_op_is_bit_identical(fixture: dict) -> None:
     from helpers.gpu.executor.probes import ALU_OPS
 

@@ -3,7 +3,7 @@
 # driver, clocks and date in $OUT/env.txt. The table in tools/README.md says which fixture each one writes.
 #   bash tools/h100/run.sh [--wheels DIR] NAME...
 # NAME: a script of this folder (race_rates, pipeline_trace, executor_vs_h100, ...), or gpu-tests, validate, ladder,
-# shapes, matmul, lab4, lab5679. --wheels installs carried wheels first (the H100 machine has no Jupyter).
+# shapes, shapes-small, matmul, lab4, lab5679. --wheels installs carried wheels first (the H100 machine has no Jupyter).
 set -u
 WHEELS=""
 if [ "${1:-}" = "--wheels" ]; then WHEELS=$2; shift 2; fi
@@ -16,6 +16,7 @@ for name in "$@"; do
     validate) cmd=(python3 -m helpers.course.labgen validate --jobs 3) ;;
     ladder) cmd=(python3 bench/ladder.py --write "$OUT/ladder") ;;
     shapes) cmd=(python3 bench/shapes.py --write "$OUT/shapes") ;;
+    shapes-small) cmd=(python3 bench/shapes.py --only small --write "$OUT/shapes-small") ;;
     matmul) cmd=(python3 -m pytest -m gpu -v -p no:cacheprovider tests/gpu/test_matmul.py tests/gpu/test_interleave.py) ;;
     lab4) cmd=(python3 tests/labs/gpu_lab4.py "$OUT") ;;
     lab5679) cmd=(python3 tests/labs/gpu_lab5679.py "$OUT") ;;
