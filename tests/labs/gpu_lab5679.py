@@ -49,14 +49,14 @@ def lab5_run_only(src: str) -> dict[str, WrongKernel]:
 
 def lab6_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 6 kernels whose PTX passes every static check, each with one mistake in a region."""
-    loop = "for (int t = blockIdx.x; t < tiles; t += gridDim.x) {"
+    loop = "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {"
     return {
         "the scheduler skips the last, partial wave": (
-            src.replace(loop, "for (int t = blockIdx.x; t < tiles / gridDim.x * gridDim.x; t += gridDim.x) {"),
-            ("never written", "a tile no block took"), True),
+            _count_swap(src, loop, "for (int tile = blockIdx.x; tile < tiles / gridDim.x * gridDim.x; "
+                                   "tile += gridDim.x) {", 2), ("never written", "a tile no block took"), True),
         "the tile's last stage never released": (
-            _swap(src, "    if (tid == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last stage\n",
-                  ""), ("deadlock",), True),
+            _swap(src, "      if (nk > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last "
+                       "stage\n", ""), ("deadlock",), True),
         "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
                                                     "const int rows = LAB6_GROUP;"),
                                               ("never written", "a tile no block took"), True),
@@ -67,14 +67,16 @@ def lab7_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 7 kernels whose PTX passes every static check, each with one mistake in a region."""
     producer_m0 = "        const int m0 = pm * 2 * BM + rank * BM, n0 = pn * BN;"  # (the consumers' is indented less)
     return {
-        "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(a + A_BYTES + rank * B_HALF,",
-                                                      "tma_load_2d_multicast(a + A_BYTES,"), ("sub-tile|a stage refilled",), True),
+        "both shares of B land on each other": (_swap(src, "tma_load_2d_multicast(smem + s * STAGE_BYTES + A_BYTES "
+                                                           "+ rank * B_HALF,",
+                                                      "tma_load_2d_multicast(smem + s * STAGE_BYTES + A_BYTES,"),
+                                                ("sub-tile|a stage refilled",), True),
         "both CTAs load the same half of B": (_swap(src, "n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);",
                                                     "n0, (1u << CLUSTER) - 1);"), ("sub-tiles of C",), True),
         "the producer loads CTA 0's rows of A in both CTAs": (_swap(src, producer_m0, producer_m0.replace(
             " + rank * BM", "")), ("sub-tiles of C are wrong",), True),
-        "the last raster group not clipped": (_swap(src, "const int rows = min(pairs_m - first, LAB7_GROUP);",
-                                                    "const int rows = LAB7_GROUP;"),
+        "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
+                                                    "const int rows = LAB6_GROUP;"),
                                               ("never written", "a pair no cluster took"), True),
     }
 
@@ -151,7 +153,7 @@ def _solutions() -> dict[str, str]:
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_clusters", "LAB7_SRC"),
                       ("lab8_pingpong", "LAB8_SRC"), ("lab9_streamk", "LAB9_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
-    # Lab 5's kernel is built on the wrappers of Labs 1 and 2 (as the solutions write them)
+    # the kernels of Labs 5, 6 and 7 are built on the wrappers of Labs 1 and 2 (as the solutions write them)
     out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
                        + "".join(labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")[v]
                                  for v in ("MBAR_INIT_ARRIVE", "MBAR_TX_WAIT")))
@@ -219,17 +221,17 @@ def main(out: Path) -> int:
     results: list[dict] = []
     _expect(results, "Lab 5 solution (timed at 4096³)",
             lambda s: lab5.check_epilogue_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]), src["LAB5_SRC"], None)
-    _expect(results, "Lab 6 solution (timed at 4096³)", lambda s: lab6.check_persistent_kernel(s, sizes=(4096,)),
-            src["LAB6_SRC"], None)
-    _expect(results, "Lab 7 solution (timed at 4096³)", lambda s: lab7.check_cluster_kernel(s, sizes=(4096,)),
-            src["LAB7_SRC"], None)
+    _expect(results, "Lab 6 solution (timed at 4096³)",
+            lambda s: lab6.check_persistent_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]), src["LAB6_SRC"], None)
+    _expect(results, "Lab 7 solution (timed at 4096³)",
+            lambda s: lab7.check_cluster_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]), src["LAB7_SRC"], None)
     _expect(results, "Lab 8 solution (timed beside Lab 7 and the course's Lab 8, square and short-K)",
             lambda s: lab8.check_pingpong_kernel(s, benchmark=True), src["LAB8_SRC"], None)
     _expect(results, "Lab 9 solution (timed beside Lab 7 on the quantized shapes)",
             lambda s: lab9.check_streamk_kernel(s, benchmark=True), src["LAB9_SRC"], None)
     graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
-               "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False),
-               "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False),
+               "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
+               "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab8": lambda s: lab8.check_pingpong_kernel(s, benchmark=False),
                "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False)}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),

@@ -2,7 +2,9 @@
 plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The kernel's wrong
 versions are the solution kernel with one change each: those the PTX shows are rejected statically, those only a
 run shows are run on the course's PTX executor (two blocks, several tiles each), where the work is checked too.
-Also here: the tiered hints (the stubs show tier 0 only).
+Also here: the tiered hints (the stubs show tier 0 only). The kernel is graded on the solutions' wrappers of Labs 1 and
+2; no Lab 5 notebook is beside the tests, so the course's Lab 5 kernel stands in (test_lab6_carry.py covers a
+student's).
 
 Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab6.py``).
 """
@@ -19,19 +21,28 @@ import pytest
 from gpu_lab5679 import lab6_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, lab_exercises
 
-from helpers.course import grading, labgen
-from helpers.course.checks import lab6
+from helpers.course import carry, grading, labgen
+from helpers.course.checks import lab5, lab6
 from helpers.hopper import scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab6_persistent.ipynb"
 BENCH = (ROOT / "bench" / "kernels" / "lab6_persistent.cu").read_text()
 SEEDS = 200
+#: the notebook's kernel cell, solved (the wrong kernels' names are read from it at collection)
+SOL_SRC = labgen.solution_namespace(SOLUTION)["LAB6_SRC"]
 
 
 @pytest.fixture(scope="module")
 def sol() -> dict:
     return labgen.solution_namespace(SOLUTION)
+
+
+@pytest.fixture(autouse=True)
+def course_wrappers(monkeypatch, wrappers):
+    """The kernel is built on the wrappers of Labs 1 and 2: here the solutions'. No Lab 5 notebook is beside the
+    tests, so the course's Lab 5 kernel stands in."""
+    monkeypatch.setattr(lab5, "carry_wrappers", lambda checked=True: wrappers)
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +79,80 @@ def _swap(src: str, old: str, new: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the notebook
-def test_kernel_is_the_bench_kernel(sol):
-    """The notebook's kernel is the code of bench/kernels/lab6_persistent.cu; only comments differ."""
-    assert code_of(sol["LAB6_SRC"]) == code_of(BENCH)
+#: the lines of the course's Lab 5 cell that persistence changes (whitespace collapsed): the header comment, the kernel's
+#: name, m0 and n0 from the block's place, the producer's ring position, the zeroed accumulators (scale-d = 0 now),
+#: the consumers' ring position, the wgmma (scale-d), the releases (the ring position), Lab 5's condition on the wait
+LAB5_LINES_CHANGED = [
+    "// Lab 5: Lab 4's kernel with a TMA-store epilogue and a bf16 C.",
+    "// C (M x N, bf16) = A (M x K, bf16) · B (N x K, bf16)ᵀ, all row-major; one block of 384 threads per 128 x 256 "
+    "tile:",
+    "// out as the TMA store reads it (step 5, part 1).",
+    "lab5_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,",
+    "const int t = threadIdx.x % 128, wg = threadIdx.x / 128, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN,",
+    "for (int j = 0; j < nk; ++j) {", "const int s = j % STAGES;",
+    'my_mbar_wait(&empty[s], ((j / STAGES) & 1) ^ 1, "empty", s);',
+    "#pragma unroll", "for (int j = 0; j < 128; ++j) d[j] = 0.0f;", "",
+    "for (int k = 0; k < nk; ++k) {", "const int s = k % STAGES;", 'my_mbar_wait(&full[s], (k / STAGES) & 1, "full", s);',
+    "for (int kk = 0; kk < BK / 16; ++kk)", "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk));",
+    "if (k > 0 && t == 0) my_mbar_arrive(&empty[(k - 1) % STAGES]);",
+    "if (nk > 0 && t == 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);",
+    "if (sub >= 2) { // the store issued from this buffer two sub-tiles ago must have read it", "}",
+]
+
+
+def test_kernel_is_the_course_lab5_cell_with_the_persistence_change(sol):
+    """The notebook's kernel is the course's Lab 5 cell with this lab's change: every other line of Lab 5 is there,
+    the same (so a student's edits of it are kept); merged with the course's Lab 5 kernel (a student who wrote the
+    course's Lab 5), it is exactly the cell's code; the graded source is the wrappers and that code, the student's
+    wrappers where Lab 5 used them."""
+    from difflib import SequenceMatcher
+
+    from helpers.course.checks._common import course_kernel
+
+    course5 = carry.code_lines(course_kernel("lab5"))
+    lab5_cell = labgen.solution_namespace(ROOT / "solutions" / "lab5_epilogue.ipynb")["LAB5_SRC"]
+    assert course5 == carry.code_lines(lab5_cell)
+    cell = carry.code_lines(sol["LAB6_SRC"])
+    key = [" ".join(x.split()) for x in course5.split("\n")], [" ".join(x.split()) for x in cell.split("\n")]
+    gone = [x for tag, i1, i2, _, _ in SequenceMatcher(None, *key, autojunk=False).get_opcodes() if tag != "equal"
+            for x in key[0][i1:i2]]
+    assert gone == LAB5_LINES_CHANGED
+    m = carry.merge(course5, course5, cell)
+    assert m.text == cell and not m.conflicts and not m.kept
+    made, source = lab6._carried(sol["LAB6_SRC"], "// the wrappers\n", None, quiet=True)
+    assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    for mine in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_mbar_arrive(", "my_tma_load_2d(",
+                 "kslice_desc("):
+        assert mine in cell, mine
+    for theirs in ("hopper::mbar_init(", "HOPPER_WAIT(", "hopper::mbar_arrive(", "hopper::tma_load_2d(",
+                   "make_smem_desc", "namespace"):
+        assert theirs not in cell, theirs
+
+
+def test_the_notebook_kernel_computes_the_bench_kernels_bits(sol, wrappers, monkeypatch):
+    """bench/kernels/lab6_persistent.cu (the course's Lab 6 kernel, measured on the H100 and timed beside the
+    student's) and the notebook's kernel compute the same C, bit for bit, on the course's PTX executor: a shape of
+    3 × 3 tiles (partial ones) on two blocks, each taking several tiles."""
+    from helpers.course.checks._common import run_gemm
+    from helpers.course.checks.lab3 import make_operands
+
+    _executor(monkeypatch)
+    cases = [make_operands(np.random.default_rng(6), 264, 520, 200)]
+    mine = run_gemm(lab5.HEADER + wrappers + carry.code_lines(sol["LAB6_SRC"]), lab6.LAUNCH, cases, what="notebook")
+    bench = run_gemm(BENCH, lab6.LAUNCH, cases, what="bench")
+    assert np.isfinite(mine[0].astype(np.float32)).all()
+    assert np.array_equal(mine[0].view(np.uint16), bench[0].view(np.uint16))
 
 
 def test_bench_kernel_differs_from_lab5_in_the_schedule_only():
     """Lab 6's kernel is Lab 5's with the schedule changed: no cluster, no multicast, the same loads and stores."""
     for absent in ("__cluster_dims__", "multicast", "cluster_sync", "mbar_arrive_cluster", "CLUSTER"):
         assert absent not in BENCH, absent
-    lab5 = (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
+    bench5 = (ROOT / "bench" / "kernels" / "lab5_epilogue.cu").read_text()
     for line in ("hopper::tma_load_2d(a + A_BYTES, &tmap_b, &full[s], k * BK, n0);",
                  "hopper::mbar_init(&empty[s], CONSUMERS);", "stage_subtile(buf, d + 32 * sub, tid);",
                  "hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 * c);"):
-        assert line in lab5 and line in BENCH, line
+        assert line in bench5 and line in BENCH, line
 
 
 def test_every_exercise_has_tiered_hints():
@@ -106,8 +177,8 @@ def test_hint_and_answer_entry_points(capsys):
 def test_stub_kernel_hides_every_region(stub):
     src = stub["LAB6_SRC"]
     assert src.count('#error "not written yet:') == 6
-    for line in ("t += gridDim.x", "tn = in_group / rows", "k > 0 || kk > 0", "tma_store_wait_read<1>",
-                 "mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last stage"):
+    for line in ("tile += gridDim.x", "tn = in_group / rows", "k > 0 || kk > 0", "tma_store_wait_read<1>",
+                 "my_mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last stage"):
         assert line not in src, line
 
 
@@ -126,10 +197,16 @@ def test_kernel_stub_fails(stub):
 def test_opening_shows_the_diff_and_lab5s_figures(sol):
     from helpers.course.widgets import roofline
 
-    text = str(lab6.opening(sol["LAB6_SRC"]))
+    with contextlib.redirect_stdout(io.StringIO()):
+        text = str(lab6.opening(sol["LAB6_SRC"]))
     lab5_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab5")
-    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text and "+++ Lab 6" in text
-    assert "+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {" in text
+    assert f"{lab5_4096.tflops:.0f} TFLOP/s" in text and lab5_4096.source in text
+    assert text.splitlines()[1].startswith("⚠ your Lab 5 kernel was not found")
+    assert "--- the course's Lab 5 kernel (Lab 5)" in text and "+++ Lab 6: the kernel graded" in text
+    assert "+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {" in text
+    # a line the tile loop only indents is shown unchanged
+    assert "\n         const unsigned char* b = smem + s * STAGE_BYTES + A_BYTES;" in text
+    assert "-      const unsigned char* b" not in text
     assert "cluster" not in text.lower().replace("no cluster", "")
 
 
@@ -258,23 +335,23 @@ def test_footprint_wrong_answers_fail(monkeypatch, wrong, needle):
 
 
 # ------------------------------------------------------------------------------------------- 4 · the kernel
-_LOOP = "for (int t = blockIdx.x; t < tiles; t += gridDim.x) {"
-_WAIT = "      if (tid == 0) hopper::tma_store_wait_read<1>();\n"
+_LOOP = "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {"
+_WAIT = "        if (t == 0) hopper::tma_store_wait_read<1>();\n"
 
 
 def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
     """Plausible wrong versions of the Lab 6 kernel the PTX shows: name -> (source, words the failure must hold)."""
     return {
         "the loop steps by 1 (every tile computed several times)": (
-            src.replace(_LOOP, "for (int t = blockIdx.x; t < tiles; ++t) {"), "steps by the grid size"),
+            src.replace(_LOOP, "for (int tile = blockIdx.x; tile < tiles; ++tile) {"), "steps by the grid size"),
         "scale-d left at 1 on a tile's first wgmma (accumulates the previous tile)": (
             _swap(src, "k > 0 || kk > 0);", "true);"), "previous tile's sums"),
         "the store buffer reused before the previous tile's store was waited for (Lab 5's wait)": (
-            _swap(src, _WAIT, "      if (sub >= 2 && tid == 0) hopper::tma_store_wait_read<1>();\n"),
+            _swap(src, _WAIT, "        if (sub >= 2 && t == 0) hopper::tma_store_wait_read<1>();\n"),
             "overwrite-in-flight"),
-        "clusters of 2 left on": (_swap(src, "__launch_bounds__(384, 1)\n", "__launch_bounds__(384, 1) "
+        "clusters of 2 left on": (_swap(src, "__launch_bounds__(THREADS, 1)\n", "__launch_bounds__(THREADS, 1) "
                                         "__cluster_dims__(2, 1, 1)\n"), "without clusters"),
-        "no fence": (_swap(src, "      hopper::fence_proxy_async();", "     "), "unfenced-store"),
+        "no fence": (_swap(src, "        hopper::fence_proxy_async();", "       "), "unfenced-store"),
     }
 
 
@@ -288,7 +365,7 @@ def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     lab6.check_persistent_kernel(sol["LAB6_SRC"])
 
 
-@pytest.mark.parametrize("name", list(wrong_kernels(BENCH)))
+@pytest.mark.parametrize("name", list(wrong_kernels(SOL_SRC)))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """The static checks read the PTX, the same on every seed: one run covers them all."""
     _static_only(monkeypatch)
@@ -300,9 +377,9 @@ def test_zeroing_the_accumulators_per_tile_is_accepted(sol, monkeypatch):
     """scale-d = 1 throughout is right when the consumers zero the 128 registers at the start of every tile."""
     _static_only(monkeypatch)
     src = _swap(sol["LAB6_SRC"], "k > 0 || kk > 0);", "true);")
-    src = _swap(src, "    const int m0 = tm * BM, n0 = tn * BN;\n  // ### END SOLUTION\n",
-                "    const int m0 = tm * BM, n0 = tn * BN;\n  // ### END SOLUTION\n#pragma unroll\n"
-                "    for (int j = 0; j < BN / 2; ++j) d[j] = 0.0f;\n")
+    src = _swap(src, "      const int m0 = tm * BM, n0 = tn * BN;\n    // ### END SOLUTION\n",
+                "      const int m0 = tm * BM, n0 = tn * BN;\n    // ### END SOLUTION\n#pragma unroll\n"
+                "      for (int j = 0; j < 128; ++j) d[j] = 0.0f;\n")
     with contextlib.redirect_stdout(io.StringIO()) as out:
         lab6.check_persistent_kernel(src, benchmark=False)
     assert "the accumulators are zeroed before each tile" in out.getvalue()
@@ -320,7 +397,7 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(lab6_run_only(BENCH)))
+@pytest.mark.parametrize("name", list(lab6_run_only(SOL_SRC)))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
     rejects_naming(lambda s: lab6.check_persistent_kernel(s, benchmark=False), src, "ran on the H100", *needles)
@@ -348,7 +425,7 @@ def test_emulator_shape_wraps_the_ring_and_gives_every_block_several_tiles(seed)
         assert m % 128 and n % 256 and m % 8 == n % 8 == k % 8 == 0 and len({m, n, k}) == 3  # partial tiles
 
 
-@pytest.mark.parametrize("name", list(lab6_run_only(BENCH)))
+@pytest.mark.parametrize("name", list(lab6_run_only(SOL_SRC)))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
     src, needles, _ = lab6_run_only(sol["LAB6_SRC"])[name]
     _static_only(monkeypatch)
@@ -361,10 +438,10 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
 # ------------------------------------------------------------------------------------------- the work
 WORK_MISTAKES = {
     "the loop steps by one block too few (every tile from the block's own on)": (
-        lambda s: s.replace(_LOOP, "for (int t = blockIdx.x; t < tiles; t += gridDim.x - 1) {"),
+        lambda s: s.replace(_LOOP, "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x - 1) {"),
         ("was computed and stored 2 times", "by block (0,0), block (1,0)", "step by the grid size")),
     "the two blocks swap their tiles": (
-        lambda s: s.replace(_LOOP, "for (int t = gridDim.x - 1 - blockIdx.x; t < tiles; t += gridDim.x) {"),
+        lambda s: s.replace(_LOOP, "for (int tile = gridDim.x - 1 - blockIdx.x; tile < tiles; tile += gridDim.x) {"),
         ("which the schedule gives block 0", "was stored by block (1,0)")),
 }
 

@@ -3,7 +3,8 @@ and the named plausible wrong answers fail, each on every one of 200 seeds, with
 cluster model itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
 one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
 executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
-comments do not give the barrier counts away).
+comments do not give the barrier counts away). The kernel is graded on the solutions' wrappers of Labs 1 and 2; no
+Lab 6 notebook is beside the tests, so the course's Lab 6 kernel stands in (test_lab7_carry.py covers a student's).
 
 Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab7.py``).
 """
@@ -20,14 +21,17 @@ import pytest
 from gpu_lab5679 import lab7_run_only, rejects_naming
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
-from helpers.course import grading, labgen
-from helpers.course.checks import lab7
+from helpers.course import carry, grading, labgen
+from helpers.course.checks import lab5, lab7
 from helpers.hopper import cluster
 from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab7_clusters.ipynb"
+BENCH = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
 SEEDS = 200
+#: the notebook's kernel cell, solved (the wrong kernels' names are read from it at collection)
+SOL_SRC = labgen.solution_namespace(SOLUTION)["LAB7_SRC"]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,13 @@ def sol() -> dict:
 @pytest.fixture(scope="module")
 def stub() -> dict:
     return labgen.solution_namespace(ROOT / "labs" / "lab7_clusters.ipynb")
+
+
+@pytest.fixture(autouse=True)
+def course_wrappers(monkeypatch, wrappers):
+    """The kernel is built on the wrappers of Labs 1 and 2: here the solutions'. No Lab 6 notebook is beside the
+    tests, so the course's Lab 6 kernel stands in."""
+    monkeypatch.setattr(lab5, "carry_wrappers", lambda checked=True: wrappers)
 
 
 def _static_only(monkeypatch) -> None:
@@ -60,11 +71,68 @@ def passes_on_seeds(monkeypatch, grader, *answer, seeds: int = 10) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the notebook
-def test_kernel_is_the_bench_kernel(sol):
-    """The notebook's kernel is the code of bench/kernels/lab7_clusters.cu (measured on the H100); only comments
-    differ."""
-    bench = (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
-    assert code_of(sol["LAB7_SRC"]) == code_of(bench)
+#: the lines of the course's Lab 6 cell that the clusters change (whitespace collapsed): the header comment, the
+#: kernel's declaration and name, the tiles counted (pairs now), empty[s]'s count, the block barrier after the set-up
+#: (a cluster barrier now), the loops over tiles (over pairs), the B load (a multicast of half), the releases (on both
+#: CTAs); and a cluster barrier comes before the kernel's end
+LAB6_LINES_CHANGED = [
+    "// Lab 6: Lab 5's kernel made persistent, with a tile scheduler.",
+    "// C (M x N, bf16) = A (M x K, bf16) · B (N x K, bf16)ᵀ, all row-major; one block of 384 threads per SM, each "
+    "taking",
+    "// 128 x 256 tiles of C in turn (tiles b, b + gridDim.x, … of a grouped raster order; the ring runs on across "
+    "them):",
+    'extern "C" __global__ void __launch_bounds__(THREADS, 1)',
+    "lab6_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,",
+    "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n; // C's tiles",
+    "my_mbar_init(&empty[s], CONSUMERS);", "__syncthreads();",
+    "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {", "int tm, tn;",
+    "tile_coords(tile, tiles_m, tiles_n, tm, tn);", "const int m0 = tm * BM, n0 = tn * BN;",
+    "my_tma_load_2d(smem + s * STAGE_BYTES + A_BYTES, &tmap_b, &full[s], j * BK, n0);",
+    "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {", "int tm, tn;",
+    "tile_coords(tile, tiles_m, tiles_n, tm, tn);", "const int m0 = tm * BM, n0 = tn * BN;",
+    "if (k > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]);",
+    "if (nk > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]); // the tile's last stage",
+]
+
+
+def test_kernel_is_the_course_lab6_cell_with_the_cluster_change(sol):
+    """The notebook's kernel is the course's Lab 6 cell with this lab's change: every other line of Lab 6 is there,
+    the same (so a student's edits of it are kept); merged with the course's Lab 6 kernel, it is exactly the cell's
+    code; the graded source is the wrappers and that code."""
+    from difflib import SequenceMatcher
+
+    from helpers.course.checks._common import course_kernel
+
+    course6 = carry.code_lines(course_kernel("lab6"))
+    lab6_cell = labgen.solution_namespace(ROOT / "solutions" / "lab6_persistent.ipynb")["LAB6_SRC"]
+    assert course6 == carry.code_lines(lab6_cell)
+    cell = carry.code_lines(sol["LAB7_SRC"])
+    key = [" ".join(x.split()) for x in course6.split("\n")], [" ".join(x.split()) for x in cell.split("\n")]
+    gone = [x for tag, i1, i2, _, _ in SequenceMatcher(None, *key, autojunk=False).get_opcodes() if tag != "equal"
+            for x in key[0][i1:i2]]
+    assert gone == LAB6_LINES_CHANGED
+    m = carry.merge(course6, course6, cell)
+    assert m.text == cell and not m.conflicts and not m.kept
+    made, source = lab7._carried(sol["LAB7_SRC"], "// the wrappers\n", None, quiet=True)
+    assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    for mine in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_tma_load_2d(", "kslice_desc(",
+                 "tile_coords(p, pairs_m, pairs_n, pm, pn);"):
+        assert mine in cell, mine
+
+
+def test_the_notebook_kernel_computes_the_bench_kernels_bits(sol, wrappers, monkeypatch):
+    """bench/kernels/lab7_clusters.cu (the course's Lab 7 kernel, measured on the H100 and timed beside the
+    student's) and the notebook's kernel compute the same C, bit for bit, on the course's PTX executor: two
+    clusters, several pairs each, partial tiles."""
+    from helpers.course.checks._common import run_gemm
+    from helpers.course.checks.lab3 import make_operands
+
+    _executor(monkeypatch)
+    cases = [make_operands(np.random.default_rng(7), 392, 520, 200)]
+    mine = run_gemm(lab5.HEADER + wrappers + carry.code_lines(sol["LAB7_SRC"]), lab7.LAUNCH, cases, what="notebook")
+    bench = run_gemm(BENCH, lab7.LAUNCH, cases, what="bench")
+    assert np.isfinite(mine[0].astype(np.float32)).all()
+    assert np.array_equal(mine[0].view(np.uint16), bench[0].view(np.uint16))
 
 
 # ------------------------------------------------------------------------------------------- tiered hints
@@ -113,16 +181,20 @@ def test_kernel_stub_fails(stub):
 
 
 def test_opening_shows_the_diff_from_lab6_and_its_figures(sol):
-    """The diff from Lab 6's persistent kernel: the cluster parts only (the persistent loop, scale-d and the
-    epilogue's waits are Lab 6's); Lab 6's speed where measured, else "not measured yet"."""
-    text = str(lab7.opening(sol["LAB7_SRC"]))
+    """The diff from Lab 6's kernel: the cluster parts only (the persistent loop, scale-d and the epilogue's waits are
+    Lab 6's); Lab 6's speed where measured, else "not measured yet"."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        text = str(lab7.opening(sol["LAB7_SRC"]))
     from helpers.course.widgets import roofline
 
     lab6_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab6")
-    assert "--- Lab 6 (bench/kernels/lab6_persistent.cu)" in text and "+++ Lab 7" in text
-    assert (f"{lab6_4096.tflops:.0f} TFLOP/s" in text) if lab6_4096 else "Lab 6 at 4096³: not measured yet" in text
-    assert "+extern \"C\" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)" in text
+    assert text.splitlines()[1].startswith("⚠ your Lab 6 kernel was not found")
+    assert "--- the course's Lab 6 kernel (Lab 6)" in text and "+++ Lab 7: the kernel graded" in text
+    assert (f"{lab6_4096.tflops:.0f} TFLOP/s" in text) if lab6_4096 else \
+        "the course's Lab 6 kernel at 4096³: not measured yet" in text
+    assert '+extern "C" __global__ void __launch_bounds__(THREADS, 1) __cluster_dims__(CLUSTER, 1, 1)' in text
     assert "+          hopper::tma_load_2d_multicast(" in text and "+  hopper::cluster_sync();" in text
+    assert "scale-d" not in "\n".join(ln for ln in text.splitlines() if ln[:1] in "+-")
 
 
 # ------------------------------------------------------------------------------------------- 1 · the producer
@@ -262,28 +334,27 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
     return {
         "multicast mask 0b01": (_swap(src, "(1u << CLUSTER) - 1);", "1u);"), "multicast mask"),
         "multicast mask of this CTA": (_swap(src, "(1u << CLUSTER) - 1);", "1u << rank);"), "multicast mask"),
-        "expect-tx of the local operands": (_swap(src, "mbar_arrive_expect_tx(&full[s], STAGE_BYTES)",
-                                                  "mbar_arrive_expect_tx(&full[s], A_BYTES + B_HALF)"), "32768"),
+        "expect-tx of the local operands": (_swap(src, "my_mbar_expect_tx(&full[s], STAGE_BYTES)",
+                                                  "my_mbar_expect_tx(&full[s], A_BYTES + B_HALF)"), "32768"),
         "EMPTY forgets the peer's consumers": (_swap(src, "mbar_init(&empty[s], CONSUMERS * CLUSTER)",
                                                      "mbar_init(&empty[s], CONSUMERS)"), "this CTA's consumers only"),
-        "remote arrival sent to the local barrier": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+        "remote arrival sent to the local barrier": (_swap(src, "&empty[(it - 1) % STAGES], t)",
                                                            "&empty[(it - 1) % STAGES], rank)"), "own rank"),
-        "remote arrivals all to CTA 0": (_swap(src, "&empty[(it - 1) % STAGES], tid)",
+        "remote arrivals all to CTA 0": (_swap(src, "&empty[(it - 1) % STAGES], t)",
                                                "&empty[(it - 1) % STAGES], 0)"), "CTA ['0']"),
-        "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid)",
-                                       "hopper::mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
+        "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t)",
+                                       "my_mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
         "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(",
                                             "hopper::mbar_arrive_cluster_release("), "547 TFLOP/s"),
         "no cluster barrier at the end": (_swap(src, "  hopper::cluster_sync();\n}", "}"), "at the end"),
         "no cluster barrier after init": (_swap(src, "  hopper::cluster_sync();  // both", "  // both"),
                                           "before any copy"),
-        "no cluster dims": (_swap(src, " __cluster_dims__(2, 1, 1)", ""), "reqnctapercluster"),
+        "no cluster dims": (_swap(src, " __cluster_dims__(CLUSTER, 1, 1)", ""), "reqnctapercluster"),
         "Lab 5's epilogue wait (only from sub-tile 2)": (_swap(
-            src, "        if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read "
-                 "it\n        hopper::named_bar_sync(1 + c, 128);\n",
-            "        if (sub >= 2) {\n          if (tid == 0) hopper::tma_store_wait_read<1>();\n"
+            src, "        if (t == 0) hopper::tma_store_wait_read<1>();\n        hopper::named_bar_sync(1 + c, 128);\n",
+            "        if (sub >= 2) {\n          if (t == 0) hopper::tma_store_wait_read<1>();\n"
             "          hopper::named_bar_sync(1 + c, 128);\n        }\n"), "overwrite-in-flight"),
-        "no fence": (_swap(src, "        hopper::fence_proxy_async();\n", ""), "unfenced-store"),
+        "no fence": (_swap(src, "        hopper::fence_proxy_async();", "       "), "unfenced-store"),
     }
 
 
@@ -297,7 +368,7 @@ def test_kernel_solution_passes_without_gpu(sol, monkeypatch):
     lab7.check_cluster_kernel(sol["LAB7_SRC"])
 
 
-@pytest.mark.parametrize("name", list(wrong_kernels((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+@pytest.mark.parametrize("name", list(wrong_kernels(SOL_SRC)))
 def test_kernel_wrong_versions_fail_statically(wrong, name, monkeypatch):
     """The static checks read the PTX, the same on every seed: one run covers them all."""
     _static_only(monkeypatch)
@@ -318,7 +389,7 @@ def test_kernel_solution_runs_on_the_h100(sol):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab7_run_only(SOL_SRC)))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
     rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, "ran on the H100", *needles)
@@ -351,7 +422,7 @@ def test_emulator_shapes_give_every_cluster_several_pairs(seed):
         assert pairs >= 4 and m % 8 == n % 8 == k % 8 == 0 and k > 128 and len({m, n, k}) == 3
 
 
-@pytest.mark.parametrize("name", list(lab7_run_only((ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text())))
+@pytest.mark.parametrize("name", list(lab7_run_only(SOL_SRC)))
 def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, monkeypatch, name):
     src, needles, _ = lab7_run_only(sol["LAB7_SRC"])[name]
     _static_only(monkeypatch)

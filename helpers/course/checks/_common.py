@@ -730,8 +730,11 @@ def symbol_plus_offset(ptx: str, operand: str, depth: int = 8) -> tuple[str, int
 
 
 # ------------------------------------------------------------------------------------------- diffs
-def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2) -> str:
-    """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell."""
+def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "after", context: int = 2, *,
+                indent: bool = True) -> str:
+    """A unified diff of two kernels' sources (solution markers and hints dropped), for a lab's opening cell.
+    ``indent=False``: a line whose only change is its whitespace (code a new loop now holds) counts as unchanged and
+    shows as the new source has it."""
     import difflib
 
     def clean(src: str) -> list[str]:
@@ -739,7 +742,20 @@ def source_diff(old: str, new: str, old_name: str = "before", new_name: str = "a
                 if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
                 and not re.match(r"^\s*//\s*HINT:", line)]
 
-    return "\n".join(difflib.unified_diff(clean(old), clean(new), old_name, new_name, n=context, lineterm=""))
+    a, b = clean(old), clean(new)
+    if indent:
+        return "\n".join(difflib.unified_diff(a, b, old_name, new_name, n=context, lineterm=""))
+    key = [" ".join(x.split()) for x in a], [" ".join(x.split()) for x in b]
+    out = [f"--- {old_name}", f"+++ {new_name}"]
+    for group in difflib.SequenceMatcher(None, *key, autojunk=False).get_grouped_opcodes(context):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        out.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                out += [" " + x for x in b[b1:b2]]
+                continue
+            out += ["-" + x for x in a[a1:a2]] + ["+" + x for x in b[b1:b2]]
+    return "\n".join(out) if len(out) > 2 else ""
 
 
 # ------------------------------------------------------------------------------------------- running a GEMM

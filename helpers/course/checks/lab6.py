@@ -5,6 +5,11 @@ take several tiles; timed beside cuBLAS on the H100 only). ``hint`` / ``answer``
 
 Units: a *tile* is the 128×256 block of C one block computes at a time; tiles are numbered in the raster order,
 and block ``b`` of ``blocks`` takes tiles ``b, b + blocks, …``.
+
+The kernel graded is the student's own: their Lab 5 kernel (read from lab5_epilogue.ipynb beside this notebook, put
+together with their Lab 4 kernel as Lab 5 graded it, and checked quickly with Lab 5's check; the course's Lab 5
+kernel stands in where theirs is missing or does not pass) merged with this lab's change and their Lab 6 regions
+(:mod:`helpers.course.carry`), after their wrappers of Labs 1 and 2.
 """
 
 from __future__ import annotations
@@ -14,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import scheduler
 
+from . import lab5
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream
-from ._common import opening as _opening
-from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
 __all__ = [
     "KERNEL_NAME",
@@ -31,6 +36,10 @@ __all__ = [
     "check_wave_footprint",
     "check_persistent_kernel",
     "opening",
+    "previous",
+    "MEASURED",
+    "ladder_rows",
+    "show_ladder",
     "hint",
     "answer",
 ]
@@ -42,9 +51,68 @@ LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (256, 64), (64, 64)
                     persistent_unit=TILE)
 
 
-def opening(source: str) -> Opening:
-    """What this lab changes in Lab 5's kernel (``bench/kernels/lab5_epilogue.cu``), with Lab 5's measured speed."""
-    return _opening("lab5_epilogue.cu", "lab5", "Lab 5", source, "Lab 6 (this notebook's LAB6_SRC)")
+def _course_lab5() -> str:
+    """The course's Lab 5 kernel cell (its solution), as the course's data holds it."""
+    from ._common import course_kernel
+
+    return course_kernel("lab5")
+
+
+def _lab5_check(wrappers: str) -> Callable[[str], None]:
+    """Lab 5's check of its whole kernel, quick: the compile report, the epilogue read from the PTX, then a run on the
+    course's PTX executor in hazard mode (on any machine; no timing)."""
+    from ._common import emulated
+
+    def check(kernel: str) -> None:
+        with emulated():
+            lab5.check_epilogue_kernel(HEADER + wrappers + kernel, benchmark=False, carried=False)
+
+    return check
+
+
+def previous(wrappers: str) -> carry.Previous:
+    """What Lab 6 builds on: your Lab 5 kernel (``LAB5_SRC`` of lab5_epilogue.ipynb, put together with your Lab 4
+    kernel as Lab 5 graded it), checked with Lab 5's check on ``wrappers``; the course's Lab 5 kernel stands in where
+    yours does not pass."""
+
+    def whole(text: str, here: Any) -> str:
+        return lab5._carried(text, wrappers, here, quiet=True)[0].kernel
+
+    return carry.Previous("Lab 5", "lab5_epilogue.ipynb", "LAB5_SRC", _course_lab5, _lab5_check(wrappers), wrappers,
+                          whole=whole)
+
+
+def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
+    """(the merge, the whole source to compile): your Lab 5 kernel (or the course's), this lab's change and your
+    regions, after your wrappers."""
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=False)
+    made = carry.carried(previous(wrappers), source, here=here, quiet=quiet)
+    return made, HEADER + wrappers + made.kernel
+
+
+def opening(source: str, *, wrappers: str | None = None, here: Any = None) -> Opening:
+    """The kernel this lab grades, as a diff from your Lab 5 kernel (read from lab5_epilogue.ipynb beside this
+    notebook, with your Lab 4 kernel under it, and checked with Lab 5's check; the course's stands in where yours is
+    missing or does not pass): your Lab 5 code, this lab's change and your regions as the cell holds them. The first
+    line says whose Lab 5 kernel it is; then any lines of yours this lab rewrote; then the course's Lab 5 kernel's
+    measured speed. Lines that only moved in (the tile loop indents them) show as unchanged."""
+    from helpers.course.widgets.roofline import ladder
+
+    from ._common import source_diff
+
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=True)
+    made, _ = _carried(source, wrappers, here, quiet=True)
+    lines = [made.previous.line] + [f"⚠ {line}" for line in made.merge.report()]
+    mine = made.previous.yours
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == "lab5"), None)
+        lines.append(f"the course's Lab 5 kernel at {size}³: {row or 'not measured yet'}")
+    old = "your Lab 5 kernel" if mine else "the course's Lab 5 kernel"
+    diff = source_diff(made.previous.text, made.kernel, f"{old} (Lab 5)",
+                       f"Lab 6: the kernel graded ({old} + this lab's change + your regions)", indent=False)
+    return Opening(f"What Lab 6 changes in {old}", lines, diff)
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -259,8 +327,14 @@ def _zeroes_accumulators(ptx: str, entry: str) -> bool:
     return len(zeros | copies) >= 128
 
 
-def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
-    """Compile the Lab 6 kernel (report); read from its PTX: no cluster, the tile loop stepping by the grid size,
+def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple[Any, ...] = (4096, 8192),
+                            wrappers: str | None = None, here: Any = None, carried: bool = True) -> None:
+    """Grade the Lab 6 kernel: your Lab 5 kernel (the course's where yours does not pass Lab 5's check) with this
+    lab's change and your regions from ``source`` (the LAB6_SRC cell), after your wrappers (``wrappers``; by default
+    carried from your Lab 1 and 2 notebooks beside this one). ``carried=False``: ``source`` is a whole kernel, graded
+    as it is (the course's bench/kernels/lab6_persistent.cu).
+
+    Compile it (report); read from its PTX: no cluster, the tile loop stepping by the grid size,
     scale-d = 0 on a tile's first wgmma (or the accumulators zeroed), and the persistent epilogue on the epilogue
     model (three tiles in a row: a buffer is written only after the store that read it, even the previous tile's).
     Wherever kernels run: random non-square shapes, C poisoned, against fp64, then the work (every tile stored once,
@@ -268,8 +342,15 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
     blocks that each take several tiles; on the H100 then timing beside cuBLAS (bf16 C)."""
     from ._common import can_run
 
+    made = None
+    if carried:
+        made, source = _carried(source, wrappers, here, quiet=True)
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the persistent kernel", seed=rng.seed) as c:
+        if made is not None:
+            c.ok(f"graded: {made.whose('Lab 6')}")
+            for line in made.merge.report():
+                print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
         _report_checks(c, kernel.report, spills_allowed=True)
@@ -291,3 +372,21 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
                                        "(on the epilogue model)"):
             return
         _gpu_check(c, source, LAUNCH, rng, what="your kernel", benchmark=benchmark, sizes=sizes)
+
+
+# ------------------------------------------------------------------------------------------- the ladder
+#: your Lab 6 kernel's timings of this session (size -> (yours, the course's in the same run))
+MEASURED = lab5.timed(KERNEL_NAME)
+
+
+def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
+    """The ladder at size³: the course's Lab 5 and Lab 6 kernels as measured on an H100, then your own Lab 6 kernel
+    as the check timed it in this session, beside the course's Lab 6 kernel timed in the same run."""
+    steps = {"lab5": "Lab 5 · the course's kernel", "lab6": "Lab 6 · the course's kernel"}
+    return lab5.lab_ladder_rows(size, "Lab 6", steps, KERNEL_NAME)
+
+
+def show_ladder(size: int = 4096) -> None:
+    """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
+    run, and the ratio."""
+    lab5.show_rows(ladder_rows(size), size)

@@ -6,6 +6,11 @@ with several pairs each; timed beside cuBLAS on the H100 only). ``hint`` / ``ans
 Units: a *pair* is the 256×256 block of C one 2-CTA cluster computes (CTA r: rows 128·r … of it); pairs are
 numbered in the raster order (Lab 6's grouped order, over pairs), and cluster ``c`` of ``clusters`` takes pairs
 ``c, c + clusters, …``.
+
+The kernel graded is the student's own: their Lab 6 kernel (read from lab6_persistent.ipynb beside this notebook, put
+together with their Labs 5 and 4 as Lab 6 graded it, and checked quickly with Lab 6's check; the course's Lab 6
+kernel stands in where theirs is missing or does not pass) merged with this lab's change and their Lab 7 regions
+(:mod:`helpers.course.carry`), after their wrappers of Labs 1 and 2.
 """
 
 from __future__ import annotations
@@ -15,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import cluster, scheduler
 from helpers.hopper.mbarrier import MBarrierError
 
+from . import lab5, lab6
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
-from ._common import opening as _opening
-from .lab5 import SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
 
 __all__ = [
     "KERNEL_NAME",
@@ -33,6 +38,8 @@ __all__ = [
     "check_cluster_kernel",
     "model_problem",
     "opening",
+    "previous",
+    "MEASURED",
     "ladder_rows",
     "show_ladder",
     "hint",
@@ -46,9 +53,67 @@ LAUNCH = GemmLaunch(KERNEL_NAME, 384, SMEM_BYTES, (128, 64), (128, 64), (64, 64)
                     persistent_unit=(PAIR, PAIR))
 
 
-def opening(source: str) -> Opening:
-    """What this lab changes in Lab 6's kernel (``bench/kernels/lab6_persistent.cu``), with Lab 6's measured speed."""
-    return _opening("lab6_persistent.cu", "lab6", "Lab 6", source, "Lab 7 (this notebook's LAB7_SRC)")
+def _course_lab6() -> str:
+    """The course's Lab 6 kernel cell (its solution), as the course's data holds it."""
+    from ._common import course_kernel
+
+    return course_kernel("lab6")
+
+
+def _lab6_check(wrappers: str) -> Callable[[str], None]:
+    """Lab 6's check of its whole kernel, quick: the compile report, the loop and the epilogue read from the PTX, then
+    a run on the course's PTX executor in hazard mode (on any machine; no timing)."""
+    from ._common import emulated
+
+    def check(kernel: str) -> None:
+        with emulated():
+            lab6.check_persistent_kernel(HEADER + wrappers + kernel, benchmark=False, carried=False)
+
+    return check
+
+
+def previous(wrappers: str) -> carry.Previous:
+    """What Lab 7 builds on: your Lab 6 kernel (``LAB6_SRC`` of lab6_persistent.ipynb, put together with your Lab 5
+    and Lab 4 kernels as Lab 6 graded it), checked with Lab 6's check on ``wrappers``; the course's Lab 6 kernel
+    stands in where yours does not pass."""
+
+    def whole(text: str, here: Any) -> str:
+        return lab6._carried(text, wrappers, here, quiet=True)[0].kernel
+
+    return carry.Previous("Lab 6", "lab6_persistent.ipynb", "LAB6_SRC", _course_lab6, _lab6_check(wrappers), wrappers,
+                          whole=whole)
+
+
+def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
+    """(the merge, the whole source to compile): your Lab 6 kernel (or the course's), this lab's change and your
+    regions, after your wrappers."""
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=False)
+    made = carry.carried(previous(wrappers), source, here=here, quiet=quiet)
+    return made, HEADER + wrappers + made.kernel
+
+
+def opening(source: str, *, wrappers: str | None = None, here: Any = None) -> Opening:
+    """The kernel this lab grades, as a diff from your Lab 6 kernel (read from lab6_persistent.ipynb beside this
+    notebook, with your Labs 5 and 4 under it, and checked with Lab 6's check; the course's stands in where yours is
+    missing or does not pass): your Lab 6 code, this lab's change and your regions as the cell holds them. The first
+    line says whose Lab 6 kernel it is; then any lines of yours this lab rewrote; then the course's Lab 6 kernel's
+    measured speed."""
+    from helpers.course.widgets.roofline import ladder
+
+    from ._common import source_diff
+
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=True)
+    made, _ = _carried(source, wrappers, here, quiet=True)
+    lines = [made.previous.line] + [f"⚠ {line}" for line in made.merge.report()]
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == "lab6"), None)
+        lines.append(f"the course's Lab 6 kernel at {size}³: {row or 'not measured yet'}")
+    old = "your Lab 6 kernel" if made.previous.yours else "the course's Lab 6 kernel"
+    diff = source_diff(made.previous.text, made.kernel, f"{old} (Lab 6)",
+                       f"Lab 7: the kernel graded ({old} + this lab's change + your regions)", indent=False)
+    return Opening(f"What Lab 7 changes in {old}", lines, diff)
 
 
 def _call(c: grading.Check, what: str, fn: Callable[..., Any], *args: Any, hint: str = "") -> Any:
@@ -245,8 +310,14 @@ def _mapa_ranks(ptx: str, entry: str) -> list[str]:
     return out
 
 
-def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[int, ...] = (4096, 8192)) -> None:
-    """Compile the Lab 7 kernel (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
+def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[Any, ...] = (4096, 8192),
+                         wrappers: str | None = None, here: Any = None, carried: bool = True) -> None:
+    """Grade the Lab 7 kernel: your Lab 6 kernel (the course's where yours does not pass Lab 6's check) with this
+    lab's change and your regions from ``source`` (the LAB7_SRC cell), after your wrappers (``wrappers``; by default
+    carried from your Lab 1 and 2 notebooks beside this one). ``carried=False``: ``source`` is a whole kernel, graded
+    as it is (the course's bench/kernels/lab7_clusters.cu).
+
+    Compile it (report); read from its PTX: the 2-CTA cluster, the multicast load and its mask,
     the whole-stage expect-tx, the EMPTY count, the remote arrivals through mapa (bare, not .release.cluster), the
     cluster barriers around the kernel, and the persistent epilogue on the epilogue model. Wherever kernels run:
     random non-square shapes, C poisoned, against fp64 (on the H100 on every co-resident cluster, with partial waves;
@@ -254,8 +325,15 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[in
     cuBLAS (bf16 C)."""
     from ._common import can_run
 
+    made = None
+    if carried:
+        made, source = _carried(source, wrappers, here, quiet=True)
     rng = grading.fresh_rng()
     with grading.check("Lab 7 · the clustered, multicasting kernel", seed=rng.seed) as c:
+        if made is not None:
+            c.ok(f"graded: {made.whose('Lab 7')}")
+            for line in made.merge.report():
+                print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
         _report_checks(c, kernel.report, spills_allowed=True)
@@ -266,14 +344,15 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[in
         multi = [i for i in loads if i.opcode.endswith(".multicast::cluster")]
         c.true("one plain TMA load (A) and one multicast load (B) per stage fill",
                len(multi) == 1 and len(loads) == 2,
-               hint="hopper::tma_load_2d for A, hopper::tma_load_2d_multicast for this CTA's half of B")
+               hint="your my_tma_load_2d for A, hopper::tma_load_2d_multicast for this CTA's half of B")
         mask_op = [o.strip() for o in multi[0].operands.rsplit(",", 1)][-1]
         mask = resolve(ptx, mask_op)
         if mask != "3":
             c.fail("the multicast mask", "3 (0b11: both CTAs)", mask,
                    hint="the half of B lands in both CTAs: (1u << CLUSTER) - 1")
         c.ok("the multicast load of B goes to both CTAs (mask 0b11)")
-        expects = find_instrs(ptx, "mbarrier.arrive.expect_tx", KERNEL_NAME)
+        expects = (find_instrs(ptx, "mbarrier.arrive.expect_tx", KERNEL_NAME)  # the header's, or your wrapper's
+                   + find_instrs(ptx, "mbarrier.expect_tx", KERNEL_NAME))
         nbytes = {resolve(ptx, i.operands.rsplit(",", 1)[-1]) for i in expects}
         if nbytes != {"49152"}:
             hint = ("32768 is this CTA's own loads only: the half the other CTA multicasts lands here and counts on "
@@ -301,10 +380,10 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[in
         ranks = _mapa_ranks(ptx, KERNEL_NAME)
         if not remote or not ranks:
             c.fail("no arrival on the other CTA's empty[s]",
-                   hint="hopper::mbar_arrive_cluster(&empty[s], cta) from two threads, cta = 0 and 1 (tid < CLUSTER)")
+                   hint="hopper::mbar_arrive_cluster(&empty[s], cta) from two threads, cta = 0 and 1 (t < CLUSTER)")
         if all(r == "%cluster_ctarank" for r in ranks):
             c.fail("every remote arrival names this CTA's own rank",
-                   hint="mapa with this CTA's rank is this CTA's own barrier: thread tid arrives on CTA tid's empty[s]")
+                   hint="mapa with this CTA's rank is this CTA's own barrier: thread t arrives on CTA t's empty[s]")
         constants = {r for r in ranks if r.isdigit()}
         if ranks and all(r.isdigit() for r in ranks) and constants != {"0", "1"}:
             c.fail(f"every remote arrival goes to CTA {sorted(constants)}",
@@ -334,17 +413,18 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[in
 
 
 # ------------------------------------------------------------------------------------------- the ladder
+#: your Lab 7 kernel's timings of this session (size -> (yours, the course's in the same run))
+MEASURED = lab5.timed(KERNEL_NAME)
+
+
 def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
     """The ladder at size³: the course's Lab 6 and Lab 7 kernels as measured on an H100, then your own Lab 7 kernel
-    as the kernel check timed it in this session, beside the course's Lab 7 kernel timed in the same run."""
-    from .lab5 import lab_ladder_rows
-
+    as the check timed it in this session, beside the course's Lab 7 kernel timed in the same run."""
     steps = {"lab6": "Lab 6 · the course's kernel", "lab7": "Lab 7 · the course's kernel"}
-    return lab_ladder_rows(size, "Lab 7", steps, KERNEL_NAME)
+    return lab5.lab_ladder_rows(size, "Lab 7", steps, KERNEL_NAME)
 
 
 def show_ladder(size: int = 4096) -> None:
-    """The ladder at size³ as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
-    from .lab5 import show_rows
-
-    show_rows(ladder_rows(size), size)
+    """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
+    run, and the ratio."""
+    lab5.show_rows(ladder_rows(size), size)
