@@ -382,9 +382,14 @@ def assemble(skeleton: str, yours: str, cell: str, *, step: str = "step 7") -> A
     for j, line in enumerate(lab):
         if not _is_carried(line):
             continue
-        before = next((back[x] for x in range(j - 1, -1, -1) if x in back), -1)
-        after = next((back[x] for x in range(j + 1, len(lab)) if x in back), len(base))
+        jb = next((x for x in range(j - 1, -1, -1) if x in back), None)
+        ja = next((x for x in range(j + 1, len(lab)) if x in back), None)
+        before = -1 if jb is None else back[jb]
+        after = len(base) if ja is None else back[ja]
         inside = [h for h in holes if before < h < after and h not in marked]
+        if len(inside) > 1:  # several regions between the same unchanged lines: the one as far from them as the line
+            inside = [h for h in inside if (jb is not None and h - before == j - jb)
+                      or (ja is not None and after - h == ja - j)][:1]
         if len(inside) != 1:
             raise NotCarried(f"could not tell which part of your {step} kernel the line '{line.strip()}' stands for "
                              "(the lines around it were changed): put the lines around it back as they were")
