@@ -737,6 +737,14 @@ def test_step8_check_passes_the_solution(capsys, no_gpu, step7_passed):
     assert "✓ Lab 4 · 128×256 · m64n256k16 + setmaxnreg kernel" in out
 
 
+def test_step8_check_names_a_step7_edit_that_step8_rewrites(capsys, no_gpu, monkeypatch):
+    mine = PC_KERNEL.replace("    float d[64];  // this", "    float d[64];  // (mine) this")
+    monkeypatch.setattr(lab4, "_PC_PASSED", {lab4._digest(WRAPPERS + mine)})
+    lab4.check_step8_kernel(WRAPPERS, mine, LAB4_CELL)
+    out = capsys.readouterr().out
+    assert "⚠ your step 7 code (float d[64];  // (mine) this" in out and "step rewrites it; its version is used" in out
+
+
 def test_step8_check_with_the_students_own_step7(capsys, no_gpu):
     """A student's step 7 with their own (right) code: step 7's check runs first (quietly), then step 8's."""
     assert _step8(_labs_step7(**MINE), LAB4_CELL) is None

@@ -1125,9 +1125,13 @@ def step8_kernel(pc_kernel: str, lab4_kernel: str) -> str:
     other edits of step 7 are kept where step 8 leaves that code alone. A ``lab4_kernel`` with no carried line is
     whole already and comes back as it is (code only). Raises ``carry.NotCarried`` where a carried region is still
     a stub in ``pc_kernel`` or cannot be found there."""
+    return _assembled(pc_kernel, lab4_kernel).text
+
+
+def _assembled(pc_kernel: str, lab4_kernel: str) -> carry.Assembled:
     if not any(line.strip().startswith(carry.CARRIED) for line in lab4_kernel.split("\n")):
-        return carry.code_lines(lab4_kernel)
-    return carry.assemble(_step7_skeleton(), pc_kernel, lab4_kernel, step="step 7").text
+        return carry.Assembled(carry.code_lines(lab4_kernel))
+    return carry.assemble(_step7_skeleton(), pc_kernel, lab4_kernel, step="step 7")
 
 
 def saved_step8_kernel(cell: str, here: Path | None = None) -> str:
@@ -1161,19 +1165,23 @@ def check_step8_kernel(wrappers: str, pc_kernel: str, lab4_kernel: str, *, bench
     7), put together by :func:`step8_kernel` and checked as a whole by :func:`check_ws_kernel` on ``wrappers``."""
     with grading.check("Lab 4 · step 8: your step 7 kernel carried") as c:
         try:
-            whole = step8_kernel(pc_kernel, lab4_kernel)
+            made = _assembled(pc_kernel, lab4_kernel)
+            whole = made.text
         except carry.NotCarried as exc:
             c.fail(f"step 8 is built on your step 7 kernel (PC_KERNEL): {exc}",
                    hint="run step 7's check (the cell under PC_KERNEL) until it passes, then this one")
-        if whole != carry.code_lines(lab4_kernel):
-            # step 8's own regions still stubs: the kernel's check says so first; else step 7 must pass
-            why = "" if "#error" in whole else _step7_passes(wrappers, pc_kernel)
+        if whole == carry.code_lines(lab4_kernel):
+            c.ok("the cell holds a whole kernel (no carried line): it is checked as it is")
+        elif "#error" in whole:  # step 8's own regions still stubs: the kernel's check says which first
+            c.ok("your step 7 regions are carried into step 8's kernel; step 8's own regions are not all written yet")
+        else:
+            why = _step7_passes(wrappers, pc_kernel)
             if why:
                 c.fail(f"step 7 must pass its check first: step 8 is your step 7 kernel with step 8's change ({why})",
                        hint="run step 7's check (the cell under PC_KERNEL) and fix what it says, then this one")
             c.ok("your step 7 kernel passes step 7's check: its regions are carried into step 8's kernel")
-        else:
-            c.ok("the cell holds a whole kernel (no carried line): it is checked as it is")
+        for line in made.report:
+            print(f"⚠ {line}")
     check_ws_kernel(wrappers + whole, kernel=whole, benchmark=benchmark, size=size, seed=seed)
 
 
