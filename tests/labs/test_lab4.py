@@ -642,21 +642,27 @@ CARRIED_ANSWERS = ("my_mbar_init(&full[s], 1);", "my_mbar_init(&empty[s], CONSUM
                    "hopper::wgmma_wait<0>();")
 
 
-def _labs_step7(**regions: str) -> str:
-    """The student's copy of step 7 (no solution markers, a stub per region) with their code in each region, in
-    order: init, producer, kstep, release, drain."""
-    text = STUB["PC_KERNEL"]
-    stubs = re.findall(r"( *)// YOUR CODE HERE\n#error \"not written yet[^\n]*\n", text)
-    assert len(stubs) == 5
-    for code, _ in zip(regions.values(), stubs, strict=True):
-        text = re.sub(r"( *)// YOUR CODE HERE\n#error \"not written yet[^\n]*\n",
-                      lambda m, code=code: "".join(m.group(1) + ln + "\n" for ln in code.split("\n")), text, count=1)
+_STUB_REGION = r"( *)// YOUR CODE HERE\n#error \"not written yet[^\n]*\n"
+
+
+def _written(text: str, codes: list[str]) -> str:
+    """A student's copy of a kernel (no solution markers, a stub per region) with ``codes`` written in its regions,
+    in order."""
+    assert len(re.findall(_STUB_REGION, text)) == len(codes)
+    for code in codes:
+        text = re.sub(_STUB_REGION, lambda m, code=code: "".join(m.group(1) + ln + "\n" for ln in code.split("\n")),
+                      text, count=1)
     return text
 
 
-def _solution_regions() -> list[str]:
-    """The solution's five step 7 regions, code only."""
-    found = re.findall(r"// ### BEGIN SOLUTION\n(.*?)\n *// ### END SOLUTION", PC_KERNEL, re.S)
+def _labs_step7(**regions: str) -> str:
+    """The student's copy of step 7 with their code in each region (init, producer, kstep, release, drain)."""
+    return _written(STUB["PC_KERNEL"], list(regions.values()))
+
+
+def _solution_regions(kernel: str = PC_KERNEL) -> list[str]:
+    """The solution's regions of a kernel, code only."""
+    found = re.findall(r"// ### BEGIN SOLUTION\n(.*?)\n *// ### END SOLUTION", kernel, re.S)
     return ["\n".join(ln.strip() for ln in r.split("\n") if hints.parse_hint(ln) is None) for r in found]
 
 
@@ -746,8 +752,19 @@ def test_step8_check_names_a_step7_edit_that_step8_rewrites(capsys, no_gpu, monk
 
 
 def test_step8_check_with_the_students_own_step7(capsys, no_gpu):
-    """A student's step 7 with their own (right) code: step 7's check runs first (quietly), then step 8's."""
-    assert _step8(_labs_step7(**MINE), LAB4_CELL) is None
+    """A student's step 7 and step 8 in their copy, with their own (right) code: step 7's check runs first (quietly),
+    then step 8's on the kernel put together."""
+    cell = _written(STUB["LAB4_KERNEL"], _solution_regions(LAB4_CELL))
+    assert "YOUR CODE HERE" not in cell and "// carried:" in cell
+    assert _step8(_labs_step7(**MINE), cell) is None
+
+
+def test_step8_check_runs_the_students_whole_kernel_on_the_emulator(capsys, executor):
+    cell = _written(STUB["LAB4_KERNEL"], _solution_regions(LAB4_CELL))
+    lab4.check_step8_kernel(WRAPPERS, _labs_step7(**MINE), cell, benchmark=False)
+    out = capsys.readouterr().out
+    assert "✓ Lab 4 · step 8: your step 7 kernel carried" in out and "M=192, N=320, K=576" in out, out
+    assert "run skipped" not in out and "✓ Lab 4 · 128×256 · m64n256k16 + setmaxnreg kernel" in out
 
 
 def test_step8_check_says_step7_must_pass_first():
