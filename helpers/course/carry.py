@@ -20,6 +20,11 @@ previous lab's check): :func:`your_previous_kernel`, then :func:`carried` for th
 show. From Lab 6 on, the previous lab's cell is itself carried: ``Previous.whole`` puts the student's whole kernel
 of that lab together (their cell merged with their kernel of the lab before, and so on back to Lab 4) before it is
 checked, so each lab builds on everything the student wrote since Lab 4.
+
+Within one lab, a step can carry the step before it the same way (:func:`assemble`): its cell holds the course's
+change and the new regions, and one ``// carried: ...`` line where a region of the previous step stands unchanged;
+the student's code of that region is found in their previous kernel (between the lines the course's kernel has
+around it) and put in its place, and their other edits of the previous kernel are merged in.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ __all__ = [
     "merge",
     "your_previous_kernel",
     "carried",
+    "CARRIED",
+    "Assembled",
+    "NotCarried",
+    "assemble",
 ]
 
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -227,7 +236,8 @@ def your_previous_kernel(prev: Previous, *, here: Path | None = None, quiet: boo
             with contextlib.redirect_stdout(io.StringIO()):
                 text = prev.whole(text, here)
         except Exception as exc:  # noqa: BLE001 - the course's stands in, said why
-            unreadable = f"{prev.lab}'s kernel could not be put together: {type(exc).__name__}: {exc}"
+            why = str(exc) if isinstance(exc, NotCarried) else f"{type(exc).__name__}: {exc}"
+            unreadable = f"{prev.lab}'s kernel could not be put together: {why}"
     key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest(),
            hashlib.sha256(prev.depends.encode()).hexdigest(), unreadable)
     if key not in _CACHE:
@@ -302,3 +312,127 @@ def carried(prev: Previous, lab_source: str, *, here: Path | None = None, quiet:
     base = code_lines(prev.course())
     lab = code_lines(lab_source)
     return Carried(previous, merge(base, previous.text, lab), prev.lab)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one step of a lab carried into the next: its regions, the student's code, put where the next step's cell says
+# ---------------------------------------------------------------------------------------------------------
+#: the start of a line (after its indentation) that stands for the student's code of one region of the step before
+CARRIED = "// carried:"
+_HOLE = "// ✎"  # how a region of the course's kernel reads in its skeleton (labgen's collapsed form)
+
+
+class NotCarried(ValueError):
+    """The student's previous step could not be carried: a region still a stub, or not found in their kernel."""
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """A step's whole kernel (code only): each ``// carried`` line of its cell with the student's code of that region
+    of the previous step (``regions``: (the carried line, their code)), their other edits merged in; ``report``:
+    one line per edit of theirs that this step rewrote (its version used)."""
+
+    text: str
+    regions: tuple[tuple[str, str], ...] = ()
+    report: tuple[str, ...] = ()
+
+
+def _is_carried(line: str) -> bool:
+    return line.strip().startswith(CARRIED)
+
+
+def _holes(skeleton: str) -> list[str]:
+    """The course's previous kernel as lines, each region one unique line (it matches nothing the student wrote)."""
+    lines = code_lines(skeleton).split("\n")
+    k = 0
+    for i, line in enumerate(lines):
+        if line.strip().startswith(_HOLE):
+            lines[i] = f"\x00region {k}"
+            k += 1
+    return lines
+
+
+def _between(base: list[str], other: list[str], at: int) -> tuple[int, int] | None:
+    """The stretch of ``other`` that stands where ``base[at]`` (a hole) is: between the nearest lines of base either
+    side of it that are matched in ``other`` with no other hole between; None when that is not clear."""
+    found = _matches(base, other)
+    before = next((i for i in range(at - 1, -1, -1) if i in found or base[i].startswith("\x00")), None)
+    after = next((i for i in range(at + 1, len(base)) if i in found or base[i].startswith("\x00")), None)
+    if before is None or after is None or before not in found or after not in found:
+        return None
+    if found[before] >= found[after]:
+        return None
+    return found[before] + 1, found[after]
+
+
+def assemble(skeleton: str, yours: str, cell: str, *, step: str = "step 7") -> Assembled:
+    """The whole kernel of a step whose ``cell`` carries regions of the previous ``step``: ``skeleton`` is the course's
+    kernel of that step with each region one ``// ✎`` line, ``yours`` the student's kernel of it. Each region the
+    cell marks with a ``// carried:`` line gets the student's code of that region, found between the lines the
+    course's kernel has around it; the student's edits elsewhere in their kernel are merged in as :func:`merge` does.
+    Raises :class:`NotCarried` (saying which region) where that code is still a stub or cannot be found."""
+    base = _holes(skeleton)
+    mine = code_lines(yours).split("\n")
+    lab = code_lines(cell).split("\n")
+    holes = [i for i, line in enumerate(base) if line.startswith("\x00")]
+    # which region each carried line of the cell stands for: the hole between the same neighbours in the course's kernel
+    marked: dict[int, str] = {}
+    in_cell = _matches(base, lab)
+    back = {v: k for k, v in in_cell.items()}
+    for j, line in enumerate(lab):
+        if not _is_carried(line):
+            continue
+        jb = next((x for x in range(j - 1, -1, -1) if x in back), None)
+        ja = next((x for x in range(j + 1, len(lab)) if x in back), None)
+        before = -1 if jb is None else back[jb]
+        after = len(base) if ja is None else back[ja]
+        inside = [h for h in holes if before < h < after and h not in marked]
+        if len(inside) > 1:  # several regions between the same unchanged lines: the one as far from them as the line
+            inside = [h for h in inside if (jb is not None and h - before == j - jb)
+                      or (ja is not None and after - h == ja - j)][:1]
+        if len(inside) != 1:
+            raise NotCarried(f"could not tell which part of your {step} kernel the line '{line.strip()}' stands for "
+                             "(the lines around it were changed): put the lines around it back as they were")
+        marked[inside[0]] = line
+    # the student's code of every region, found between the course's lines around it
+    spans: dict[int, tuple[int, int]] = {}
+    for h in holes:
+        span = _between(base, mine, h)
+        if span is None and h in marked:
+            raise NotCarried(f"could not find {_what(marked[h])} in your {step} kernel: the lines around it differ "
+                             f"from the course's kernel of {step}; put them back as they were")
+        if span is not None:
+            spans[h] = span
+    taken = sorted(spans.values())
+    if any(a[1] > b[0] for a, b in zip(taken, taken[1:], strict=False)):
+        raise NotCarried(f"could not tell your {step} regions apart: put the lines between them back as they were")
+    code: dict[int, list[str]] = {h: mine[a:b] for h, (a, b) in spans.items()}
+    for h, line in marked.items():
+        if any("#error" in x for x in code[h]) or not any(x.strip() for x in code[h]):
+            raise NotCarried(f"{_what(line)} is not written yet in your {step} kernel: {step} must pass its check "
+                             "first")
+    # the student's kernel with each region one line again, then merged with this step's cell
+    hole_line = {h: marked.get(h, base[h]) for h in holes}
+    shaped: list[str] = []
+    pos = 0
+    for h, (a, b) in sorted(spans.items(), key=lambda x: x[1]):
+        shaped.extend(mine[pos:a])
+        shaped.append(hole_line[h])
+        pos = b
+    shaped.extend(mine[pos:])
+    shaped_base = [hole_line.get(i, line) for i, line in enumerate(base)]
+    merged = merge("\n".join(shaped_base), "\n".join(shaped), "\n".join(lab))
+    out: list[str] = []
+    by_line = {_key(line): code[h] for h, line in marked.items()}
+    for line in merged.text.split("\n"):
+        out.extend(by_line.get(_key(line), [line]) if _is_carried(line) else [line])
+    report = tuple(f"your {step} code ({'; '.join(s.strip() for s in c.yours if s.strip())[:100] or 'blank'}): this "
+                   "step rewrites it; its version is used" for c in merged.conflicts)
+    return Assembled("\n".join(out).strip("\n") + "\n",
+                     tuple((line, "\n".join(code[h])) for h, line in sorted(marked.items())), report)
+
+
+def _what(line: str) -> str:
+    """The words of a carried line: "your barrier initialisation"."""
+    words = line.strip()[len(CARRIED):].strip()
+    return words.split(", as ")[0] if words else "a region"

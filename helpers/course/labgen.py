@@ -324,11 +324,27 @@ def lab_data(root: Path = ROOT) -> dict:
             if variable:
                 source = _assigned_string(cell.source, variable, where)
                 skeleton, _ = _clear_regions(source, where, markdown=False, collapse=True)
-                solved = "\n".join(line for line in source.split("\n") if BEGIN not in line and END not in line
-                                   and hints_mod.parse_hint(line) is None)
-                kernels[lab] = {"variable": variable, "notebook": sol.name, "source": skeleton.strip("\n") + "\n",
+                solved = _solved(source)
+                entry: dict = {"variable": variable, "notebook": sol.name}
+                carries = cell.metadata.get("labgen", {}).get("carries")
+                if carries:  # the cell carries regions of an earlier step's kernel: the lab's kernel is both together
+                    from helpers.course import carry
+
+                    prev = _assigned_string(next(c.source for c in nb.cells if c.cell_type == "code"
+                                                 and f"{carries} = " in c.source), carries, where)
+                    prev_skeleton, _ = _clear_regions(prev, where, markdown=False, collapse=True)
+                    skeleton = carry.assemble(prev_skeleton, prev_skeleton, skeleton).text
+                    solved = carry.assemble(prev_skeleton, _solved(prev), solved).text
+                    entry["carries"] = {"variable": carries, "skeleton": prev_skeleton.strip("\n") + "\n"}
+                kernels[lab] = {**entry, "source": skeleton.strip("\n") + "\n",
                                 "solved": hints_mod.encode(solved.strip("\n") + "\n")}
     return {"version": 1, "exercises": dict(sorted(exercises.items())), "kernels": dict(sorted(kernels.items()))}
+
+
+def _solved(source: str) -> str:
+    """A kernel's solution as code: the solution markers and hint lines left out."""
+    return "\n".join(line for line in source.split("\n") if BEGIN not in line and END not in line
+                     and hints_mod.parse_hint(line) is None)
 
 
 def _assigned_string(source: str, variable: str, where: str) -> str:

@@ -69,6 +69,19 @@ def _compiles(src: str) -> bool:
     return True
 
 
+def _whole(nb: Path, strings: dict[str, str]) -> None:
+    """A kernel cell that carries an earlier step's regions (``// carried:`` lines; labs.json names the step) made
+    whole, as its check compiles it."""
+    from helpers.course import carry, hints
+    from helpers.course.checks._common import _kernels
+
+    entry = _kernels().get(hints.lab_of(nb.name), {})
+    carries = entry.get("carries")
+    if carries and entry["variable"] in strings and carries["variable"] in strings:
+        strings[entry["variable"]] = carry.assemble(carries["skeleton"], strings[carries["variable"]],
+                                                    strings[entry["variable"]]).text
+
+
 def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
     """Every kernel of the course (see the module docstring)."""
     import nbformat
@@ -80,6 +93,7 @@ def course_kernels(root: Path = ROOT) -> list[CourseKernel]:
     for nb in sorted((root / "solutions").glob("*.ipynb")):
         ns = labgen.solution_namespace(nb)
         strings = {k: v for k, v in ns.items() if isinstance(v, str) and not k.startswith("_")}
+        _whole(nb, strings)
         wrappers += "".join(v for v in strings.values() if "__device__" in v and "__global__" not in v)
         for key, val in strings.items():
             if "__global__" in val:

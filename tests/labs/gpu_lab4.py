@@ -44,7 +44,10 @@ def course_sources() -> dict[str, str]:
 def solution_namespace() -> dict:
     """The solution notebook's definitions: every code cell except the graded checks, in order (stops before the
     first cell that runs a pipeline or draws, which the kernels do not need), and the course's WRAPPERS in place of
-    the ones a student's notebooks would give."""
+    the ones a student's notebooks would give. ``LAB4_KERNEL`` is step 8's whole kernel: the step 8 cell (kept as
+    ``LAB4_CELL``) with step 7's kernel carried into it, as ``lab4.check_step8_kernel`` grades it."""
+    from helpers.course.checks import lab4
+
     nb = json.loads(SOLUTION.read_text())
     ns: dict = {}
     for cell in nb["cells"]:
@@ -54,6 +57,8 @@ def solution_namespace() -> dict:
             continue
         exec(compile(source, f"{SOLUTION.name}:{cell.get('id')}", "exec"), ns)
     ns["WRAPPERS"] = course_sources()["WRAPPERS"]
+    ns["LAB4_CELL"] = ns["LAB4_KERNEL"]
+    ns["LAB4_KERNEL"] = lab4.step8_kernel(ns["PC_KERNEL"], ns["LAB4_CELL"])
     return ns
 
 

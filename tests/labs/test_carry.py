@@ -177,3 +177,61 @@ def test_carried_merges_on_the_course_kernel(tmp_path):
     made = carry.carried(_prev(lambda t: None), lab, here=tmp_path, quiet=True)
     assert "int x = 1;  // mine" in made.kernel and "store(C, x + y);" in made.kernel
     assert made.whose("Lab 10", "mainloop") == "your kernel (your Lab 9 mainloop + Lab 10's change + your Lab 10 regions)"
+
+
+# ------------------------------------------------------------------------------------------- a step carried in a lab
+STEP_A = """\
+__global__ void a(float* C) {
+  int x = 0;
+  // ✎ set y
+  for (int i = 0; i < 8; ++i) {
+    // ✎ add to x
+    // then: the release
+    // ✎ release
+  }
+  C[0] = x + y;
+}
+"""
+MINE_A = """\
+__global__ void a(float* C) {
+  int x = 0;
+  int y = 7;  // mine
+  for (int i = 0; i < 8; ++i) {
+    x += i * y;
+    x -= 1;
+    // then: the release
+    release(i);
+  }
+  C[0] = x + y;  // my store
+}
+"""
+CELL_B = """\
+__global__ void b(float* C, int n) {
+  int x = 0;
+  // carried: your y
+  for (int i = 0; i < n; ++i) {
+    x += 2 * i;  // step B's own region
+    // then: the release
+    // carried: your release
+  }
+  C[0] = x + y;
+}
+"""
+
+
+def test_assemble_puts_the_students_regions_where_the_cell_carries_them():
+    made = carry.assemble(STEP_A, MINE_A, CELL_B, step="step A")
+    assert made.text == ("__global__ void b(float* C, int n) {\n  int x = 0;\n  int y = 7;  // mine\n"
+                         "  for (int i = 0; i < n; ++i) {\n    x += 2 * i;  // step B's own region\n"
+                         "    // then: the release\n    release(i);\n  }\n  C[0] = x + y;  // my store\n}\n")
+    assert [code for _, code in made.regions] == ["  int y = 7;  // mine", "    release(i);"] and not made.report
+
+
+def test_assemble_a_stub_or_a_lost_region_says_which():
+    with pytest.raises(carry.NotCarried, match="your release is not written yet in your step A kernel"):
+        carry.assemble(STEP_A, MINE_A.replace("    release(i);\n", '#error "not written yet"\n'), CELL_B,
+                       step="step A")
+    with pytest.raises(carry.NotCarried, match="could not find your release in your step A kernel"):
+        carry.assemble(STEP_A, MINE_A.replace("    // then: the release\n", ""), CELL_B, step="step A")
+    with pytest.raises(carry.NotCarried, match="could not tell which part of your step A kernel"):
+        carry.assemble(STEP_A, MINE_A, CELL_B + "// carried: your z\n", step="step A")

@@ -22,8 +22,8 @@ import nbformat
 import pytest
 
 from helpers.course import grading, hints, labgen
-from helpers.hopper import pipeline as pl
 from helpers.course.checks import lab4
+from helpers.hopper import pipeline as pl
 
 ROOT = Path(__file__).resolve().parents[2]
 SOL = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
@@ -331,7 +331,9 @@ def _gpu_script():
 GPU = _gpu_script()
 COURSE = GPU.course_sources()
 WRAPPERS = COURSE["WRAPPERS"]
-PC_KERNEL, LAB4_KERNEL = SOL["PC_KERNEL"], SOL["LAB4_KERNEL"]
+PC_KERNEL, LAB4_CELL = SOL["PC_KERNEL"], SOL["LAB4_KERNEL"]
+#: step 8's whole kernel: the step 8 cell with the solution's step 7 kernel carried into it (what its check grades)
+LAB4_KERNEL = lab4.step8_kernel(PC_KERNEL, LAB4_CELL)
 KERNELS = GPU.wrong_kernels(PC_KERNEL, LAB4_KERNEL)
 GRADERS = {"PC": lab4.check_pc_kernel, "WS": lab4.check_ws_kernel}
 
@@ -345,6 +347,17 @@ def _kernel_check(step: str, kernel: str, wrappers: str = WRAPPERS) -> str | Non
     return None
 
 
+def _step8(pc: str, cell: str, wrappers: str = WRAPPERS) -> str | None:
+    """Step 8's check (your step 7 kernel carried into the step 8 cell), quiet: None when it passes, else why."""
+    return _quiet(lab4.check_step8_kernel, wrappers, pc, cell, benchmark=False)
+
+
+@pytest.fixture()
+def step7_passed(monkeypatch):
+    """The solution's step 7 kernel passed step 7's check in this session (as its cell above step 8 does)."""
+    monkeypatch.setattr(lab4, "_PC_PASSED", {lab4._digest(WRAPPERS + PC_KERNEL)})
+
+
 def test_kernel_solutions_pass_without_a_gpu(capsys, no_gpu):
     lab4.check_pc_kernel(WRAPPERS + PC_KERNEL, kernel=PC_KERNEL)
     lab4.check_ws_kernel(WRAPPERS + LAB4_KERNEL, kernel=LAB4_KERNEL)
@@ -355,7 +368,7 @@ def test_kernel_solutions_pass_without_a_gpu(capsys, no_gpu):
 
 @pytest.mark.parametrize("which, step", [("PC_KERNEL", "PC"), ("LAB4_KERNEL", "WS")])
 def test_kernel_stubs_fail_with_tier_0(which, step):
-    msg = _kernel_check(step, STUB[which])
+    msg = _kernel_check(step, STUB[which]) if step == "PC" else _step8(PC_KERNEL, STUB[which])
     assert msg and "not written yet" in msg and "(stuck? lab4.hint(" in msg, msg
     ex = hints.exercises()["lab4-pc" if step == "PC" else "lab4-ws"]
     assert ex.regions[0].hints[0] in msg.replace('\\"', '"')
@@ -602,6 +615,7 @@ def test_on_an_h100_the_release_at_k_0_is_rejected_beside_the_gpu(monkeypatch):
 def test_gpu_script_reads_the_same_solution():
     ns = GPU.solution_namespace()
     assert ns["PC_KERNEL"] == PC_KERNEL and ns["LAB4_KERNEL"] == LAB4_KERNEL and ns["WRAPPERS"] == WRAPPERS
+    assert ns["LAB4_CELL"] == LAB4_CELL
 
 
 def test_lab4_builds_on_the_lab3_kernel_and_its_wrappers():
@@ -622,12 +636,181 @@ def labgen_code(text: str) -> str:
     return "\n".join(ln for ln in text.split("\n") if "### " not in ln and hints.parse_hint(ln) is None)
 
 
+# ------------------------------------------------------------------------------------------- 8 · step 7 carried
+CARRIED_ANSWERS = ("my_mbar_init(&full[s], 1);", "my_mbar_init(&empty[s], CONSUMERS);", GPU.EMPTY_WAIT,
+                   "my_mbar_expect_tx(&full[s], STAGE_BYTES);", GPU.RELEASE, GPU.DRAIN_RELEASE,
+                   "hopper::wgmma_wait<0>();")
+
+
+_STUB_REGION = r"( *)// YOUR CODE HERE\n#error \"not written yet[^\n]*\n"
+
+
+def _written(text: str, codes: list[str]) -> str:
+    """A student's copy of a kernel (no solution markers, a stub per region) with ``codes`` written in its regions,
+    in order."""
+    assert len(re.findall(_STUB_REGION, text)) == len(codes)
+    for code in codes:
+        text = re.sub(_STUB_REGION, lambda m, code=code: "".join(m.group(1) + ln + "\n" for ln in code.split("\n")),
+                      text, count=1)
+    return text
+
+
+def _labs_step7(**regions: str) -> str:
+    """The student's copy of step 7 with their code in each region (init, producer, kstep, release, drain)."""
+    return _written(STUB["PC_KERNEL"], list(regions.values()))
+
+
+def _solution_regions(kernel: str = PC_KERNEL) -> list[str]:
+    """The solution's regions of a kernel, code only."""
+    found = re.findall(r"// ### BEGIN SOLUTION\n(.*?)\n *// ### END SOLUTION", kernel, re.S)
+    return ["\n".join(ln.strip() for ln in r.split("\n") if hints.parse_hint(ln) is None) for r in found]
+
+
+MINE = dict(zip(("init", "producer", "kstep", "release", "drain"), _solution_regions(), strict=True))
+MINE["init"] = "my_mbar_init(&empty[s], CONSUMERS);  // mine: empty first\nmy_mbar_init(&full[s], 1);"
+MINE["drain"] = "hopper::wgmma_wait<0>();  // mine: nothing in flight\nif (nk > 0 && t == 0) {\n" \
+                "  my_mbar_arrive(&empty[(nk - 1) % STAGES]);\n}"
+
+
+def test_step8_kernel_is_the_course_kernel_for_the_solution():
+    from helpers.course.checks._common import course_kernel
+
+    assert LAB4_KERNEL == course_kernel("lab4") and "carried" not in LAB4_KERNEL
+    assert "// carried: your barrier initialisation" in LAB4_CELL and LAB4_CELL.count("// carried:") == 4
+
+
+def test_step8_kernel_fills_each_carried_line_with_the_students_step7_code():
+    whole = lab4.step8_kernel(_labs_step7(**MINE), STUB["LAB4_KERNEL"])
+    assert "carried" not in whole and "YOUR CODE HERE" not in whole
+    lines = whole.split("\n")
+    at = {key: next(i for i, ln in enumerate(lines) if key in ln) for key in
+          ("for (int s = 0; s < STAGES; ++s)", "// mine: empty first", "hopper::mbar_fence_init();",
+           "const int s = j % STAGES;", GPU.EMPTY_WAIT, "// step k - 1's group has retired (wait_group 1 above)",
+           GPU.RELEASE, "// mine: nothing in flight", "// ---- the store")}
+    order = sorted(at, key=at.get)
+    assert order == list(at), order
+    assert whole.count("my_mbar_init(") == 2 and "  my_mbar_arrive(&empty[(nk - 1) % STAGES]);" in whole
+    # step 8's own regions stay the cell's (the student's step 8 regions; here still stubs)
+    assert whole.count('#error "not written yet') == 4 and "wgmma_m64n128k16" not in whole
+
+
+def test_step8_kernel_keeps_the_students_other_step7_edits_and_names_what_step8_rewrites():
+    from helpers.course import carry
+    from helpers.course.checks._common import course_kernel
+
+    mine = PC_KERNEL.replace("  __syncthreads();\n", "  __syncthreads();  // everyone sees the barriers\n")
+    mine = mine.replace("    float d[64];  // this", "    float d[64];  // (mine) this")
+    made = carry.assemble(lab4._step7_skeleton(), mine, LAB4_CELL, step="step 7")
+    assert "__syncthreads();  // everyone sees the barriers" in made.text  # kept: step 8 leaves that line alone
+    assert "(mine)" not in made.text and "float d[128];" in made.text  # step 8 rewrote that line: its version
+    assert len(made.report) == 1 and "float d[64];  // (mine)" in made.report[0] and "step rewrites" in made.report[0]
+    assert [line.strip() for line, _ in made.regions][0].startswith("// carried: your barrier initialisation")
+    assert made.text.replace("  // everyone sees the barriers", "") == course_kernel("lab4")
+
+
+def test_step8_kernel_with_a_step7_stub_says_so_and_gives_nothing_away():
+    from helpers.course import carry
+
+    with pytest.raises(carry.NotCarried, match="your barrier initialisation is not written yet in your step 7 "
+                                              "kernel: step 7 must pass its check first"):
+        lab4.step8_kernel(STUB["PC_KERNEL"], STUB["LAB4_KERNEL"])
+    half = _labs_step7(**MINE).replace(GPU.RELEASE, '#error "not written yet"')
+    with pytest.raises(carry.NotCarried, match="your release of step k - 1's stage is not written yet"):
+        lab4.step8_kernel(half, LAB4_CELL)
+    # the student's step 8 cell shows none of step 7's answers
+    for answer in CARRIED_ANSWERS:
+        assert answer not in STUB["LAB4_KERNEL"], answer
+
+
+def test_step8_kernel_when_the_lines_around_a_region_are_gone():
+    from helpers.course import carry
+
+    mine = _labs_step7(**MINE).replace("      // step k - 1's group has retired (wait_group 1 above): its stage can go "
+                                       "back to the producer\n", "")
+    with pytest.raises(carry.NotCarried, match="could not find your release of step k - 1's stage in your step 7 "
+                                              "kernel: the lines around it differ"):
+        lab4.step8_kernel(mine, LAB4_CELL)
+
+
+def test_step8_a_cell_without_carried_lines_is_whole():
+    assert lab4.step8_kernel("anything", LAB4_KERNEL) == LAB4_KERNEL
+
+
+def test_step8_check_passes_the_solution(capsys, no_gpu, step7_passed):
+    lab4.check_step8_kernel(WRAPPERS, PC_KERNEL, LAB4_CELL)
+    out = capsys.readouterr().out
+    assert "✓ Lab 4 · step 8: your step 7 kernel carried" in out
+    assert "✓ Lab 4 · 128×256 · m64n256k16 + setmaxnreg kernel" in out
+
+
+def test_step8_check_names_a_step7_edit_that_step8_rewrites(capsys, no_gpu, monkeypatch):
+    mine = PC_KERNEL.replace("    float d[64];  // this", "    float d[64];  // (mine) this")
+    monkeypatch.setattr(lab4, "_PC_PASSED", {lab4._digest(WRAPPERS + mine)})
+    lab4.check_step8_kernel(WRAPPERS, mine, LAB4_CELL)
+    out = capsys.readouterr().out
+    assert "⚠ your step 7 code (float d[64];  // (mine) this" in out and "step rewrites it; its version is used" in out
+
+
+def test_step8_check_with_the_students_own_step7(capsys, no_gpu):
+    """A student's step 7 and step 8 in their copy, with their own (right) code: step 7's check runs first (quietly),
+    then step 8's on the kernel put together."""
+    cell = _written(STUB["LAB4_KERNEL"], _solution_regions(LAB4_CELL))
+    assert "YOUR CODE HERE" not in cell and "// carried:" in cell
+    assert _step8(_labs_step7(**MINE), cell) is None
+
+
+def test_step8_check_runs_the_students_whole_kernel_on_the_emulator(capsys, executor):
+    cell = _written(STUB["LAB4_KERNEL"], _solution_regions(LAB4_CELL))
+    lab4.check_step8_kernel(WRAPPERS, _labs_step7(**MINE), cell, benchmark=False)
+    out = capsys.readouterr().out
+    assert "✓ Lab 4 · step 8: your step 7 kernel carried" in out and "M=192, N=320, K=576" in out, out
+    assert "run skipped" not in out and "✓ Lab 4 · 128×256 · m64n256k16 + setmaxnreg kernel" in out
+
+
+def test_step8_check_says_step7_must_pass_first():
+    msg = _step8(STUB["PC_KERNEL"], LAB4_CELL)
+    assert msg and "step 8 is built on your step 7 kernel (PC_KERNEL)" in msg and "step 7 must pass" in msg, msg
+    for answer in CARRIED_ANSWERS:
+        assert answer not in msg
+    _, wrong, _ = KERNELS["FULL and EMPTY counts swapped"]
+    msg = _step8(wrong, LAB4_CELL)
+    assert msg and msg.startswith("✗ Lab 4 · step 8: your step 7 kernel carried: step 7 must pass its check first: "
+                                  "step 8 is your step 7 kernel with step 8's change (Lab 4 · 128×128 · producer + 2 "
+                                  "consumers over a ring kernel: your kernel on M=192"), msg
+
+
+#: wrong answers in step 8's own regions of the cell: (the solution's text, the wrong one, what the check says)
+STEP8_WRONG = {
+    "3 stages instead of the budget's 4": ("constexpr int STAGES = 4;", "constexpr int STAGES = 3;", "STAGES = 4"),
+    "setmaxnreg budget that does not add up (248)": ("setmaxnreg_inc<240>", "setmaxnreg_inc<248>",
+                                                     "over the pool|wait forever"),
+    "no setmaxnreg_dec in the producer": ("    hopper::setmaxnreg_dec<24>();\n", "", "setmaxnreg"),
+    "m64n128k16 in the 256-wide step": (
+        "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk));",
+        "hopper::wgmma_m64n128k16_bf16(*reinterpret_cast<float(*)[64]>(d), kslice_desc(a, kk), kslice_desc(b, kk));",
+        "m64n256k16"),
+    "step 7's K step kept (no group left in flight)": ("hopper::wgmma_wait<1>();  // step k - 1's",
+                                                       "hopper::wgmma_wait<0>();  // step k - 1's", "wait_group 1"),
+}
+
+
+@pytest.mark.parametrize("name", STEP8_WRONG)
+def test_step8_wrong_regions_are_rejected(name, no_gpu, step7_passed):
+    old, new, pattern = STEP8_WRONG[name]
+    assert LAB4_CELL.count(old) == 1
+    msg = _step8(PC_KERNEL, LAB4_CELL.replace(old, new))
+    assert msg is not None, f"{name}: accepted"
+    assert re.search(pattern, msg, re.I | re.S) and "Traceback" not in msg, msg
+
+
 # ------------------------------------------------------------------------------------------- the opening diff
 def test_labs_json_holds_the_lab4_kernel():
     data = json.loads(hints.DATA.read_text())["kernels"]["lab4"]
     assert data["variable"] == "LAB4_KERNEL" and data["notebook"] == "lab4_pipeline.ipynb"
     assert hints.decode(data["solved"]) == labgen_code(LAB4_KERNEL).strip("\n") + "\n"
     assert "// ✎ " in data["source"] and "setmaxnreg_dec<24>" not in data["source"]
+    assert "carried" not in data["source"] and data["source"].count("// ✎ ") == 8  # step 7's regions are ✎ too
+    assert data["carries"]["variable"] == "PC_KERNEL" and data["carries"]["skeleton"].count("// ✎ ") == 5
 
 
 def test_kernel_changes_diffs_the_course_lab3_kernel_when_the_student_has_none(tmp_path, monkeypatch, capsys):
@@ -684,9 +867,11 @@ def test_lab3_speed_comes_from_the_ladder_or_says_not_measured(monkeypatch):
 
 
 def test_step_changes_leave_out_markers_and_hints():
-    text = repr(lab4.step_changes(PC_KERNEL, LAB4_KERNEL, "step 7", "step 8"))
+    text = repr(lab4.step_changes(PC_KERNEL, LAB4_CELL, "step 7", "step 8"))
     assert text.startswith("step 7 -> step 8") and "+lab4_ws_gemm(" in text and "-lab4_pc_gemm(" in text
     assert "### " not in text and "HINT" not in text and "+    hopper::setmaxnreg_inc<240>();" in text
+    # the cell's carried lines are the student's step 7 code: the diff is between the two whole kernels
+    assert "carried" not in text and "my_mbar_init(&empty[s], CONSUMERS)" not in text
 
 
 def test_ladder_reads_the_committed_measurements():
@@ -715,7 +900,7 @@ def test_every_exercise_has_tiered_hints():
             assert len(region.hints) >= 2, (ex.id, region.hints[0])
             for tier in region.hints[:2]:  # the generator's rule, asserted on the data the students read
                 assert not hints.leaked_lines(tier, region.answer), (ex.id, tier)
-    assert len(table["lab4-pc"].regions) == 5 and len(table["lab4-ws"].regions) == 8
+    assert len(table["lab4-pc"].regions) == 5 and len(table["lab4-ws"].regions) == 4  # step 7's other four carried
 
 
 def _stub_texts(cell_source: str) -> list[str]:

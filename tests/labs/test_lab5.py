@@ -72,11 +72,12 @@ def test_kernel_is_the_course_lab4_kernel_with_the_epilogue(sol):
     course's Lab 4 kernel (a student who wrote the course's Lab 4), it is exactly the cell's code, and the graded
     source is the wrappers and that code."""
     from helpers.course.carry import code_lines, merge
+    from helpers.course.checks import lab4
     from helpers.course.checks._common import course_kernel
 
     course4 = code_lines(course_kernel("lab4"))
-    l4 = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")["LAB4_KERNEL"]
-    assert course4 == code_lines(l4)
+    l4 = labgen.solution_namespace(ROOT / "solutions" / "lab4_pipeline.ipynb")
+    assert course4 == code_lines(lab4.step8_kernel(l4["PC_KERNEL"], l4["LAB4_KERNEL"]))
     cell = code_lines(sol["LAB5_SRC"])
     m = merge(course4, course4, cell)
     assert m.text == cell and not m.conflicts and not m.kept

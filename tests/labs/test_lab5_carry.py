@@ -28,15 +28,24 @@ RENAME = [("      const unsigned char* a = smem + s * STAGE_BYTES + c * 64 * 128
            "        const int s = j % STAGES;\n        // my note: stage s again after STAGES uses\n")]
 
 #: a race: the stage released before the wgmma that reads it has retired
-RACE = [("      hopper::wgmma_wait<1>();  // step k - 1's group has retired; step k's may still run\n"
-         "      // ### END SOLUTION\n      // ### BEGIN SOLUTION\n",
-         "      // ### END SOLUTION\n      // ### BEGIN SOLUTION\n      my_mbar_arrive(&empty[s]);\n"
-         "      hopper::wgmma_wait<1>();\n")]
+RACE = [("      hopper::wgmma_wait<1>();  // step k - 1's group has retired; step k's may still run\n",
+         "      my_mbar_arrive(&empty[s]);\n      hopper::wgmma_wait<1>();\n")]
+
+#: a harmless edit of the student's step 7 producer (a region step 8 carries): the two copies in the other order
+PRODUCER = [("        my_tma_load_2d(smem + s * STAGE_BYTES, &tmap_a, &full[s], j * BK, m0);\n"
+             "        my_tma_load_2d(smem + s * STAGE_BYTES + A_BYTES, &tmap_b, &full[s], j * BK, n0);\n",
+             "        my_tma_load_2d(smem + s * STAGE_BYTES + A_BYTES, &tmap_b, &full[s], j * BK, n0);  // B first\n"
+             "        my_tma_load_2d(smem + s * STAGE_BYTES, &tmap_a, &full[s], j * BK, m0);\n")]
 
 
 @pytest.fixture(scope="module")
 def lab4_kernel() -> str:
     return labgen.solution_namespace(ROOT / "solutions" / LAB4)["LAB4_KERNEL"]
+
+
+@pytest.fixture(scope="module")
+def pc_kernel() -> str:
+    return labgen.solution_namespace(ROOT / "solutions" / LAB4)["PC_KERNEL"]
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +67,21 @@ def _edit(text: str, edits: list[tuple[str, str]]) -> str:
     return text
 
 
-def _save_lab4(where: Path, kernel: str | None, source: Path = ROOT / "solutions" / LAB4) -> None:
-    """A saved Lab 4 notebook at ``where``: the given one, its LAB4_KERNEL cell replaced by ``kernel`` if given."""
+def _save_lab4(where: Path, kernel: str | None, source: Path = ROOT / "solutions" / LAB4, *,
+               pc: str | None = None) -> None:
+    """A saved Lab 4 notebook at ``where``: the given one, its LAB4_KERNEL cell (step 8) replaced by ``kernel`` and
+    its PC_KERNEL cell (step 7, carried into step 8) by ``pc`` where given."""
     nb = json.loads(source.read_text())
-    if kernel is not None:
-        cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith("LAB4_KERNEL = r"))
-        cell["source"] = 'LAB4_KERNEL = r"""' + kernel + '"""'
+    for variable, text in (("LAB4_KERNEL", kernel), ("PC_KERNEL", pc)):
+        if text is not None:
+            cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith(f"{variable} = r"))
+            cell["source"] = f'{variable} = r"""' + text + '"""'
     where.parent.mkdir(parents=True, exist_ok=True)
     where.write_text(json.dumps(nb))
 
 
-def _beside(tmp_path: Path, monkeypatch, kernel: str | None, *, lab4: bool = True, nbgrader: bool = False) -> Path:
+def _beside(tmp_path: Path, monkeypatch, kernel: str | None, *, lab4: bool = True, nbgrader: bool = False,
+            pc: str | None = None) -> Path:
     """The student's folder: the solutions of Labs 1 and 2 (the wrappers), and their Lab 4 notebook with ``kernel``;
     the working directory is where the Lab 5 notebook runs."""
     def place(name: str) -> Path:
@@ -78,7 +91,7 @@ def _beside(tmp_path: Path, monkeypatch, kernel: str | None, *, lab4: bool = Tru
         place(name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / "solutions" / name, place(name))
     if lab4:
-        _save_lab4(place(LAB4), kernel)
+        _save_lab4(place(LAB4), kernel, pc=pc)
     here = place("lab5_epilogue.ipynb").parent
     here.mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(here)
@@ -126,6 +139,32 @@ def test_personal_edits_are_in_the_graded_kernel_and_it_passes(tmp_path, monkeyp
     lab5.check_epilogue_kernel(lab5_src, benchmark=False)
     out = capsys.readouterr().out
     assert "✓ graded: your kernel (your Lab 4 mainloop" in out and "✓ Lab 5 · the TMA-store epilogue kernel: all" in out
+
+
+def test_an_edit_of_the_step7_producer_reaches_the_graded_kernel(tmp_path, monkeypatch, capsys, lab4_kernel,
+                                                                 pc_kernel, lab5_src):
+    """Step 8 carries the student's step 7 producer: their edit there is in their Lab 4 kernel, so in Lab 5's."""
+    _beside(tmp_path, monkeypatch, lab4_kernel, pc=_edit(pc_kernel, PRODUCER))
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel" in text and "⚠" not in text
+    made, _ = _graded(lab5_src)
+    assert made.previous.yours and not made.merge.conflicts
+    assert "&full[s], j * BK, n0);  // B first" in made.kernel and "tma_store_2d(&tmap_c" in made.kernel
+    assert made.kernel.index("// B first") < made.kernel.index("&tmap_a, &full[s], j * BK, m0);")
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    assert "✓ Lab 5 · the TMA-store epilogue kernel: all" in capsys.readouterr().out
+
+
+def test_a_step7_stub_the_course_stands_in_said_why(tmp_path, monkeypatch, lab4_kernel, lab5_src, static_only):
+    stub = labgen._assigned_string(next("".join(c["source"]) for c in json.loads((ROOT / "labs" / LAB4).read_text())
+                                        ["cells"] if "".join(c["source"]).startswith("PC_KERNEL = r")), "PC_KERNEL", "")
+    _beside(tmp_path, monkeypatch, lab4_kernel, pc=stub)
+    text = _opening(lab5_src)
+    assert text.count("⚠ your Lab 4 kernel could not be read (Lab 4's kernel could not be put together: your barrier "
+                      "initialisation is not written yet in your step 7 kernel: step 7 must pass its check first)")\
+        == 1, text
+    made, _ = _graded(lab5_src)
+    assert not made.previous.yours and made.kernel == carry.code_lines(lab5_src)
 
 
 def test_an_edit_this_lab_rewrites_is_named(tmp_path, monkeypatch, lab4_kernel, lab5_src, static_only):

@@ -124,6 +124,7 @@ def test_lab4_notebook_solutions_have_no_hazard() -> None:
         labgen.solution_namespace(ROOT / "solutions" / nb)[key] for nb, key in (
             ("lab1_tma.ipynb", "TMA_LOAD"), ("lab2_mbarrier.ipynb", "MBAR_INIT_ARRIVE"),
             ("lab2_mbarrier.ipynb", "MBAR_TX_WAIT")))
+    ns["LAB4_KERNEL"] = lab4.step8_kernel(ns["PC_KERNEL"], ns["LAB4_KERNEL"])  # step 7 carried into step 8
     for key, spec in (("PC_KERNEL", lab4.PC), ("LAB4_KERNEL", lab4.WS)):  # built on the carried Lab 1-2 wrappers
         src = wrappers + ns[key]
         smem = lab4.dynamic_smem_bytes(lab4.source_stages(src), spec.bm, spec.bn)

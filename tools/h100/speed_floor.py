@@ -61,7 +61,8 @@ def sources() -> dict[str, tuple[str, str]]:
     kernels = ROOT / "bench" / "kernels"
     return {
         "lab4a": (lab4.HEADER + wrappers + s4["PC_KERNEL"], "solutions/lab4_pipeline.ipynb PC_KERNEL"),
-        "lab4b": (lab4.HEADER + wrappers + s4["LAB4_KERNEL"], "solutions/lab4_pipeline.ipynb LAB4_KERNEL"),
+        "lab4b": (lab4.HEADER + wrappers + lab4.step8_kernel(s4["PC_KERNEL"], s4["LAB4_KERNEL"]),
+                  "solutions/lab4_pipeline.ipynb LAB4_KERNEL"),  # step 7 carried into step 8
         "lab5": ((kernels / "lab5_epilogue.cu").read_text(), "bench/kernels/lab5_epilogue.cu"),
         "lab6": ((kernels / "lab6_persistent.cu").read_text(), "bench/kernels/lab6_persistent.cu"),
         "lab7": ((kernels / "lab7_clusters.cu").read_text(), "bench/kernels/lab7_clusters.cu"),

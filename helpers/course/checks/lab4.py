@@ -17,13 +17,17 @@ row-major. A stage holds one BM×64 tile of A and one BN×64 tile of B, both 128
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import inspect
+import io
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.checks import _common as C
 from helpers.course.hints import answer, hint
 from helpers.course.widgets import registers
@@ -36,7 +40,8 @@ __all__ = [
     "dynamic_smem_bytes", "smem_bytes", "reference_setmaxnreg_verdict", "entry_registers", "Config", "FIXED_CONFIGS",
     "run_protocol", "record", "check_ring_slot", "check_init_counts", "check_protocol", "check_overlapped_consumer",
     "check_stages_for_budget", "check_setmaxnreg_budget", "PC", "WS", "KernelSpec", "check_pc_kernel",
-    "check_ws_kernel", "check_kernel_work", "executor_runs", "source_stages", "gpu_benchmark", "MEASURED",
+    "check_ws_kernel", "check_step8_kernel", "step8_kernel", "saved_step8_kernel", "check_kernel_work",
+    "executor_runs", "source_stages", "gpu_benchmark", "MEASURED",
     "step_changes", "lab3_speed_note", "ladder_rows", "ladder_table", "show_ladder", "show_timeline",
 ]
 
@@ -908,6 +913,8 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
         with ex.run():
             _run_kernel(c, spec, kern, compiled, stages, rng, timed=benchmark)
         ex.settle()
+        if spec is PC:
+            _PC_PASSED.add(_digest(source))
         if not (benchmark and C.on_h100()):
             return
         bench = C.run(gpu_benchmark, compiled, spec.name, size, what=f"the {size}³ benchmark", timeout=300)
@@ -1098,6 +1105,86 @@ def check_ws_kernel(source: str, kernel: str | None = None, *, benchmark: bool =
     _check_kernel(WS, source, kernel, benchmark, size, seed)
 
 
+# ------------------------------------------------------------------------------------------- 8 · step 7 carried
+#: the step 7 kernels (your wrappers and PC_KERNEL) that passed step 7's check in this session
+_PC_PASSED: set[str] = set()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _step7_skeleton() -> str:
+    """The course's step 7 kernel with each region one ``// ✎`` line (from the course's data; ``make labs``)."""
+    return C._kernels().get("lab4", {}).get("carries", {}).get("skeleton", "")
+
+
+def step8_kernel(pc_kernel: str, lab4_kernel: str) -> str:
+    """Step 8's whole kernel (code only): your step 7 kernel ``pc_kernel`` with step 8's change. Each
+    ``// carried:`` line of the step 8 cell ``lab4_kernel`` gets your code of that region of step 7, and your
+    other edits of step 7 are kept where step 8 leaves that code alone. A ``lab4_kernel`` with no carried line is
+    whole already and comes back as it is (code only). Raises ``carry.NotCarried`` where a carried region is still
+    a stub in ``pc_kernel`` or cannot be found there."""
+    return _assembled(pc_kernel, lab4_kernel).text
+
+
+def _assembled(pc_kernel: str, lab4_kernel: str) -> carry.Assembled:
+    if not any(line.strip().startswith(carry.CARRIED) for line in lab4_kernel.split("\n")):
+        return carry.Assembled(carry.code_lines(lab4_kernel))
+    return carry.assemble(_step7_skeleton(), pc_kernel, lab4_kernel, step="step 7")
+
+
+def saved_step8_kernel(cell: str, here: Path | None = None) -> str:
+    """Step 8's whole kernel from a saved notebook: the step 8 cell's text ``cell`` with your step 7 kernel
+    (``PC_KERNEL`` of the lab4_pipeline.ipynb beside ``here``) carried into it, as :func:`step8_kernel`."""
+    if not any(line.strip().startswith(carry.CARRIED) for line in cell.split("\n")):
+        return carry.code_lines(cell)
+    _, pc, problem = C.saved_variable("lab4_pipeline.ipynb", "PC_KERNEL", Path.cwd() if here is None else here)
+    if pc is None:
+        raise carry.NotCarried(f"step 7's kernel (PC_KERNEL) could not be read: {problem}")
+    return step8_kernel(pc, cell)
+
+
+def _step7_passes(wrappers: str, pc_kernel: str) -> str:
+    """"" when your step 7 kernel passes step 7's check (as it did in this session, or now, quietly, on the course's
+    PTX executor); else the first line of why not."""
+    if _digest(wrappers + pc_kernel) in _PC_PASSED:
+        return ""
+    with contextlib.redirect_stdout(io.StringIO()), C.emulated():
+        try:
+            check_pc_kernel(wrappers + pc_kernel, kernel=pc_kernel, benchmark=False)
+        except grading.CheckFailed as exc:
+            return (str(exc).strip().splitlines() or ["failed"])[0].strip().lstrip("✗❌ ")
+    return ""
+
+
+def check_step8_kernel(wrappers: str, pc_kernel: str, lab4_kernel: str, *, benchmark: bool = True,
+                       size: int = 4096, seed: int | None = None) -> None:
+    """Step 8: your step 7 kernel (``pc_kernel``, which must pass step 7's check first) with step 8's change and
+    your step 8 regions (``lab4_kernel``, the cell: each ``// carried:`` line gets your code of that region of step
+    7), put together by :func:`step8_kernel` and checked as a whole by :func:`check_ws_kernel` on ``wrappers``."""
+    with grading.check("Lab 4 · step 8: your step 7 kernel carried") as c:
+        try:
+            made = _assembled(pc_kernel, lab4_kernel)
+            whole = made.text
+        except carry.NotCarried as exc:
+            c.fail(f"step 8 is built on your step 7 kernel (PC_KERNEL): {exc}",
+                   hint="run step 7's check (the cell under PC_KERNEL) until it passes, then this one")
+        if whole == carry.code_lines(lab4_kernel):
+            c.ok("the cell holds a whole kernel (no carried line): it is checked as it is")
+        elif "#error" in whole:  # step 8's own regions still stubs: the kernel's check says which first
+            c.ok("your step 7 regions are carried into step 8's kernel; step 8's own regions are not all written yet")
+        else:
+            why = _step7_passes(wrappers, pc_kernel)
+            if why:
+                c.fail(f"step 7 must pass its check first: step 8 is your step 7 kernel with step 8's change ({why})",
+                       hint="run step 7's check (the cell under PC_KERNEL) and fix what it says, then this one")
+            c.ok("your step 7 kernel passes step 7's check: its regions are carried into step 8's kernel")
+        for line in made.report:
+            print(f"⚠ {line}")
+    check_ws_kernel(wrappers + whole, kernel=whole, benchmark=benchmark, size=size, seed=seed)
+
+
 # ------------------------------------------------------------------------------------------- the lineage
 def _code(source: str) -> str:
     """A kernel as code: the solution markers and hint lines of an instructor's copy left out."""
@@ -1139,8 +1226,16 @@ def kernel_changes() -> Any:
 
 
 def step_changes(old: str, new: str, old_label: str, new_label: str) -> Any:
-    """What one step changed in the kernel (your two kernels, or Lab 3's and yours), as a compact coloured diff."""
-    return C.kernel_diff(_code(old), _code(new), old_label, new_label)
+    """What one step changed in the kernel (your two kernels, or Lab 3's and yours), as a compact coloured diff. A
+    ``new`` with ``// carried:`` lines (step 8's cell) is first put together with ``old`` (:func:`step8_kernel`):
+    the diff is between your step 7 kernel and the whole step 8 kernel that is checked."""
+    note = ""
+    if any(line.strip().startswith(carry.CARRIED) for line in new.split("\n")):
+        try:
+            new = step8_kernel(old, new)
+        except carry.NotCarried as exc:
+            note = f"your step 7 kernel is not carried yet ({exc}): the cell is shown as it is"
+    return C.kernel_diff(_code(old), _code(new), old_label, new_label, note=note)
 
 
 # ------------------------------------------------------------------------------------------- the ladder

@@ -85,9 +85,13 @@ def _lab4_check(wrappers: str) -> Callable[[str], None]:
 
 
 def previous(wrappers: str) -> carry.Previous:
-    """What Lab 5 builds on: your Lab 4 kernel (``LAB4_KERNEL`` of lab4_pipeline.ipynb), checked with Lab 4's check
-    on ``wrappers``; the course's Lab 4 kernel stands in where yours does not pass."""
-    return carry.Previous("Lab 4", "lab4_pipeline.ipynb", "LAB4_KERNEL", _course_lab4, _lab4_check(wrappers), wrappers)
+    """What Lab 5 builds on: your Lab 4 kernel (step 8's ``LAB4_KERNEL`` of lab4_pipeline.ipynb with your step 7
+    kernel, ``PC_KERNEL`` of the same notebook, carried into it), checked with Lab 4's check on ``wrappers``; the
+    course's Lab 4 kernel stands in where yours does not pass."""
+    from . import lab4
+
+    return carry.Previous("Lab 4", "lab4_pipeline.ipynb", "LAB4_KERNEL", _course_lab4, _lab4_check(wrappers), wrappers,
+                          whole=lab4.saved_step8_kernel)
 
 
 def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
