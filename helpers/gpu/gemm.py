@@ -54,7 +54,7 @@ PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 25
 WIDE, NARROW = 256, 128
 H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
-STREAMK_BELOW = 0.9
+STREAMK_BELOW = 0.8
 #: clusters launched on the emulator, which runs every thread on the CPU
 EMULATED_CLUSTERS = 2
 
@@ -98,10 +98,11 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
        than :data:`STREAMK_BELOW` of the clusters; else whole pairs: Lab 7's kernel with wide tiles, Lab 9's with
        narrow ones on one cluster per pair (it then splits none).
 
-    The 0.9 is from the ladder of 2026-11-22 (bench/results/2026-11-22-ladder-run6.json): Stream-K won where the
-    last wave was mostly empty (1024×1024×16384: 16 pairs on 66 clusters; 1024×4352×8192: 68 pairs, two waves of
-    which the second holds 2) and lost where the waves were nearly full (4096³: 256 pairs, 0.97). K does not enter:
-    the K loop's length does not change how full the waves are."""
+    The 0.8 is from the shape set measured on the H100 (bench/results/2026-11-26-shapes-narrow-h100.md, Lab 7 and
+    Lab 9 interleaved with cuBLAS in one run): Stream-K won where the waves were 69 % full or less (4352×2048×8192:
+    136 pairs in three waves, 1.03× cuBLAS against Lab 7's 0.75×; 1024×4352×8192: 68 pairs, 52 %, 0.97× against
+    0.58×) and lost from 85 % up (512×14336×4096: 112 pairs in two waves, 0.89× against Lab 7's 0.98×; 4096³:
+    256 pairs, 97 %). K does not enter: the K loop's length does not change how full the waves are."""
     del k
     twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
     bn = NARROW if twice_as_many_fit_in_one_wave else WIDE

@@ -113,7 +113,7 @@ SHAPE_SET_CHOICES = {
     (16384, 16384, 8192): "lab7",
     (512, 4096, 4096): "lab9-128-dp",     # 32 wide pairs, 64 narrow ones fit in one wave (0.97): one cluster each
     (512, 1024, 4096): "lab9-128",        # 8 wide, 16 narrow pairs (0.24 full): Stream-K
-    (512, 14336, 4096): "lab9",           # 112 wide pairs: two waves, 0.85 full: Stream-K
+    (512, 14336, 4096): "lab7",           # 112 wide pairs: two waves, 0.85 full: whole pairs (Stream-K lost there)
     (512, 4096, 14336): "lab9-128-dp",
     (2048, 4096, 4096): "lab7",
     (2048, 1024, 4096): "lab9-128-dp",    # 32 wide, 64 narrow pairs
@@ -149,7 +149,8 @@ def test_the_choice_on_the_shape_set():
     ((768, 3072), 66, "lab9"),            # 3 × 12 = 36: 72 narrow ones would not fit; 0.55 full: Stream-K, wide
     ((256, 100), 66, "lab9-128"),         # N below 128: as many pairs either way, narrow ones waste less
     ((512, 4096), 16, "lab7"),            # on 16 clusters 32 wide pairs are two full waves
-    ((512, 4096), 40, "lab9"),            # on 40: 32 wide pairs would not fit twice; 0.8 full: Stream-K
+    ((512, 4096), 40, "lab7"),            # on 40: 32 wide pairs would not fit twice; 0.8 full: whole pairs
+    ((512, 4096), 48, "lab9"),            # on 48: 0.67 full: Stream-K
 ])
 def test_narrow_tiles_exactly_when_twice_the_pairs_fit_in_one_wave(mn, clusters, name):
     assert mm.choose(*mn, 4096, clusters=clusters).name == name
