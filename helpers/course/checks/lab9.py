@@ -910,7 +910,7 @@ _WIDTH_CASES = [(128 * 256, 256, 4, 16), (128 * 256, 256, 2, 16), (100, 32, 4, 1
                 (7, 32, 2, 16), (24, 32, 2, 16), (12, 4, 4, 16), (64, 32, 8, 16), (10, 2, 2, 8), (96, 64, 2, 16)]
 
 
-def _width_hint(fn: Callable[..., Any], rng: np.random.Generator) -> str:
+def _width_hint(fn: Callable[..., Any]) -> str:
     """Name the mistake of a wrong ``vector_width`` from what it answers on a few runs."""
     probe = [(100, 32, 4, 16), (6, 32, 2, 16), (24, 32, 2, 16), (96, 64, 2, 16)]
     try:
@@ -1037,7 +1037,7 @@ def check_packed_reduction(reduce_add_bf16x2: Callable[..., Any], vector_width: 
             got = _call(c, what, lambda *a, fn=vector_width, m=m: fn(*a, max_bytes=m), e, t, b)
             want = striped.vector_width(e, t, b, m)
             if isinstance(got, bool) or not isinstance(got, int | np.integer) or int(got) != want:
-                c.fail(what, want, got, hint=_width_hint(vector_width, rng))
+                c.fail(what, want, got, hint=_width_hint(vector_width))
         c.ok(f"vector_width: {len(cases)} runs, each the widest access that divides the run")
         for what, ws0, partials, order in _packed_cases(rng):
             ws = ws0.copy()
