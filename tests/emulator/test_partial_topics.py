@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.course.checks import lab7
 from helpers.course.quizzes import lesson04, lesson07
 from helpers.hopper import pipeline as pl
 from helpers.hopper import seqbar, striped
@@ -48,39 +49,24 @@ def test_verify_init_names_each_broken_rule():
         pl.arrival_counts(0)
 
 
-def _constants(src: str) -> dict[str, int]:
-    consts: dict[str, int] = {name: int(v) for name, v in re.findall(r"#define\s+(\w+)\s+(\d+)\b", src)}
-    for decl in re.findall(r"constexpr\s+(?:int|unsigned)\s+([^;]+);", src):
-        for part in decl.split(","):
-            if "=" in part:
-                name, expr = (x.strip() for x in part.split("=", 1))
-                try:
-                    consts[name] = int(eval(expr, {}, dict(consts)))  # noqa: S307 - the course's own constants
-                except Exception:  # noqa: BLE001 - an expression of things this parser does not know
-                    pass
-    return consts
-
-
-def _roles(src: str, consts: dict[str, int]) -> tuple[int, tuple[int, int], str]:
-    """(consumer warpgroups reading a stage, cluster, multicast) from a kernel's own constants and comments."""
-    cluster = consts.get("CLUSTER", 1)
-    pingpong = "ORDER_DEPTH" in consts  # each stage is read by one warpgroup in turn
-    return (1 if pingpong else consts.get("CONSUMERS", 1)), (cluster, 1), ("B" if cluster > 1 else "")
-
-
 @pytest.mark.parametrize("path", sorted(p.name for p in KERNELS.glob("lab*.cu")))
 def test_the_course_kernels_init_the_derived_counts(path):
-    src = (KERNELS / path).read_text()
-    full = re.search(r"mbar_init\(&full\[s\],\s*([^)]+)\)", src)
-    empty = re.search(r"mbar_init\(&empty\[s\],\s*([^)]+)\)", src)
-    if not (full and empty):
+    """Each course kernel's mbar_init counts, read from its source by the reader Lab 7's step uses
+    (checks.lab7.kernel_init), are the counts the model derives from its roles."""
+    ring = lab7.kernel_init((KERNELS / path).read_text(), path)
+    if ring is None:
         pytest.skip(f"{path} has no full/empty ring")
-    consts = _constants(src)
-    got = tuple(int(eval(m.group(1), {}, dict(consts))) for m in (full, empty))  # noqa: S307
-    wg, cluster, multicast = _roles(src, consts)
-    assert got == pl.arrival_counts(wg, cluster, multicast), path
-    assert pl.verify_init(consts.get("STAGES", 4), *got, consumer_warpgroups=wg, cluster=cluster,
-                          multicast=multicast) == []
+    got = (ring.full, ring.empty)
+    assert got == pl.arrival_counts(ring.consumer_warpgroups, ring.cluster, ring.multicast), path
+    assert pl.verify_init(ring.stages, *got, consumer_warpgroups=ring.consumer_warpgroups, cluster=ring.cluster,
+                          multicast=ring.multicast) == []
+
+
+def test_the_reader_finds_every_ring():
+    names = [k.name for k in lab7.course_kernel_inits()]
+    assert "lab7_clusters.cu" in names and "lab8_pingpong.cu" in names and len(names) >= 6
+    lab7_ring = next(k for k in lab7.course_kernel_inits() if k.name == "lab7_clusters.cu")
+    assert (lab7_ring.cluster, lab7_ring.multicast, lab7_ring.empty) == ((2, 1), "B", 4)
 
 
 # ------------------------------------------------------------------------------------------- prefetch depth

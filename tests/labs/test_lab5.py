@@ -117,12 +117,12 @@ def test_stub_kernel_names_its_regions(stub):
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab5", ["lab5-image", "lab5-kernel", "lab5-layout", "lab5-order", "lab5-round"])
+    assert_tiered("lab5", ["lab5-fused", "lab5-image", "lab5-kernel", "lab5-layout", "lab5-order", "lab5-round"])
     assert len(lab_exercises("lab5")["lab5-kernel"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab5_epilogue.ipynb", "lab5") == 6
+    assert assert_stubs_show_tier_0_only("lab5_epilogue.ipynb", "lab5") == 8
 
 
 def test_kernel_comments_do_not_describe_the_regions(sol):

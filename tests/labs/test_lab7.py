@@ -24,6 +24,7 @@ from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, com
 from helpers.course import carry, grading, labgen
 from helpers.course.checks import lab5, lab7
 from helpers.hopper import cluster
+from helpers.hopper import pipeline as pl
 from helpers.hopper.mbarrier import MBarrierError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,13 +138,13 @@ def test_the_notebook_kernel_computes_the_bench_kernels_bits(sol, wrappers, monk
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab7", ["lab7-kernel", "lab7-multicast", "lab7-release"])
+    assert_tiered("lab7", ["lab7-counts", "lab7-kernel", "lab7-multicast", "lab7-release"])
     assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 7
     assert len(lab_exercises("lab7")["lab7-multicast"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 10
+    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 12
 
 
 def test_kernel_comments_do_not_give_the_counts_away(sol):
@@ -457,3 +458,100 @@ def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(sol, monkeypatc
     text = rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), change(sol["LAB7_SRC"]),
                           *needles)
     assert "C is right" in text or "the schedule gives it to" in text
+
+
+# ------------------------------------------------------------------------------------------- 4 · counts at init
+def _ok_counts(wg, cl, mc):
+    return pl.arrival_counts(wg, cl, mc)
+
+
+def _ok_problems(stages, full, empty, wg, cl, mc, bars):
+    return pl.verify_init(stages, full, empty, consumer_warpgroups=wg, cluster=cl, multicast=mc, named_barriers=bars)
+
+
+def test_counts_solution_passes(sol, monkeypatch):
+    passes_on_seeds(monkeypatch, lab7.check_arrival_counts, sol["arrival_counts"], sol["init_problems"])
+    passes_on_seeds(monkeypatch, lab7.check_arrival_counts, _ok_counts, _ok_problems, seeds=3)
+
+
+def test_counts_stub_fails(stub):
+    grading.assert_rejects(lambda a: lab7.check_arrival_counts(*a), (stub["arrival_counts"], stub["init_problems"]),
+                           "not written yet", "hint")
+
+
+def _blocks(wg, cl, mc):
+    return pl.arrival_counts(wg, cl, mc)[1] // wg
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda wg, cl, mc: (1, (cl[0] + cl[1] - 1) * wg), "only an operand that is multicast"),
+    (lambda wg, cl, mc: (1, cl[0] * cl[1] * wg), "not every block of the cluster"),
+    (lambda wg, cl, mc: (1, _blocks(wg, cl, mc)), "one arrival per consumer warpgroup"),
+    (lambda wg, cl, mc: pl.arrival_counts(wg, cl[::-1], mc), "axes are swapped"),
+    (lambda wg, cl, mc: (1, wg), "the other blocks"),
+    (lambda wg, cl, mc: (_blocks(wg, cl, mc), pl.arrival_counts(wg, cl, mc)[1]), "FULL counts arrivals, not copies"),
+    (lambda wg, cl, mc: (1, 128 * pl.arrival_counts(wg, cl, mc)[1]), "one elected thread"),
+])
+def test_arrival_counts_wrong_answers(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab7.check_arrival_counts, wrong, _ok_problems, needle, answers=2)
+
+
+def _only_low(stages, full, empty, wg, cl, mc, bars):
+    f, e = pl.arrival_counts(wg, cl, mc)
+    return _ok_problems(stages, min(full, f), min(empty, e), wg, cl, mc, bars)
+
+
+def _warps_not_checked(stages, full, empty, wg, cl, mc, bars):
+    return _ok_problems(stages, full, empty, wg, cl, mc, {i: (32 if t > 0 else t) for i, t in bars.items()})
+
+
+def _ids_to_16(stages, full, empty, wg, cl, mc, bars):
+    return _ok_problems(stages, full, empty, wg, cl, mc, {(i if i != 16 else 15): t for i, t in bars.items()})
+
+
+def _zero_threads_ok(stages, full, empty, wg, cl, mc, bars):
+    return _ok_problems(stages, full, empty, wg, cl, mc, {i: (t if t else 32) for i, t in bars.items()})
+
+
+def _no_stages_rule(stages, full, empty, wg, cl, mc, bars):
+    return _ok_problems(max(stages, 1), full, empty, wg, cl, mc, bars)
+
+
+def _cutlass_rule(stages, full, empty, wg, cl, mc, bars):
+    want = (cl[0] + cl[1] - 1) * wg
+    out = [p for p in _ok_problems(stages, full, empty, wg, cl, mc, bars) if "EMPTY" not in p]
+    return out + ([f"EMPTY initialised with {empty}, but {want} arrive"] if empty != want else [])
+
+
+def _no_count_said(stages, full, empty, wg, cl, mc, bars):
+    return [re.sub(r"but \d+ arrive", "but not that many arrive", p) for p in
+            _ok_problems(stages, full, empty, wg, cl, mc, bars)]
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (_only_low, "too high is a problem too"),
+    (_warps_not_checked, "counts whole warps"),
+    (_ids_to_16, "named barriers 0..15"),
+    (_zero_threads_ok, "positive multiple of 32"),
+    (_no_stages_rule, "at least one"),
+    (_cutlass_rule, "EMPTY"),
+    (_no_count_said, "say the count the roles need"),
+])
+def test_init_problems_wrong_answers(monkeypatch, wrong, needle):
+    rejected_on_every_seed(monkeypatch, lab7.check_arrival_counts, _ok_counts, wrong, needle, answers=2)
+
+
+def test_init_problems_that_invent_a_problem_are_rejected(monkeypatch):
+    def always_empty(stages, full, empty, wg, cl, mc, bars):
+        return _ok_problems(stages, full, empty, wg, cl, mc, bars) or ["EMPTY looks wrong: 3 arrive"]
+
+    rejected_on_every_seed(monkeypatch, lab7.check_arrival_counts, _ok_counts, always_empty, "that is not there",
+                           answers=2)
+
+
+def test_the_counts_step_reads_every_course_kernel(sol, capsys, monkeypatch):
+    passes_on_seeds(monkeypatch, lab7.check_arrival_counts, sol["arrival_counts"], sol["init_problems"], seeds=1)
+    out = capsys.readouterr().out
+    for k in lab7.course_kernel_inits():
+        assert k.name in out
+    assert any(k.name == "lab7_clusters.cu" for k in lab7.course_kernel_inits())

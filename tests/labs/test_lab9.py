@@ -19,8 +19,9 @@ from gpu_lab5679 import lab9_run_only
 from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
 
 from helpers.course import grading, labgen
-from helpers.hopper import streamk as sk
 from helpers.course.checks import lab9
+from helpers.hopper import streamk as sk
+from helpers.hopper import striped
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab9_streamk.ipynb"
@@ -34,6 +35,7 @@ GRADERS = [
     (lambda ns, **kw: lab9.check_work_list(ns["work_list"], **kw)),
     (lambda ns, **kw: lab9.check_striped(ns["striped_store"], ns["striped_load_add"], **kw)),
     (lambda ns, **kw: lab9.check_fixup_plan(ns["fixup_plan"], **kw)),
+    (lambda ns, **kw: lab9.check_packed_reduction(ns["reduce_add_bf16x2"], ns["vector_width"], **kw)),
 ]
 
 
@@ -382,12 +384,13 @@ def test_student_kernel_stub_fails():
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab9", ["lab9-fixup", "lab9-hybrid", "lab9-kernel", "lab9-ranges", "lab9-space", "lab9-striped"])
+    assert_tiered("lab9", ["lab9-fixup", "lab9-hybrid", "lab9-kernel", "lab9-packed", "lab9-ranges", "lab9-space",
+                           "lab9-striped"])
     assert len(lab_exercises("lab9")["lab9-kernel"].regions) == 5
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab9_streamk.ipynb", "lab9") == 11
+    assert assert_stubs_show_tier_0_only("lab9_streamk.ipynb", "lab9") == 13
 
 
 def test_kernel_comments_do_not_describe_the_fixup():
@@ -503,7 +506,8 @@ def test_notebook_has_a_graded_check_per_step():
     nb = json.loads(SOLUTION.read_text())
     graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
               if c["metadata"].get("nbgrader", {}).get("grade")]
-    assert graded == ["lab9-space", "lab9-ranges", "lab9-hybrid", "lab9-striped", "lab9-fixup", "lab9-kernel"]
+    assert graded == ["lab9-space", "lab9-ranges", "lab9-hybrid", "lab9-striped", "lab9-fixup", "lab9-kernel",
+                      "lab9-packed"]
 
 
 # ------------------------------------------------------------------------------------------- several rules at once
@@ -530,3 +534,90 @@ def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
                                   src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
                                   "a later one is wrong", "only stores its sum")
     assert "K order" not in text
+
+
+# ------------------------------------------------------------------------------------------- 7 · packed reduction
+def _flushing(ws, partials, order):
+    striped.reduce_add_bf16x2(ws, partials, order, flush=True)
+
+
+def _halves_swapped(ws, partials, order):
+    striped.reduce_add_bf16x2(ws, partials, order)
+    ws[...] = (ws >> 16) | (ws << 16)
+
+
+def _rounded_once(ws, partials, order):
+    halves = []
+    for shift in (0, 16):
+        total = (((ws >> shift) & 0xFFFF).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        for i in order:
+            total = total + (((partials[i] >> shift) & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+        u = total.astype(np.float32).view(np.uint32).astype(np.uint64)
+        halves.append(((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32))
+    ws[...] = halves[0] | (halves[1] << 16)
+
+
+def _index_order(ws, partials, order):
+    striped.reduce_add_bf16x2(ws, partials, sorted(order))
+
+
+def _truncated(ws, partials, order):
+    for i in order:
+        halves = []
+        for shift in (0, 16):
+            a = (((ws >> shift) & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+            b = (((partials[i] >> shift) & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+            halves.append(((a + b).astype(np.float32).view(np.uint32) >> 16).astype(np.uint32))
+        ws[...] = halves[0] | (halves[1] << 16)
+
+
+def _returns_new(ws, partials, order):
+    out = ws.copy()
+    striped.reduce_add_bf16x2(out, partials, order)
+    return out
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (_flushing, "noftz keeps subnormals"),
+    (_halves_swapped, "halves came back swapped"),
+    (_rounded_once, "rounded once"),
+    (_index_order, "apply the partials in `order`"),
+    (_truncated, "truncated"),
+    (_returns_new, "returned a new array"),
+])
+def test_packed_reduction_wrong_answers(wrong, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_packed_reduction(a, striped.vector_width, seed=seed), wrong,
+                            needle)
+
+
+@pytest.mark.parametrize("wrong, needle", [
+    (lambda e, t, b, max_bytes=16: max_bytes // b, "divides the run"),
+    (lambda e, t, b, max_bytes=16: striped.vector_width(e, t, b, max_bytes) * b, "in bytes"),
+    (lambda e, t, b, max_bytes=16: striped.vector_width(-(-e // t), 1, b, max_bytes), "not each thread's share"),
+    (lambda e, t, b, max_bytes=16: 16 // b if e % (16 // b) == 0 else 1, "halve"),
+])
+def test_vector_width_wrong_answers(wrong, needle):
+    _rejected_on_every_seed(lambda a, seed: lab9.check_packed_reduction(striped.reduce_add_bf16x2, a, seed=seed),
+                            wrong, needle)
+
+
+def test_packed_reduction_model_passes_and_reads_the_h100_words(capsys):
+    lab9.check_packed_reduction(striped.reduce_add_bf16x2, striped.vector_width, seed=3)
+    out = capsys.readouterr().out
+    if (ROOT / "tests" / "data" / "packed_red_h100.json").exists():
+        assert "the H100's words, every one" in out
+    else:
+        assert "not measured yet" in out
+
+
+def test_packed_named_cases_show_each_mistake_whatever_the_seed():
+    """The named cases alone (no random ones) part the model from every wrong answer above."""
+    cases = [x for x in lab9._packed_cases(grading.SeededRng(0)) if not x[0].startswith("random")]
+    for wrong in (_flushing, _halves_swapped, _rounded_once, _index_order, _truncated):
+        differs = False
+        for _, ws0, partials, order in cases:
+            got, want = ws0.copy(), ws0.copy()
+            wrong(got, partials, order)
+            striped.reduce_add_bf16x2(want, partials, order)
+            differs |= not np.array_equal(got, want)
+        assert differs, wrong.__name__

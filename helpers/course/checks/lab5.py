@@ -10,6 +10,7 @@ stored as four 64×64 sub-tiles through two 8 KiB shared buffers, 128B-swizzled,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,10 @@ __all__ = [
     "check_stage_subtile",
     "check_epilogue_ops",
     "check_epilogue_kernel",
+    "check_fused_element",
+    "fused_source_with",
+    "fused_cases",
+    "FusedCase",
     "rounding_cases",
     "epilogue_ops_from_ptx",
     "opening",
@@ -814,3 +819,256 @@ def show_ladder(size: int = 4096) -> None:
     """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
     run, and the ratio."""
     show_rows(ladder_rows(size), size)
+
+
+# ------------------------------------------------------------------------------------------- 6 · the fused epilogue
+#: the name of the fused kernel (bench/kernels/lab5_fused.cu) that the student's element function is graded in
+FUSED_KERNEL = "lab5_fused"
+_ELEMENT_START = "__device__ __forceinline__ float activate(float x) {"
+_ELEMENT_END = "// The bias of columns n and n + 1"
+_COURSE_ELEMENT = """    float x0 = __fmul_rn(alpha, d[j]), x1 = __fmul_rn(alpha, d[j + 1]);
+    if (with_c) {
+      const float2 cv = __bfloat1622float2(*p);
+      x0 = __fadd_rn(x0, __fmul_rn(beta, cv.x));
+      x1 = __fadd_rn(x1, __fmul_rn(beta, cv.y));
+    }
+#if FUSED_BIAS != 0
+    const float2 bv = bias_pair(bias, col0 + 8 * (j / 4) + 2 * (l % 4), N);
+    x0 = __fadd_rn(x0, bv.x);
+    x1 = __fadd_rn(x1, bv.y);
+#endif
+    *p = __floats2bfloat162_rn(activate(x0), activate(x1));
+"""
+_STUDENT_ELEMENT = """    const unsigned no_c = 0x7FC07FC0u;  // without C (β = 0) its values do not matter: NaN
+    __nv_bfloat162 cv = *reinterpret_cast<const __nv_bfloat162*>(&no_c);
+    if (with_c) cv = *p;  // C's two values, in the 4 bytes D's two values then go to
+#if FUSED_BIAS != 0
+    const float2 bv = bias_pair(bias, col0 + 8 * (j / 4) + 2 * (l % 4), N);
+#else
+    const float2 bv = make_float2(0.0f, 0.0f);
+#endif
+    *p = fused_pair(d[j], d[j + 1], cv, bv, alpha, beta, with_c);
+"""
+#: after the student's functions: one copy of them, called for every pair (a kernel this size loads fast on the
+#: executor)
+_PAIR = """
+// Two adjacent elements of D through your fused_element (one copy of it, called for every register pair).
+__device__ __noinline__ __nv_bfloat162 fused_pair(float a0, float a1, __nv_bfloat162 cv, float2 bv, float alpha,
+                                                  float beta, bool with_c) {
+  const bool with_bias = FUSED_BIAS != 0;
+  return __halves2bfloat162(fused_element(a0, cv.x, bv.x, alpha, beta, with_c, with_bias),
+                            fused_element(a1, cv.y, bv.y, alpha, beta, with_c, with_bias));
+}
+"""
+
+
+def fused_source_with(element: str, act: str = "gelu", bias: str | None = "f32") -> str:
+    """bench/kernels/lab5_fused.cu with its per-element epilogue replaced by ``element`` (the LAB5_FUSED cell: the
+    device functions ``activate(x)`` and ``fused_element(acc, c, bias, alpha, beta, with_c, with_bias)``): the
+    kernel's own ``activate`` gives way to yours, and ``fused_subtile`` calls your ``fused_element`` for each of a
+    thread's accumulators. ``act`` and ``bias`` choose FUSED_ACT and FUSED_BIAS as :func:`gpu.gemm.fused_source`."""
+    from helpers.gpu import gemm
+
+    base = gemm.fused_source(act, bias)
+    start, end = base.index(_ELEMENT_START), base.index(_ELEMENT_END)
+    base = base[:start] + element.strip("\n") + "\n" + _PAIR + "\n" + base[end:]
+    if _COURSE_ELEMENT not in base:  # pragma: no cover - the course kernel and this splice are kept together
+        raise RuntimeError("bench/kernels/lab5_fused.cu no longer holds the per-element code the splice replaces")
+    return base.replace(_COURSE_ELEMENT, _STUDENT_ELEMENT)
+
+
+def _h100_accumulators(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A·Bᵀ in fp32 as the H100 (and the executor) accumulates it: k16 slices in order through the tensor core's
+    numerics (wgmma.dot_h100), from zero."""
+    af, bf = a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64)
+    acc = np.zeros((a.shape[0], b.shape[0]), np.float32)
+    for k0 in range(0, a.shape[1], 16):
+        acc = wgmma.dot_h100(af[:, None, k0:k0 + 16], bf[None, :, k0:k0 + 16], acc.astype(np.float64))
+    return acc
+
+
+@dataclass
+class FusedCase:
+    """One launch of the fused check: its activation and bias type, α, β, the operands and the bias."""
+
+    what: str
+    act: str
+    bias_kind: str | None
+    alpha: float
+    beta: float
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    bias: np.ndarray
+    acc: np.ndarray  # A·Bᵀ as the H100 accumulates it
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.a.shape[0], self.b.shape[0], self.a.shape[1]
+
+
+def fused_cases(rng: np.random.Generator) -> list[FusedCase]:
+    """The launches of the fused check, one block each (M ≤ 128, N ≤ 256, small K): accumulators from tiny (GELU's
+    tanh(x) = x branch) to large (past its clamp), negative ones and whole zero rows; α = 0 once, β = 0 once (C is
+    NaN there, and fused_element gets NaN for it), α < 0 where zeros become −0 (with no activation, so the sign
+    survives); no bias, fp32 and bf16 bias; GELU, ReLU and none."""
+    from ml_dtypes import bfloat16
+
+    def operands(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scales = np.exp2(rng.choice([-14, -9, -6, -4, -2, 0, 1, 3, 5], size=(m, 1)).astype(np.float64))
+        a = rng.standard_normal((m, k)) * scales
+        a[rng.choice(m, size=max(1, m // 16), replace=False)] = 0.0  # rows whose accumulators are exactly 0
+        return a.astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16)
+
+    def shape() -> tuple[int, int, int]:
+        return 8 * int(rng.integers(9, 17)), 8 * int(rng.integers(17, 33)), int(rng.choice([32, 64]))
+
+    out = []
+    plans = [("GELU, fp32 bias, α and β", "gelu", "f32", float(rng.uniform(0.5, 2.0)), float(rng.uniform(-2, -0.25))),
+             ("no activation, no bias, α < 0, β = 0 (C is never read)", "none", None, float(-rng.uniform(0.5, 2.0)),
+              0.0),
+             ("GELU, bf16 bias, α = 0", "gelu", "bf16", 0.0, float(rng.uniform(0.25, 2.0))),
+             ("ReLU, no bias, α < 0, β and C", "relu", None, float(-rng.uniform(0.5, 2.0)),
+              float(rng.choice([-1, 1]) * rng.uniform(0.25, 2.0)))]
+    for what, act, kind, alpha, beta in plans:
+        m, n, k = shape()
+        a, b = operands(m, n, k)
+        alpha, beta = np.float32(alpha).item(), np.float32(beta).item()
+        acc = _h100_accumulators(a, b)
+        c = (rng.standard_normal((m, n)) * 4).astype(bfloat16)
+        if beta == 0.0:
+            c[:] = np.nan
+        elif alpha != 0.0:  # a quarter of the rows: β·C cancels α·acc to bf16 precision, where a fused
+            rows = rng.choice(m, size=m // 4, replace=False)  # multiply-add and two roundings part ways
+            with np.errstate(all="ignore"):
+                c[rows] = (-(np.float32(alpha) * acc[rows]) / np.float32(beta)).astype(bfloat16)
+        bias = (rng.standard_normal(n) * 2).astype(np.float32)
+        if kind == "bf16":
+            bias = bias.astype(bfloat16)
+        out.append(FusedCase(what, act, kind, alpha, beta, a, b, c, bias, acc))
+    return out
+
+
+def _fused_wrong(case: FusedCase, acc: np.ndarray, kind: str) -> np.ndarray:
+    """What a named mistake makes of one launch (bf16 bits), for the hint."""
+    from helpers.hopper import fused
+
+    f32 = np.float32
+    alpha, beta = f32(case.alpha), f32(case.beta)
+    cf = case.c.astype(np.float32)
+    bias = case.bias.astype(np.float32)[None, :] if case.bias_kind else None
+    with np.errstate(all="ignore"):
+        x = alpha * acc
+        if kind == "fma":  # x + β·C in one rounding
+            y = (x.astype(np.float64) + np.float64(beta) * cf.astype(np.float64)).astype(np.float32) if beta else x
+            return epilogue.to_bf16_bits(fused.activate(_add_bias(y, bias), case.act))
+        if kind == "c after rounding":
+            y = fused.to_bf16(fused.activate(_add_bias(x, bias), case.act))
+            return epilogue.to_bf16_bits(y + beta * cf if beta else y)
+        if kind == "bias after":
+            y = fused.activate(x + beta * cf if beta else x, case.act)
+            return epilogue.to_bf16_bits(_add_bias(y, bias))
+        if kind == "alpha on c":
+            y = alpha * (acc + beta * cf) if beta else x
+            return epilogue.to_bf16_bits(fused.activate(_add_bias(y, bias), case.act))
+        if kind == "c always":
+            y = x + beta * (cf if beta else np.float32(np.nan))
+            return epilogue.to_bf16_bits(fused.activate(_add_bias(y, bias), case.act))
+        if kind == "bias always":
+            y = x + beta * cf if beta else x
+            return epilogue.to_bf16_bits(fused.activate(y + (bias if bias is not None else f32(0)), case.act))
+    raise ValueError(kind)
+
+
+def _add_bias(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    return x if bias is None else (x + bias).astype(np.float32)
+
+
+_FUSED_HINTS = {
+    "fma": ("β·C was added with one rounding (a fused multiply-add): the kernel rounds the product β·C, then the sum. "
+            "Write __fmul_rn and __fadd_rn, which the compiler never fuses; a plain `a * b + c` becomes an fma"),
+    "c after rounding": ("β·C came in after a rounding to bf16: every step is in fp32 and D is rounded once, at the "
+                         "end (α·acc, + β·C, + bias, the activation, then bf16)"),
+    "bias after": "the bias was added after the activation: it goes in before, act(α·acc + β·C + bias)",
+    "alpha on c": "α scaled C too: D = act(α·acc + β·C + bias), α multiplies the accumulator only",
+    "c always": ("with β = 0 the kernel never loads C (its buffer holds no C, and C may even be NaN): add β·C only "
+                 "when with_c"),
+    "bias always": ("with no bias the kernel adds nothing: adding 0 is not a no-op (−0 + 0 = +0, and α·0 is −0 for "
+                    "α < 0): add the bias only when with_bias"),
+}
+
+
+def _fused_hint(results: list[tuple[FusedCase, np.ndarray, np.ndarray, np.ndarray]]) -> str:
+    """Name the mistake from every launch's bits: a named wrong order, else the activation where only the GELU
+    launches are wrong, else the general rule."""
+    bad = [(case, acc, got, want) for case, acc, got, want in results if not np.array_equal(got, want)]
+    for kind, words in _FUSED_HINTS.items():
+        if all(np.array_equal(got, _fused_wrong(case, acc, kind)) for case, acc, got, _ in bad):
+            return words
+    if all(case.act == "gelu" for case, *_ in bad):
+        return ("the launches without GELU are right, so the activation is off: GELU's tanh form, "
+                "0.5·x·(1 + tanh(k0·(x + k1·x³))) with k0 = √(2/π) = 0x1.988454p-1f, k1 = 0.044715 = 0x1.6e4e26p-5f, "
+                "the kernel's tanh_rational (not tanhf or tanh.approx: their bits are not the model's), and each "
+                "multiply and add written with __fmul_rn / __fadd_rn in the order the text gives")
+    if all(case.act == "relu" for case, *_ in bad):
+        return "the launch with ReLU is off: ReLU is fmaxf(x, 0.0f)"
+    return ("one fp32 rounding a step (__fmul_rn, __fadd_rn: never a fused multiply-add), in this order: x = α·acc; "
+            "with_c: x = x + β·C (the product rounded, then the sum); with_bias: x = x + bias; x = activate(x); then "
+            "__float2bfloat16_rn(x)")
+
+
+def check_fused_element(element: str) -> None:
+    """Grade the LAB5_FUSED cell (``activate`` and ``fused_element``) inside the course's fused kernel
+    (bench/kernels/lab5_fused.cu, its per-element code replaced by yours; :func:`fused_source_with`): four launches
+    on the course's PTX executor in hazard mode (on any machine; one block each, random small shapes, GELU, ReLU
+    and none, fp32, bf16 and no bias, α = 0, β = 0, α < 0), every bit of D against the model
+    (helpers.hopper.fused.fused_epilogue) from the accumulators the H100 computes."""
+    from helpers import gpu
+    from helpers.gpu import TensorMapArg, gemm
+    from helpers.hopper import fused
+
+    from ._common import emulated
+
+    rng = grading.fresh_rng()
+    with grading.check("Lab 5 · the fused epilogue, per element", seed=rng.seed) as c:
+        results = []
+        kernels: dict[tuple[str, str | None], Any] = {}
+        for case in fused_cases(rng):
+            key = (case.act, case.bias_kind)
+            if key not in kernels:
+                kernels[key] = compile_student(fused_source_with(element, *key), FUSED_KERNEL,
+                                               what="your fused epilogue")
+            m, n, k = case.shape
+            d = np.full((m, n), np.nan, case.c.dtype)
+            label = f"{case.what} (M={m}, N={n}, K={k}, α={case.alpha:.4g}, β={case.beta:.4g})"
+            try:
+                with emulated():
+                    res = gpu.run_on_executor(kernels[key], (1, 1), 384, gemm.SMEM_BYTES,
+                                              TensorMapArg(case.a, (128, 64)), TensorMapArg(case.b, (256, 64)),
+                                              TensorMapArg(case.c, (64, 64)), TensorMapArg(d, (64, 64)),
+                                              np.int32(m), np.int32(n), np.int32(k), np.float32(case.alpha),
+                                              np.float32(case.beta), case.bias, check=False)
+            except (gpu.KernelFault, gpu.KernelDeadlock, gpu.LaunchError) as exc:
+                if "approx" in str(exc):
+                    c.fail(f"{label}: your code compiles to an approximate instruction: {exc}",
+                           hint="tanhf, __expf and tanh.approx give the hardware's own approximate bits, which no "
+                                "model reproduces: GELU uses the kernel's tanh_rational (multiplies, adds, one "
+                                "division), as the course's kernel does")
+                c.fail(f"{label}: the kernel did not finish on the emulator: {exc}",
+                       hint="fused_element only computes: it reads no memory and waits for nothing")
+            if res.error is not None:
+                c.fail(f"{label}: {res.error}", hint="fused_element only computes from its arguments")
+            acc = case.acc
+            want = fused.fused_epilogue(acc, alpha=case.alpha, beta=case.beta, c=case.c,
+                                        bias=case.bias if case.bias_kind else None, act=case.act)
+            got = np.asarray(res.arrays[3]).view(np.uint16)
+            results.append((case, acc, got, want))
+        for case, acc, got, want in results:
+            if not np.array_equal(got, want):
+                r, col = (int(v) for v in np.argwhere(got != want)[0])
+                cv = float(case.c[r, col]) if case.beta else "not read"
+                bv = float(case.bias[col]) if case.bias_kind else "none"
+                c.fail(f"{case.what}: {int((got != want).sum())} of {got.size} elements of D differ; the first at "
+                       f"({r}, {col}): acc = {float(acc[r, col])!r}, C = {cv}, bias = {bv}",
+                       f"{int(want[r, col]):#06x}", f"{int(got[r, col]):#06x}", hint=_fused_hint(results))
+            c.ok(f"ran on the emulator (hazard mode): {case.what}: every bit of D as the model gives it")

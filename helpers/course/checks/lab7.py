@@ -15,14 +15,16 @@ kernel stands in where theirs is missing or does not pass) merged with this lab'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
-from helpers.hopper import cluster, scheduler
+from helpers.hopper import cluster, pipeline, scheduler
 from helpers.hopper.mbarrier import MBarrierError
 
 from . import lab5, lab6
@@ -36,6 +38,11 @@ __all__ = [
     "check_produce",
     "check_release",
     "check_cluster_kernel",
+    "check_arrival_counts",
+    "KernelInit",
+    "kernel_init",
+    "course_kernel_inits",
+    "source_constants",
     "model_problem",
     "opening",
     "previous",
@@ -428,3 +435,227 @@ def show_ladder(size: int = 4096) -> None:
     """The ladder at size³ as a table (Markdown in a notebook, text elsewhere): TFLOP/s beside cuBLAS in the same
     run, and the ratio."""
     lab5.show_rows(ladder_rows(size), size)
+
+
+# ------------------------------------------------------------------------------------------- 4 · counts at init
+@dataclass(frozen=True)
+class KernelInit:
+    """A course kernel's ring as its source sets it up: the counts its ``mbar_init`` calls give ``full[s]`` and
+    ``empty[s]``, and the roles read from its own constants (consumer warpgroups reading a stage, cluster shape,
+    which operand is multicast)."""
+
+    name: str
+    stages: int
+    full: int
+    empty: int
+    consumer_warpgroups: int
+    cluster: tuple[int, int]
+    multicast: str
+
+
+def source_constants(src: str) -> dict[str, int]:
+    """The integer constants of a CUDA source: its ``#define NAME number`` and ``constexpr int`` declarations (each
+    evaluated with the constants before it; one this reader cannot evaluate is left out)."""
+    consts: dict[str, int] = {name: int(v) for name, v in re.findall(r"#define\s+(\w+)\s+(\d+)\b", src)}
+    for decl in re.findall(r"constexpr\s+(?:int|unsigned)\s+([^;]+);", src):
+        for part in decl.split(","):
+            if "=" in part:
+                name, expr = (x.strip() for x in part.split("=", 1))
+                try:
+                    consts[name] = int(eval(expr, {}, dict(consts)))  # noqa: S307 - the course's own constants
+                except Exception:  # noqa: BLE001 - an expression of things this reader does not know
+                    pass
+    return consts
+
+
+def kernel_init(src: str, name: str = "kernel") -> KernelInit | None:
+    """Read a kernel's ring set-up from its source: ``mbar_init(&full[s], …)`` and ``mbar_init(&empty[s], …)``
+    evaluated with its constants, STAGES, and its roles (CONSUMERS warpgroups read each stage, or one in turn where
+    the kernel orders its consumers (ORDER_DEPTH); clusters of CLUSTER blocks along M multicast B). None for a kernel
+    without a full/empty ring."""
+    full = re.search(r"mbar_init\(&full\[s\],\s*([^)]+)\)", src)
+    empty = re.search(r"mbar_init\(&empty\[s\],\s*([^)]+)\)", src)
+    if not (full and empty):
+        return None
+    consts = source_constants(src)
+    f, e = (int(eval(m.group(1), {}, dict(consts))) for m in (full, empty))  # noqa: S307 - the course's kernels
+    cm = consts.get("CLUSTER", 1)
+    wg = 1 if "ORDER_DEPTH" in consts else consts.get("CONSUMERS", 1)
+    return KernelInit(name, consts.get("STAGES", 4), f, e, wg, (cm, 1), "B" if cm > 1 else "")
+
+
+def course_kernel_inits() -> list[KernelInit]:
+    """The ring set-up of every course kernel of ``bench/kernels/`` that has one (lab*.cu), in name order."""
+    from pathlib import Path
+
+    kernels = Path(__file__).resolve().parents[3] / "bench" / "kernels"
+    found = (kernel_init(p.read_text(), p.name) for p in sorted(kernels.glob("lab*.cu")))
+    return [k for k in found if k is not None]
+
+
+def _topic(sentence: str) -> str | None:
+    """What one problem sentence is about: the first of "named barrier <id>", "FULL", "EMPTY", "stages" it names."""
+    m = re.search(r"named barrier (-?\d+)", sentence)
+    if m:
+        return f"named barrier {m.group(1)}"
+    return next((t for t in ("FULL", "EMPTY") if t in sentence), "stages" if "stage" in sentence else None)
+
+
+def _topics(stages: int, full: int, empty: int, wg: int, cl: tuple[int, int], mc: str,
+            bars: dict[int, int]) -> list[str]:
+    """What each problem of a set-up is about, as the model finds them (pipeline.verify_init's rules)."""
+    want_full, want_empty = pipeline.arrival_counts(wg, cl, mc)
+    out = ["stages"] * (stages < 1) + ["FULL"] * (full != want_full) + ["EMPTY"] * (empty != want_empty)
+    for i, t in bars.items():
+        out += [f"named barrier {i}"] * (not 0 <= i < 16) + [f"named barrier {i}"] * (t <= 0 or t % 32 != 0)
+    return sorted(out)
+
+
+def _counts_hint(fn: Callable[..., Any]) -> str:
+    """Name the mistake of a wrong ``arrival_counts`` from what it answers for a few roles."""
+    probe = [(2, (2, 1), "B"), (2, (2, 2), "A"), (3, (2, 2), ""), (1, (4, 2), "B"), (2, (2, 4), "A")]
+    try:
+        got = [tuple(int(x) for x in grading.call_student(fn, *p)) for p in probe]
+    except Exception:  # noqa: BLE001 - the first failure already said what it raised
+        return "FULL: the producer's one arrive.expect_tx; EMPTY: see the text above"
+    want = [pipeline.arrival_counts(*p) for p in probe]
+    full, empty = [g[0] for g in got], [g[1] for g in got]
+    if full != [w[0] for w in want]:
+        return ("FULL counts arrivals, not copies: one thread of the producer announces the stage's bytes "
+                "(arrive.expect_tx) and the copies, multicast ones too, complete bytes. FULL is 1")
+    rules = {
+        "both": [(cm + cn - 1) * wg for wg, (cm, cn), _ in probe],
+        "all blocks": [cm * cn * wg for wg, (cm, cn), _ in probe],
+        "blocks only": [w[1] // wg for w, (wg, _, _) in zip(want, probe, strict=True)],
+        "swapped": [pipeline.arrival_counts(wg, (cn, cm), mc)[1] for wg, (cm, cn), mc in probe],
+        "own block": [wg for wg, _, _ in probe],
+        "threads": [128 * w[1] for w in want],
+    }
+    words = {
+        "both": ("only an operand that is multicast brings other blocks' copies into this block's stage: count the "
+                 "cm − 1 blocks of the column only when B is multicast, the cn − 1 of the row only when A is"),
+        "all blocks": ("not every block of the cluster writes into this block's stage: only those that share an "
+                       "operand with it, its cluster column (B, along M) and its row (A, along N)"),
+        "blocks only": "EMPTY counts one arrival per consumer warpgroup of each of those blocks: multiply by them",
+        "swapped": ("the axes are swapped: B is shared along M (the cm blocks of a column receive the same B slice), "
+                    "A along N (the cn blocks of a row)"),
+        "own block": ("the consumers of the other blocks whose multicast lands in this stage must release it too, "
+                      "before any of them refills it"),
+        "threads": "one elected thread of each consumer warpgroup arrives, not all 128",
+    }
+    for key, values in rules.items():
+        if empty == values:
+            return words[key]
+    return ("EMPTY = (1 + (cm − 1)·[B multicast] + (cn − 1)·[A multicast]) × consumer warpgroups: the consumers of "
+            "every block whose copies land in the stage")
+
+
+def _problems_hint(case: tuple, want: list[str], got: list[str]) -> str:
+    """Name what a wrong ``init_problems`` missed or made up in one set-up."""
+    stages, full, empty, wg, cl, mc, bars = case
+    want_full, want_empty = pipeline.arrival_counts(wg, cl, mc)
+    missing = [t for t in want if want.count(t) > got.count(t)]
+    extra = [t for t in got if got.count(t) > want.count(t)]
+    if missing:
+        t = missing[0]
+        if t in ("FULL", "EMPTY"):
+            have, need = (full, want_full) if t == "FULL" else (empty, want_empty)
+            if have > need:
+                return (f"{t} is initialised with {have} but {need} arrive per phase: a count that is too high is a "
+                        "problem too (the phase never completes: a deadlock)")
+            return f"{t} is initialised with {have} but {need} arrive per phase: the phase completes too early"
+        if t == "stages":
+            return f"{stages} stages: a ring needs at least one"
+        i = int(t.rsplit(" ", 1)[1])
+        if not 0 <= i < 16:
+            return f"named barrier {i}: a block has named barriers 0..15"
+        return (f"named barrier {i} counts {bars[i]} threads: bar.sync counts whole warps, so the count must be a "
+                "positive multiple of 32")
+    t = extra[0] if extra else "?"
+    return (f"you found a problem ({t}) that is not there: the counts the roles need are FULL {want_full}, EMPTY "
+            f"{want_empty}; a named barrier is fine with an id in 0..15 and a positive multiple of 32 threads")
+
+
+def _init_cases(rng: np.random.Generator) -> list[tuple]:
+    """(stages, full, empty, warpgroups, cluster, multicast, named barriers): the course kernels' own set-ups, then
+    named broken ones, then random ones."""
+    cases = [(k.stages, k.full, k.empty, k.consumer_warpgroups, k.cluster, k.multicast, {})
+             for k in course_kernel_inits()]
+    cases += [
+        (4, 1, 2, 2, (2, 1), "B", {}),  # Lab 4's count kept after clusters were added: too low
+        (4, 1, 8, 2, (2, 1), "B", {}),  # every consumer of both blocks counted twice: too high
+        (4, 2, 4, 2, (2, 1), "B", {}),  # FULL counting the multicast copies
+        (0, 1, 2, 2, (1, 1), "AB", {}),
+        (4, 1, 2, 2, (1, 1), "AB", {1: 256, 2: 176}),
+        (4, 1, 2, 2, (1, 1), "AB", {16: 128, 3: 0}),
+        (3, 1, 6, 2, (2, 2), "AB", {15: 32, 0: 384}),
+    ]
+    for _ in range(40):
+        wg, cl = int(rng.integers(1, 4)), (int(rng.choice([1, 2, 4])), int(rng.choice([1, 2, 4])))
+        mc = str(rng.choice(["", "A", "B", "AB"]))
+        f, e = pipeline.arrival_counts(wg, cl, mc)
+        f = int(rng.choice([f, f, f, 2, 0]))
+        e = int(rng.choice([e, e, e + 1, max(e - 1, 0), wg, cl[0] * cl[1] * wg]))
+        bars = {int(rng.integers(0, 18)): int(rng.choice([32, 128, 256, 384, 96, 176, 0, 100]))
+                for _ in range(int(rng.integers(0, 3)))}
+        cases.append((int(rng.choice([4, 4, 3, 6, 1, 0])), f, e, wg, cl, mc, bars))
+    return cases
+
+
+def check_arrival_counts(arrival_counts: Callable[..., Any], init_problems: Callable[..., Any]) -> None:
+    """Grade ``arrival_counts(consumer_warpgroups, cluster, multicast) -> (full, empty)`` against the model
+    (pipeline.arrival_counts) over named and random roles, and ``init_problems(stages, full, empty,
+    consumer_warpgroups, cluster, multicast, named_barriers) -> list of sentences``, each naming what it is about
+    ("named barrier <id>", "FULL", "EMPTY" or "stages", the first it names counts), against the model's rules
+    (pipeline.verify_init) on the course kernels' own set-ups (read from their mbar_init calls), named broken ones
+    and random ones."""
+    rng = grading.fresh_rng()
+    with grading.check("Lab 7 · arrival counts, derived and checked at init", seed=rng.seed) as c:
+        roles = [(1, (1, 1), "AB"), (2, (1, 1), "AB"), (2, (2, 1), "B"), (1, (2, 1), "B"), (2, (2, 1), "A"),
+                 (2, (2, 2), "AB"), (2, (1, 4), "AB"), (3, (2, 2), ""), (2, (2, 2), "A"), (1, (4, 2), "B"),
+                 (2, (2, 4), "A"), (3, (4, 4), "AB")]
+        roles += [(int(rng.integers(1, 5)), (int(rng.integers(1, 5)), int(rng.integers(1, 5))),
+                   str(rng.choice(["", "A", "B", "AB"]))) for _ in range(30)]
+        for wg, cl, mc in roles:
+            what = f"arrival_counts({wg}, {cl}, {mc!r})"
+            got = _call(c, what, arrival_counts, wg, cl, mc)
+            try:
+                pair = tuple(int(x) for x in got)
+            except TypeError:
+                pair = None
+            want = pipeline.arrival_counts(wg, cl, mc)
+            if pair is None or len(pair) != 2:
+                c.fail(what, want, got, hint="return a pair of ints: (FULL count, EMPTY count)")
+            if pair != want:
+                c.fail(what, want, pair, hint=_counts_hint(arrival_counts))
+        c.ok(f"arrival_counts: {len(roles)} roles (cluster shapes, warpgroups, multicast A, B, both or neither), "
+             "FULL and EMPTY as the model derives them")
+        cases = _init_cases(rng)
+        for case in cases:
+            stages, full, empty, wg, cl, mc, bars = case
+            what = f"init_problems({stages}, {full}, {empty}, {wg}, {cl}, {mc!r}, {bars})"
+            got = _call(c, what, init_problems, stages, full, empty, wg, cl, mc, dict(bars))
+            if not isinstance(got, list | tuple) or not all(isinstance(p, str) for p in got):
+                c.fail(what, "a list of sentences", got, hint="return a list of str, empty when the set-up is sound")
+            found = []
+            for p in got:
+                topic = _topic(p)
+                if topic is None:
+                    c.fail(f"{what}: a sentence that does not say what it is about", "one of stages, FULL, EMPTY, "
+                           "named barrier <id> in it", p, hint="name the topic in each sentence, e.g. 'EMPTY "
+                           "initialised with 2, but 4 arrive per phase'")
+                found.append(topic)
+            want = _topics(*case)
+            if sorted(found) != want:
+                c.fail(what, want or "no problem", sorted(found) or "no problem",
+                       hint=_problems_hint(case, want, sorted(found)))
+            for p in got:
+                topic = _topic(p)
+                if topic in ("FULL", "EMPTY"):
+                    need = pipeline.arrival_counts(wg, cl, mc)[topic == "EMPTY"]
+                    if str(need) not in re.findall(r"\d+", p):
+                        c.fail(f"{what}: {p!r} does not say how many arrive", need, p,
+                               hint="say the count the roles need (your arrival_counts), beside the one found")
+        names = ", ".join(k.name for k in course_kernel_inits())
+        c.ok(f"init_problems: {len(cases)} set-ups, every problem found and none made up (the course kernels' own: "
+             f"{names})")

@@ -26,7 +26,8 @@ from helpers.hopper import striped
 
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
-    "check_streamk_kernel", "ptx_protocol", "kernel_changes", "lab7_source", "lab9_reference_source", "hint",
+    "check_streamk_kernel", "check_packed_reduction", "ptx_protocol", "kernel_changes", "lab7_source",
+    "lab9_reference_source", "hint",
     "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
     "EMULATED_CLUSTERS", "ladder_rows", "show_ladder",
 ]
@@ -920,3 +921,175 @@ def show_ladder(size: Any = QUANTIZED[0]) -> None:
     from .lab5 import show_rows
 
     show_rows(ladder_rows(size), size)
+
+
+# =========================================================================================================
+# 7 · the packed bf16x2 reduction, and the access width
+# =========================================================================================================
+#: (elements, threads, element_bytes, max_bytes) the width check always asks, then random ones
+_WIDTH_CASES = [(128 * 256, 256, 4, 16), (128 * 256, 256, 2, 16), (100, 32, 4, 16), (6, 32, 2, 16),
+                (7, 32, 2, 16), (24, 32, 2, 16), (12, 4, 4, 16), (64, 32, 8, 16), (10, 2, 2, 8), (96, 64, 2, 16)]
+
+
+def _width_hint(fn: Callable[..., Any]) -> str:
+    """Name the mistake of a wrong ``vector_width`` from what it answers on a few runs."""
+    probe = [(100, 32, 4, 16), (6, 32, 2, 16), (24, 32, 2, 16), (96, 64, 2, 16)]
+    try:
+        got = [grading.call_student(fn, e, t, b, max_bytes=m) for e, t, b, m in probe]
+    except Exception:  # noqa: BLE001 - the first failure already said what it raised
+        got = []
+    if got == [m // b for _, _, b, m in probe]:
+        return ("the widest access is only right when it divides the run: halve the width while the number of "
+                "elements is not a multiple of it (100 fp32: 4; 6 bf16: 2)")
+    if got == [striped.vector_width(e, t, b, m) * b for e, t, b, m in probe]:
+        return "that is the access in bytes; return how many elements one access moves (bytes / element_bytes)"
+    if got == [striped.vector_width(-(-e // t), 1, b, m) for e, t, b, m in probe]:
+        return ("the width must divide the whole run (elements), not each thread's share: the threads stripe the run "
+                "one access at a time, so only the run's length decides whether the last access is whole")
+    return ("start from max_bytes / element_bytes elements and halve while `elements` is not a multiple of the width "
+            "(down to 1)")
+
+
+def _bf16_words(rng: np.random.Generator, shape: int | tuple[int, ...], spread: int = 12) -> np.ndarray:
+    """Random words of two finite bf16 each (exponents within 2^±spread of 1, some subnormal halves, some zeros)."""
+    exp = rng.integers(127 - spread, 128 + spread, size=(2, *np.atleast_1d(shape)))
+    halves = (rng.integers(0, 2, exp.shape) << 15) | (exp << 7) | rng.integers(0, 128, exp.shape)
+    tiny = rng.random(exp.shape) < 0.1
+    halves = np.where(tiny, (rng.integers(0, 2, exp.shape) << 15) | rng.integers(1, 128, exp.shape), halves)
+    halves = np.where(rng.random(exp.shape) < 0.05, 0, halves)
+    return (halves[0].astype(np.uint32) | (halves[1].astype(np.uint32) << 16)).astype(np.uint32)
+
+
+def _pack(lo: list[int], hi: list[int]) -> np.ndarray:
+    return (np.array(lo, np.uint32) | (np.array(hi, np.uint32) << 16)).astype(np.uint32)
+
+
+def _packed_cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray, list[np.ndarray], list[int]]]:
+    """(what, workspace, partials, order): the named cases (each shows one mistake whatever the seed), then random
+    workspaces with random orders."""
+    one, half_ulp, two = 0x3F80, 0x3B80, 0x4000  # 1.0, 2^-8 (half a bf16 step at 1.0), 2.0
+    sub, sub2, neg_sub = 0x0001, 0x0040, 0x8001  # 2^-133, 2^-127 (both subnormal), -2^-133
+    words = 16
+    cases = [
+        ("subnormal halves (.noftz keeps them)", np.zeros(words, np.uint32),
+         [_pack([sub] * words, [sub2] * words)] * 3, [0, 1, 2]),
+        ("subnormal sums of normal values", np.full(words, int(_pack([0x0080], [0x8080])[0]), np.uint32),
+         [_pack([neg_sub] * words, [0x0001] * words)], [0]),
+        ("ties, one add at a time", np.full(words, int(_pack([one], [two])[0]), np.uint32),
+         [_pack([half_ulp] * words, [0x3C00] * words)] * 2, [0, 1]),
+        ("different halves (low half = lower address)", _pack(list(range(0x3F80, 0x3F80 + words)),
+                                                              [0xC100] * words),
+         [_pack([0x4040] * words, [0x3F00] * words)], [0]),
+    ]
+    big, small = _pack([one] * words, [two] * words), _pack([half_ulp] * words, [0x3C00] * words)
+    minus = _pack([0xBF80] * words, [0xC000] * words)
+    cases.append(("the order given (rounding makes it matter)", np.zeros(words, np.uint32), [big, small, minus],
+                  [0, 2, 1]))
+    for i in range(4):
+        n, parts = int(rng.integers(8, 65)), int(rng.integers(2, 9))
+        partials = [_bf16_words(rng, n) for _ in range(parts)]
+        order = [int(x) for x in rng.permutation(parts)]
+        if i == 3:  # some blocks add twice, some never
+            order = [int(x) for x in rng.integers(0, parts, parts + 2)]
+        cases.append((f"random: {n} words, {parts} partials, order {order}", _bf16_words(rng, n), partials, order))
+    return cases
+
+
+def _packed_hint(ws: np.ndarray, partials: list[np.ndarray], order: list[int], got: np.ndarray) -> str:
+    """Name the mistake of a wrong packed reduction from the words it left."""
+    def model(**kw: Any) -> np.ndarray:
+        out = ws.copy()
+        striped.reduce_add_bf16x2(out, partials, order, **kw)
+        return out
+
+    want = model()
+    if np.array_equal(got, model(flush=True)):
+        return (".noftz keeps subnormals: a half whose exponent field is 0 (|x| < 2^-126) is a value, not zero. You "
+                "flushed it (inputs or sum) to zero, as a flushing (.ftz) add would")
+    if np.array_equal(got, ((want >> 16) | (want << 16)).astype(np.uint32)):
+        return ("the halves came back swapped: bits 0–15 of a word are the bf16 at the lower address, bits 16–31 "
+                "the other")
+    halves = []
+    for shift in (0, 16):
+        total = (ws >> shift & 0xFFFF).astype(np.uint32) << 16
+        total = total.view(np.float32).astype(np.float64)
+        for i in order:
+            total = total + ((partials[i] >> shift & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+        halves.append(striped._round_bf16(total.astype(np.float32).astype(np.float64)))
+    once = (halves[0].astype(np.uint32) | (halves[1].astype(np.uint32) << 16)).astype(np.uint32)
+    if np.array_equal(got, once):
+        return ("each atomic rounds its sum to bf16 before the next one adds: you summed every partial in a wider type "
+                "and rounded once. Round after every add, in the order given")
+    natural = ws.copy()
+    striped.reduce_add_bf16x2(natural, partials, sorted(order))
+    if list(order) != sorted(order) and np.array_equal(got, natural):
+        return "apply the partials in `order` (block indices, as the adds reached the word), not 0, 1, 2, …"
+    trunc = ws.copy()
+    for i in order:
+        lohi = []
+        for shift in (0, 16):
+            s = (((trunc >> shift & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+                 + ((partials[i] >> shift & 0xFFFF).astype(np.uint32) << 16).view(np.float32))
+            lohi.append((s.astype(np.float32).view(np.uint32) >> 16).astype(np.uint32))
+        trunc = (lohi[0] | (lohi[1] << 16)).astype(np.uint32)
+    if np.array_equal(got, trunc):
+        return "the sums were truncated (low 16 bits dropped): round each to the nearest bf16, ties to even"
+    return ("for every index in order: split each word into its two bf16 halves, add the partial's half to the "
+            "workspace's (exactly, e.g. in fp32), round to the nearest bf16 (ties to even, subnormals kept), pack "
+            "again")
+
+
+def check_packed_reduction(reduce_add_bf16x2: Callable[..., Any], vector_width: Callable[..., Any], *,
+                           seed: int | None = None) -> None:
+    """Grade ``vector_width(elements, threads, element_bytes, max_bytes=16)`` against the model on named and random
+    runs, and ``reduce_add_bf16x2(ws, partials, order)`` (in place on uint32 words of two bf16) bit for bit against
+    the model on named cases (subnormals, ties, halves, order) and random ones, then against the H100's words where
+    ``tests/data/packed_red_h100.json`` is there."""
+    import json
+
+    rng = _rng(seed)
+    with grading.check("Lab 9 · the access width and the packed bf16x2 reduction", seed=rng.seed) as c:
+        cases = list(_WIDTH_CASES)
+        for _ in range(12):
+            cases.append((int(rng.integers(1, 5000)), int(rng.choice([32, 64, 128, 256])),
+                          int(rng.choice([2, 4, 8])), int(rng.choice([8, 16]))))
+        for e, t, b, m in cases:
+            what = f"vector_width({e}, {t}, {b}, max_bytes={m})"
+            got = _call(c, what, lambda *a, fn=vector_width, m=m: fn(*a, max_bytes=m), e, t, b)
+            want = striped.vector_width(e, t, b, m)
+            if isinstance(got, bool) or not isinstance(got, int | np.integer) or int(got) != want:
+                c.fail(what, want, got, hint=_width_hint(vector_width))
+        c.ok(f"vector_width: {len(cases)} runs, each the widest access that divides the run")
+        for what, ws0, partials, order in _packed_cases(rng):
+            ws = ws0.copy()
+            given = [p.copy() for p in partials]
+            call = f"reduce_add_bf16x2 ({what})"
+            out = _call(c, call, reduce_add_bf16x2, ws, given, list(order),
+                        hint="change ws in place, one word at a time")
+            if out is not None and out is not ws and not np.shares_memory(np.asarray(out), ws) and \
+                    np.array_equal(ws, ws0):
+                c.fail(f"{call}: the workspace is unchanged (you returned a new array)",
+                       hint="a red.add changes the workspace in place: write the words back into ws (ws[...] = …)")
+            if any(not np.array_equal(g, p) for g, p in zip(given, partials, strict=True)):
+                c.fail(f"{call} changed a partial", hint="the partials are only read")
+            want = ws0.copy()
+            striped.reduce_add_bf16x2(want, partials, order)
+            if ws.dtype != np.uint32 or not np.array_equal(ws, want):
+                i = int(np.flatnonzero(ws != want)[0]) if ws.shape == want.shape else 0
+                c.fail(f"{call}: word {i}", f"{int(want.flat[i]):#010x}", f"{int(ws.flat[i]):#010x}",
+                       hint=_packed_hint(ws0, partials, order, ws))
+            c.ok(f"{what}: every word bit for bit")
+        fixture = ROOT / "tests" / "data" / "packed_red_h100.json"
+        if fixture.exists():
+            rec = json.loads(fixture.read_text())
+            parts = np.array(rec["partials"], np.uint32).reshape(64, -1)
+            ws = np.zeros(parts.shape[1], np.uint32)
+            _call(c, "reduce_add_bf16x2 (the H100's run)", reduce_add_bf16x2, ws, list(parts), list(range(64)))
+            want = np.array(rec["words"], np.uint32)
+            if not np.array_equal(ws, want):
+                c.fail(f"the H100's words ({rec['how']})", f"{int(want[0]):#010x}, …", f"{int(ws[0]):#010x}, …",
+                       hint=_packed_hint(np.zeros_like(ws), list(parts), list(range(64)), ws))
+            c.ok(f"the H100's words, every one ({rec['meta']['gpu']}, {rec['meta']['date']}: {rec['how']})")
+        else:
+            print("   the H100's words: not measured yet (tools/h100/packed_red.py writes "
+                  "tests/data/packed_red_h100.json)")
