@@ -361,7 +361,7 @@ def test_notebook_kernel_is_the_measured_reference():
 
 
 def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
-    """The opening diff: Lab 7's kernel as solved (labs.json) against Lab 9's as students get it, each part one
+    """The opening diff: the course's Lab 7 kernel (bench) against Lab 9's as students get it, each part one
     ``// ✎`` line with its tier-0 hint, no solution line, and Lab 7's speed on the H100."""
     diff = lab9.kernel_changes()
     text = repr(diff)

@@ -63,7 +63,6 @@ __all__ = [
     "source_diff",
     "GemmLaunch",
     "Opening",
-    "opening",
     "run_gemm",
     "time_gemm",
     "gemm_work_child",
@@ -936,19 +935,3 @@ class Opening:
     def _repr_markdown_(self) -> str:
         lines = [f"**{self.title}**", ""] + [f"- {m}" for m in self.measured]
         return "\n".join(lines) + "\n\n```diff\n" + self.diff + "\n```"
-
-
-def opening(previous_file: str, previous_key: str, previous_name: str, source: str, name: str) -> Opening:
-    """The diff from the previous lab's kernel (``bench/kernels/<previous_file>``) to this lab's ``source`` (its
-    regions as the notebook holds them: your code, or the stubs), and the previous kernel's measured speed."""
-    from pathlib import Path
-
-    from helpers.course.widgets.roofline import ladder
-
-    old = (Path(__file__).resolve().parents[3] / "bench" / "kernels" / previous_file).read_text()
-    figures = []
-    for size in (4096, 8192):
-        row = next((m for key, _, m in ladder(size) if key == previous_key), None)
-        figures.append(f"{previous_name} at {size}³: {row}" if row else f"{previous_name} at {size}³: not measured yet")
-    diff = source_diff(old, source, f"{previous_name} (bench/kernels/{previous_file})", name)
-    return Opening(f"What this lab changes in {previous_name}'s kernel", figures, diff)

@@ -58,9 +58,10 @@ def lab7_source() -> str:
 
 
 def kernel_changes() -> Any:
-    """What this lab changes in Lab 7's kernel: Lab 7's kernel as solved, this lab's as you get it (each part you
-    write is one ``// ✎`` line), with Lab 7's speed on the H100."""
-    return C.lab_diff("lab7", "lab8", prev_label="Lab 7's kernel (cooperative)")
+    """What this lab changes in Lab 7's kernel: the course's Lab 7 kernel (``bench/kernels/lab7_clusters.cu``, in the
+    header's helpers as this lab's kernel is), this lab's as you get it (each part you write is one ``// ✎`` line),
+    with Lab 7's speed on the H100."""
+    return C.lab_diff("lab7", "lab8", prev_source=lab7_source(), prev_label="Lab 7's kernel (cooperative)")
 
 
 # =========================================================================================================

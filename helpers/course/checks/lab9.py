@@ -459,8 +459,9 @@ def lab9_reference_source() -> str:
 
 
 def kernel_changes() -> Any:
-    """What this lab changes in Lab 7's kernel: Lab 7's kernel as solved, this lab's as you get it (each part you
-    write is one ``// ✎`` line), with Lab 7's speed on the H100 (cuBLAS in the same run)."""
+    """What this lab changes in Lab 7's kernel: the course's Lab 7 kernel (``bench/kernels/lab7_clusters.cu``, in the
+    header's helpers as this lab's kernel is), this lab's as you get it (each part you write is one ``// ✎`` line),
+    with Lab 7's speed on the H100 (cuBLAS in the same run)."""
     from . import _common
 
     m = sk.measured()
@@ -468,7 +469,7 @@ def kernel_changes() -> Any:
                        for s in QUANTIZED + [(4096, 4096, 4096)] if ("data-parallel", s) in m)
     note = (f"Lab 7 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
             else "Lab 7 on the H100: not measured yet")
-    return _common.lab_diff("lab7", "lab9", note=note)
+    return _common.lab_diff("lab7", "lab9", prev_source=lab7_source(), note=note)
 
 
 # ------------------------------------------------------------------------------------------- static PTX checks
