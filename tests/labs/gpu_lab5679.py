@@ -91,8 +91,9 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 8 kernels whose PTX passes every static check, each with one mistake: three in the sequence barrier (the
     H100 may run them to the right C; the executor beside it rejects them), four that give the right C everywhere and
     the wrong work (only the executor's work log, beside the H100, shows them)."""
-    mine = "(pairs - cluster_id + clusters - 1) / clusters"
-    pair = "pair_coords(cluster_id + j * clusters,"
+    loop_end = "p < pairs; p +="  # the producer's loop over pairs and the consumers'
+    twice = "p < cluster_id + CONSUMERS * clusters * ((pairs - cluster_id + clusters - 1) / clusters); p +="
+    coords = "tile_coords(p, pairs_m, pairs_n, pm, pn);"
     return {
         "the two warpgroups' order inverted": (_swap(src, "c == 0 ? 1u : 0u", "c == 0 ? 0u : 1u"),
                                                ("read before the barrier phase|every element against fp64|deadlock",),
@@ -104,20 +105,21 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
             _swap(src, "&order[index * CONSUMERS + (group + 1) % CONSUMERS]", "&order[index * CONSUMERS + group]"),
             ("deadlock", "order"), True),
         "both consumers compute each pair (the block takes every pair twice)": (
-            _count_swap(_count_swap(src, mine, f"2 * ({mine})", 1), pair,
-                        "pair_coords(cluster_id + j / CONSUMERS * clusters,", 2),
+            _count_swap(_count_swap(src, loop_end, twice, 2), coords,
+                        "tile_coords(cluster_id + (p - cluster_id) / clusters / CONSUMERS * clusters, pairs_m, "
+                        "pairs_n, pm, pn);", 2),
             ("was computed and stored 2 times", "C is right"), True),
         "the persistent loop steps by one cluster too few": (
-            _count_swap(_count_swap(src, mine, "(pairs - cluster_id + clusters - 2) / (clusters - 1)", 1), pair,
-                        "pair_coords(cluster_id + j * (clusters - 1),", 2),
+            _count_swap(src, "clusters = gridDim.x / CLUSTER;", "clusters = gridDim.x / CLUSTER - 1;", 1),
             # NVRTC 13.0 (the H100 machine's) spills 28 bytes in this variant, and the static check rejects it first
             ("was computed and stored 2 times|spilled", "(cluster 1, rank 0)|spilled"), True),
         "the two blocks of a cluster swap their tiles": (
             _count_swap(src, "rank * BM, n0", "(CLUSTER - 1 - rank) * BM, n0", 2),
             ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",), True),
         "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
-            _count_swap(_count_swap(src, "for (int j = c;", "for (int j = CONSUMERS - 1 - c;", 1), "c == 0 ? 1u : 0u",
-                        "c == 1 ? 1u : 0u", 1),
+            _count_swap(_count_swap(src, "for (int p = cluster_id + c * clusters;",
+                                    "for (int p = cluster_id + (CONSUMERS - 1 - c) * clusters;", 1),
+                        "c == 0 ? 1u : 0u", "c == 1 ? 1u : 0u", 1),
             ("was computed by warpgroup 2 (consumer 1)", "the schedule gives that tile to consumer 0"), True),
     }
 
@@ -153,7 +155,7 @@ def _solutions() -> dict[str, str]:
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_clusters", "LAB7_SRC"),
                       ("lab8_pingpong", "LAB8_SRC"), ("lab9_streamk", "LAB9_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
-    # the kernels of Labs 5, 6 and 7 are built on the wrappers of Labs 1 and 2 (as the solutions write them)
+    # the kernels of Labs 5 to 8 are built on the wrappers of Labs 1 and 2 (as the solutions write them)
     out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
                        + "".join(labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")[v]
                                  for v in ("MBAR_INIT_ARRIVE", "MBAR_TX_WAIT")))
@@ -226,13 +228,13 @@ def main(out: Path) -> int:
     _expect(results, "Lab 7 solution (timed at 4096³)",
             lambda s: lab7.check_cluster_kernel(s, sizes=(4096,), wrappers=src["WRAPPERS"]), src["LAB7_SRC"], None)
     _expect(results, "Lab 8 solution (timed beside Lab 7 and the course's Lab 8, square and short-K)",
-            lambda s: lab8.check_pingpong_kernel(s, benchmark=True), src["LAB8_SRC"], None)
+            lambda s: lab8.check_pingpong_kernel(s, benchmark=True, wrappers=src["WRAPPERS"]), src["LAB8_SRC"], None)
     _expect(results, "Lab 9 solution (timed beside Lab 7 on the quantized shapes)",
             lambda s: lab9.check_streamk_kernel(s, benchmark=True), src["LAB9_SRC"], None)
     graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
-               "lab8": lambda s: lab8.check_pingpong_kernel(s, benchmark=False),
+               "lab8": lambda s: lab8.check_pingpong_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False)}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),
               "lab7": lab7_run_only(src["LAB7_SRC"]), "lab8": lab8_run_only(src["LAB8_SRC"]),

@@ -6,7 +6,11 @@ sequence barrier slot reused a lap early, a warpgroup whose arrivals never compl
 epilogue together. Kernels with the right C and the wrong work (a pair computed by both consumers, the persistent
 loop one cluster short, the blocks of a cluster or the two consumers swapping tiles) are rejected by the work check,
 naming the tile. A simulated H100 run shows the executor's run beside the GPU's and the speed floor. The run on an
-H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff."""
+H100 is a ``gpu`` test. Also here: the tiered hints and the opening diff.
+
+The kernel cell is the course's Lab 7 cell with the ping-pong change; it is graded on the solutions' wrappers of Labs
+1 and 2. No Lab 7 notebook is beside the tests, so the course's Lab 7 kernel stands in (test_lab8_carry.py covers a
+student's)."""
 
 from __future__ import annotations
 
@@ -17,28 +21,108 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from gpu_lab5679 import lab8_run_only, names_all
-from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, lab_exercises
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, comments_outside_regions, lab_exercises
 from labtools import rejected_by_the_run, rejects, swap
 
-from helpers.course import grading, labgen
-from helpers.course.checks import lab8
+from helpers.course import carry, grading, labgen
+from helpers.course.checks import lab5, lab8
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab8_pingpong.ipynb"
 SOL = labgen.solution_namespace(SOLUTION)
 STUB = labgen.solution_namespace(ROOT / "labs" / "lab8_pingpong.ipynb")
 
-EPI_WAIT = "      seq.wait();\n      // ### END SOLUTION\n      // epilogue"
+EPI_WAIT = "      seq.wait();\n      // ### END SOLUTION\n      // ---- the epilogue"
 EPI_ARRIVE = "      seq.arrive();\n      // ### END SOLUTION\n    }"
 MMA_ARRIVE = "      seq.arrive();\n      // ### END SOLUTION\n      hopper::wgmma_wait<0>();"
 
 
+@pytest.fixture(autouse=True)
+def course_wrappers(monkeypatch, wrappers):
+    """The kernel is built on the wrappers of Labs 1 and 2: here the solutions'. No Lab 7 notebook is beside the
+    tests, so the course's Lab 7 kernel stands in."""
+    monkeypatch.setattr(lab5, "carry_wrappers", lambda checked=True: wrappers)
+
+
+def whole(src: str) -> str:
+    """The source the check compiles for the cell ``src``: the wrappers, then the course's Lab 7 kernel merged with
+    the cell (the cell's code)."""
+    return lab8._carried(src, None, None, quiet=True)[1]
+
+
 # ------------------------------------------------------------------------------------------- the notebook
-def test_notebook_kernel_is_the_bench_kernel():
-    """The notebook's kernel is the code of bench/kernels/lab8_pingpong.cu (the ladder's); only comments differ."""
-    assert code_of(SOL["LAB8_SRC"]) == code_of(lab8.lab8_source())
+#: the lines of the course's Lab 7 cell that ping-pong changes (whitespace collapsed): the header comment, the tile's
+#: width and the ring's depth, the kernel's name, empty[s]'s count (one consumer per CTA reads a stage), the
+#: consumers' comment, accumulators and loop over pairs (every other pair, from the consumer's own), the A rows (the
+#: whole tile), the wgmma (two m64n128 halves), the fence of the accumulators, the epilogue's four sub-tiles
+LAB7_LINES_CHANGED = [
+    "// Lab 7: Lab 6's kernel in clusters of two blocks that multicast B.",
+    "// of two: a cluster takes 256 x 256 pairs of tiles in turn (pairs c, c + clusters, … of a grouped raster order), "
+    "CTA",
+    "// rank r computing the pair's 128 x 256 tile at rows 128·r; each CTA loads half of the pair's B slice for both:",
+    "// warpgroup 0 produces (its thread 0 issues the copies), warpgroups 1 and 2 consume (64 rows of the tile each).",
+    "constexpr int BM = 128, BN = 256, BK = 64, THREADS = 384, CONSUMERS = 2;", "constexpr int STAGES = 4;",
+    "constexpr unsigned A_BYTES = BM * BK * 2, STAGE_BYTES = (BM + BN) * BK * 2; // A 16 KiB + B 32 KiB per stage",
+    "lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,",
+    "my_mbar_init(&empty[s], CONSUMERS * CLUSTER);",
+    "} else { // ---- the consumer warpgroups: c = 0 takes rows 0-63 of the tile, c = 1 rows 64-127",
+    "float d[128]; // this thread's part of the consumer's 64 x 256 fp32 tile, in Lab 3's fragment layout",
+    "for (int p = cluster_id; p < pairs; p += clusters) {",
+    "const unsigned char* a = smem + s * STAGE_BYTES + c * 64 * 128; // this consumer's 64 rows of A",
+    "for (int kk = 0; kk < BK / 16; ++kk) // scale-d = 0 on the tile's first wgmma: D = A·B",
+    "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk), k > 0 || kk > 0);",
+    "hopper::wgmma_fence_operands(d); // no accumulator is read before the last wgmma has written it",
+    "for (int sub = 0; sub < BN / SUB; ++sub) {", "stage_subtile(buf, d + 32 * sub, t);",
+    "hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 * c);",
+]
+
+
+def test_kernel_is_the_course_lab7_cell_with_the_pingpong_change():
+    """The notebook's kernel is the course's Lab 7 cell with this lab's change: every other line of Lab 7 is there,
+    the same (so a student's edits of it are kept); merged with the course's Lab 7 kernel, it is exactly the cell's
+    code; the graded source is the wrappers and that code."""
+    from difflib import SequenceMatcher
+
+    from helpers.course.checks._common import course_kernel
+
+    course7 = carry.code_lines(course_kernel("lab7"))
+    lab7_cell = labgen.solution_namespace(ROOT / "solutions" / "lab7_clusters.ipynb")["LAB7_SRC"]
+    assert course7 == carry.code_lines(lab7_cell)
+    cell = carry.code_lines(SOL["LAB8_SRC"])
+    key = [" ".join(x.split()) for x in course7.split("\n")], [" ".join(x.split()) for x in cell.split("\n")]
+    gone = [x for tag, i1, i2, _, _ in SequenceMatcher(None, *key, autojunk=False).get_opcodes() if tag != "equal"
+            for x in key[0][i1:i2]]
+    assert gone == LAB7_LINES_CHANGED
+    m = carry.merge(course7, course7, cell)
+    assert m.text == cell and not m.conflicts and not m.kept
+    made, source = lab8._carried(SOL["LAB8_SRC"], "// the wrappers\n", None, quiet=True)
+    assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    for mine in ("my_mbar_init(&order[i], 128)", "my_mbar_wait(&order[", "my_mbar_arrive(&order[", "kslice_desc(",
+                 "my_tma_load_2d(", "tile_coords(p, pairs_m, pairs_n, pm, pn);"):
+        assert mine in cell, mine
+
+
+def test_the_notebook_kernel_computes_the_bench_kernels_bits(wrappers, executor):
+    """bench/kernels/lab8_pingpong.cu (the course's Lab 8 kernel, measured on the H100 and timed beside the
+    student's) and the notebook's kernel compute the same C, bit for bit, on the course's PTX executor: two clusters,
+    three tiles per consumer, partial tiles."""
+    from helpers.course.checks._common import run_gemm
+    from helpers.course.checks.lab3 import make_operands
+
+    cases = [make_operands(np.random.default_rng(7), 520, 392, 200)]
+    mine = run_gemm(lab5.HEADER + wrappers + carry.code_lines(SOL["LAB8_SRC"]), lab8.LAUNCH, cases, what="notebook")
+    bench = run_gemm(lab8.lab8_source(), lab8.LAUNCH, cases, what="bench")
+    assert np.isfinite(mine[0].astype(np.float32)).all()
+    assert np.array_equal(mine[0].view(np.uint16), bench[0].view(np.uint16))
+
+
+def test_kernel_comments_do_not_give_the_answers_away():
+    comments = comments_outside_regions(SOL["LAB8_SRC"])
+    for phrase in ("128 arrivals", "participant count", "1u : 0u", "phase ^= 1", "CONSUMERS * clusters"):
+        assert phrase not in comments, phrase
 
 
 def test_notebook_has_a_graded_check_per_step():
@@ -57,14 +141,27 @@ def test_the_stubs_show_tier_0_only():
     assert assert_stubs_show_tier_0_only("lab8_pingpong.ipynb", "lab8") == 10
 
 
-def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
-    text = repr(lab8.kernel_changes())
-    assert text.startswith("Lab 7's kernel (cooperative) -> Lab 8's kernel")
-    assert "+lab8_gemm(" in text and "-lab7_gemm(" in text
-    for region in lab_exercises("lab8")["lab8-kernel"].regions:
-        assert f"// ✎ {region.hints[0]}" in text
-    for needle in ("phase ^= 1", "mbar_init(&order[i], 128)", "c == 0 ? 1u : 0u", "j += CONSUMERS"):
-        assert needle not in text
+def test_opening_shows_the_diff_from_lab7_and_its_figures():
+    """The diff from Lab 7's kernel: the ping-pong parts only (the producer, the multicast and the releases are Lab
+    7's); Lab 7's speed where measured, else "not measured yet"; the stub's regions show as its #error lines."""
+    from helpers.course.widgets import roofline
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        text = str(lab8.opening(SOL["LAB8_SRC"]))
+    lab7_4096 = next(m for key, _, m in roofline.ladder(4096) if key == "lab7")
+    assert text.splitlines()[1].startswith("⚠ your Lab 7 kernel was not found")
+    assert "--- the course's Lab 7 kernel (Lab 7)" in text and "+++ Lab 8: the kernel graded" in text
+    assert (f"{lab7_4096.tflops:.0f} TFLOP/s" in text) if lab7_4096 else \
+        "the course's Lab 7 kernel (cooperative) at 4096³: not measured yet" in text
+    assert "-lab7_gemm(" in text and "+lab8_gemm(" in text
+    assert "+    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);" in text
+    changed = "\n".join(ln for ln in text.splitlines() if ln[:1] in "+-")
+    for lab7_code in ("tma_load_2d_multicast(", "mbar_arrive_cluster(", "cluster_sync()"):
+        assert lab7_code not in changed, lab7_code
+    with contextlib.redirect_stdout(io.StringIO()):
+        stub = str(lab8.opening(STUB["LAB8_SRC"]))
+    assert stub.count('+#error "not written yet:') + stub.count('+    #error "not written yet:') >= 1
+    assert stub.count("#error \"not written yet:") == 9
 
 
 # ------------------------------------------------------------------------------------------- 1 · the cursor
@@ -115,27 +212,26 @@ def test_cursor_written_differently_passes():
 # ------------------------------------------------------------------------------------------- 2 · the kernel, PTX
 def both_in_the_epilogue(src: str) -> str:
     """The epilogue is no section: its wait and its arrive left out."""
-    return swap(swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"), EPI_ARRIVE,
+    return swap(swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // ---- the epilogue"), EPI_ARRIVE,
                 "      // ### END SOLUTION\n    }")
 
 
 def wrong_static(src: str) -> dict[str, tuple[str, str]]:
     """Wrong kernels the PTX shows: name -> (source, words the failure must hold)."""
     return {
-        "participant count 1": (swap(src, "hopper::mbar_init(&order[i], 128)", "hopper::mbar_init(&order[i], 1)"),
+        "participant count 1": (swap(src, "my_mbar_init(&order[i], 128)", "my_mbar_init(&order[i], 1)"),
                                 "count of 1 completes a phase"),
         "no wait before the mainloop": (swap(src, "      seq.wait();\n      // ### END SOLUTION\n      for (int k",
                                              "      // ### END SOLUTION\n      for (int k"),
                                         "every wgmma is issued in turn"),
-        "no wait before the epilogue": (swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // epilogue"),
+        "no wait before the epilogue": (swap(src, EPI_WAIT, "      // ### END SOLUTION\n      // ---- the epilogue"),
                                         "both consumers can be in the epilogue together"),
         "the mainloop handed on after wgmma_wait<0>": (
-            swap(swap(src, MMA_ARRIVE, "      // ### END SOLUTION\n      hopper::wgmma_wait<0>();"),
-                 "      hopper::wgmma_fence_operands(d[1]);\n", "      hopper::wgmma_fence_operands(d[1]);\n"
-                 "      seq.arrive();\n"), "before wgmma_wait<0>"),
+            swap(src, MMA_ARRIVE, "      // ### END SOLUTION\n      hopper::wgmma_wait<0>();\n      seq.arrive();"),
+            "before wgmma_wait<0>"),
         "only one thread of the warpgroup arrives": (
-            swap(src, "    hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);",
-                 "    if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&order[index * CONSUMERS + (group + 1) % "
+            swap(src, "    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);",
+                 "    if (threadIdx.x % 128 == 0) my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % "
                  "CONSUMERS]);"), "its phase never completes"),
         "both warpgroups in the epilogue together (its wait and arrive left out)": (both_in_the_epilogue(src),
                                                                                    "in the epilogue together"),
@@ -206,10 +302,10 @@ def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
     m, n, k = 520, 392, 136
     rng = grading.SeededRng(0)
     cases = [lab8.C.make_operands(rng, m, n, k)]
-    out = lab8._pingpong_trial(both_in_the_epilogue(SOL["LAB8_SRC"]), cases)
+    out = lab8._pingpong_trial(whole(both_in_the_epilogue(SOL["LAB8_SRC"])), cases)
     problems = lab8.order_problems(out["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
     assert problems and "together" in problems[0], problems
-    ok = lab8._pingpong_trial(SOL["LAB8_SRC"], cases)
+    ok = lab8._pingpong_trial(whole(SOL["LAB8_SRC"]), cases)
     assert not lab8.order_problems(ok["sections"][0], m, n, lab8.EMULATED_CLUSTERS)
 
 

@@ -11,6 +11,12 @@ floor) and cuBLAS on square and short-K shapes).
 
 Units: a *pair* is the 256×BN block of C a 2-block cluster computes (block r: rows 128·r … of it, BN = 128); the
 pairs of a cluster go to its consumers in turn, tile j of a block to consumer j % 2.
+
+The kernel graded is the student's own: their Lab 7 kernel (read from lab7_clusters.ipynb beside this notebook, put
+together with their Labs 6, 5 and 4 as Lab 7 graded it, and checked quickly with Lab 7's check; the course's Lab 7
+kernel stands in where theirs is missing or does not pass) merged with this lab's change and their Lab 8 regions
+(:mod:`helpers.course.carry`), after their wrappers of Labs 1 and 2. The course's Lab 8 kernel
+(bench/kernels/lab8_pingpong.cu) is the measured one, timed beside the student's for the speed floor.
 """
 
 from __future__ import annotations
@@ -22,17 +28,19 @@ from typing import Any
 
 import numpy as np
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import seqbar
 
 from . import _common as C
+from . import lab5, lab7
 from ._ptxflow import Flow, Ins
+from .lab5 import HEADER
 
 __all__ = [
     "KERNEL_NAME", "SMEM_BYTES", "LAUNCH", "BN", "SQUARE", "SHORT_K", "check_cursor", "check_pingpong_kernel",
-    "ptx_order", "sections", "order_problems", "emulator_cases", "kernel_changes", "timeline", "lab8_source",
-    "lab7_source", "measured", "ladder_rows", "show_ladder", "hint", "answer",
+    "ptx_order", "sections", "order_problems", "emulator_cases", "previous", "opening", "timeline", "stamped",
+    "lab8_source", "lab7_source", "measured", "MEASURED", "ladder_rows", "show_ladder", "hint", "answer",
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,11 +65,69 @@ def lab7_source() -> str:
     return (ROOT / "bench" / "kernels" / "lab7_clusters.cu").read_text()
 
 
-def kernel_changes() -> Any:
-    """What this lab changes in Lab 7's kernel: the course's Lab 7 kernel (``bench/kernels/lab7_clusters.cu``, in the
-    header's helpers as this lab's kernel is), this lab's as you get it (each part you write is one ``// ✎`` line),
-    with Lab 7's speed on the H100."""
-    return C.lab_diff("lab7", "lab8", prev_source=lab7_source(), prev_label="Lab 7's kernel (cooperative)")
+# =========================================================================================================
+# the kernel graded: your Lab 7 kernel with this lab's change
+# =========================================================================================================
+def _course_lab7() -> str:
+    """The course's Lab 7 kernel cell (its solution), as the course's data holds it."""
+    return C.course_kernel("lab7")
+
+
+def _lab7_check(wrappers: str) -> Callable[[str], None]:
+    """Lab 7's check of its whole kernel, quick: the compile report, the clusters and the epilogue read from the
+    PTX, then a run on the course's PTX executor in hazard mode (on any machine; no timing)."""
+
+    def check(kernel: str) -> None:
+        with C.emulated():
+            lab7.check_cluster_kernel(HEADER + wrappers + kernel, benchmark=False, carried=False)
+
+    return check
+
+
+def previous(wrappers: str) -> carry.Previous:
+    """What Lab 8 builds on: your Lab 7 kernel (``LAB7_SRC`` of lab7_clusters.ipynb, put together with your Labs 6, 5
+    and 4 as Lab 7 graded it), checked with Lab 7's check on ``wrappers``; the course's Lab 7 kernel stands in where
+    yours does not pass."""
+
+    def whole(text: str, here: Any) -> str:
+        return lab7._carried(text, wrappers, here, quiet=True)[0].kernel
+
+    return carry.Previous("Lab 7", "lab7_clusters.ipynb", "LAB7_SRC", _course_lab7, _lab7_check(wrappers), wrappers,
+                          whole=whole)
+
+
+def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
+    """(the merge, the whole source to compile): your Lab 7 kernel (or the course's), this lab's change and your
+    regions, after your wrappers."""
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=False)
+    made = carry.carried(previous(wrappers), source, here=here, quiet=quiet)
+    return made, HEADER + wrappers + made.kernel
+
+
+def _whole(source: str, wrappers: str | None, here: Any, carried: bool) -> str:
+    return _carried(source, wrappers, here, quiet=True)[1] if carried else source
+
+
+def opening(source: str, *, wrappers: str | None = None, here: Any = None) -> C.Opening:
+    """The kernel this lab grades, as a diff from your Lab 7 kernel (read from lab7_clusters.ipynb beside this
+    notebook, with your Labs 6, 5 and 4 under it, and checked with Lab 7's check; the course's stands in where yours
+    is missing or does not pass): your Lab 7 code, this lab's change and your regions as the cell holds them. The
+    first line says whose Lab 7 kernel it is; then any lines of yours this lab rewrote; then the course's Lab 7
+    kernel's measured speed."""
+    from helpers.course.widgets.roofline import ladder
+
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=True)
+    made, _ = _carried(source, wrappers, here, quiet=True)
+    lines = [made.previous.line] + [f"⚠ {line}" for line in made.merge.report()]
+    for size in (4096, 8192):
+        row = next((m for key, _, m in ladder(size) if key == "lab7"), None)
+        lines.append(f"the course's Lab 7 kernel (cooperative) at {size}³: {row or 'not measured yet'}")
+    old = "your Lab 7 kernel" if made.previous.yours else "the course's Lab 7 kernel"
+    diff = C.source_diff(made.previous.text, made.kernel, f"{old} (Lab 7)",
+                         f"Lab 8: the kernel graded ({old} + this lab's change + your regions)", indent=False)
+    return C.Opening(f"What Lab 8 changes in {old}", lines, diff)
 
 
 # =========================================================================================================
@@ -332,9 +398,10 @@ def _work_owners(m: int, n: int, clusters: int) -> tuple[Any, Any, Any, Any]:
     return words, owner, owner, group
 
 
-_WORK_HINT = ("cluster c takes pairs c, c + clusters, c + 2·clusters, … (j-th pair: cluster_id + j·clusters, "
-              "while j < mine); block rank r computes and stores rows 128·r … of the pair; the j-th pair of the "
-              "block goes to consumer j % 2 (j = c, c + 2, …), which computes and stores it once")
+_WORK_HINT = ("cluster c takes pairs c, c + clusters, c + 2·clusters, … (the pair p = cluster_id + j·clusters is "
+              "the block's tile j); block rank r computes and stores rows 128·r … of the pair; tile j goes to "
+              "consumer j % 2, which computes and stores it once: consumer c's pairs start at cluster_id + "
+              "c·clusters and step by CONSUMERS·clusters")
 
 
 def _check_consumers(c: grading.Check, run: Any, *, label: str, words: Callable[[int, int], str],
@@ -443,8 +510,14 @@ def _timing(c: grading.Check, source: str) -> None:
                             "mainloop on only after wgmma_wait<0>, a section entered late, a stage released late")
 
 
-def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
-    """Compile the ping-pong kernel and read its sequence barrier in the PTX (:func:`ptx_order`). Wherever kernels
+def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | None = None,
+                          wrappers: str | None = None, here: Any = None, carried: bool = True) -> None:
+    """Grade the Lab 8 kernel: your Lab 7 kernel (the course's where yours does not pass Lab 7's check) with this
+    lab's change and your regions from ``source`` (the LAB8_SRC cell), after your wrappers (``wrappers``; by default
+    carried from your Lab 1 and 2 notebooks beside this one). ``carried=False``: ``source`` is a whole kernel, graded
+    as it is (the course's bench/kernels/lab8_pingpong.cu).
+
+    Compile it and read its sequence barrier in the PTX (:func:`ptx_order`). Wherever kernels
     run, C poisoned, against fp64: on the H100 on every co-resident cluster (random shapes), on the course's PTX
     executor in hazard mode on two clusters (:func:`emulator_cases`), where the work must also be the schedule's
     (every 64×64 sub-tile of C stored once, by the block the schedule gives it; every wgmma product once, by its
@@ -452,8 +525,15 @@ def check_pingpong_kernel(source: str, *, benchmark: bool = True, seed: int | No
     two consumers' mainloops and epilogues in turn, one at a time. On the H100 the first emulator shape also runs on
     the executor (the same verdict as without a GPU), then the kernel is timed beside Lab 7 (the cooperative kernel),
     the course's Lab 8 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, square and short-K."""
+    made = None
+    if carried:
+        made, source = _carried(source, wrappers, here, quiet=True)
     rng = grading.fresh_rng(seed)
     with grading.check("Lab 8 · the ping-pong kernel", seed=rng.seed) as c:
+        if made is not None:
+            c.ok(f"graded: {made.whose('Lab 8')}")
+            for line in made.merge.report():
+                print(f"   ⚠ {line}")
         kernel = C.compile_student(source, KERNEL_NAME, what="your kernel")
         report = kernel.report
         c.ok(f"compiles: {report.summary()}")
@@ -519,10 +599,13 @@ STAMPED_SIGNATURE = [("const __grid_constant__ CUtensorMap tmap_c, int M, int N,
 H100_TIMELINE_SHAPE = (4096, 4096, 1024)
 
 
-def stamped(source: str) -> str:
-    """The kernel with timeline stamps and a last ``trace`` argument (ValueError naming the line where a stamp's
-    place is not found exactly once)."""
+def stamped(source: str, *, wrappers: str | None = None, here: Any = None, carried: bool = True) -> str:
+    """The kernel graded (your Lab 7 kernel with this lab's change and your regions from the cell ``source``, after
+    your wrappers; ``carried=False``: ``source`` is a whole kernel) with timeline stamps and a last ``trace`` argument
+    (ValueError naming the line where a stamp's place is not found exactly once)."""
     from helpers.gpu.executor.trace import add_stamps
+
+    source = _whole(source, wrappers, here, carried)
 
     for old, _ in STAMPED_SIGNATURE:
         if source.count(old) != 1:
@@ -565,13 +648,17 @@ def _timeline_text(secs: dict, where: str, unit: str) -> str:
     return "\n".join(lines)
 
 
-def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
-    """Your kernel's timeline, as text: block 0's runs of mainloop and epilogue work by consumer. Everywhere: one run
-    on the executor (trace on), in the emulator's cycles. On an H100 also: the kernel with timeline stamps
-    (:data:`STAMPS`) once at :data:`H100_TIMELINE_SHAPE` on the GPU, in nanoseconds of the GPU's own timer."""
+def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136), *, wrappers: str | None = None,
+             here: Any = None, carried: bool = True) -> str:
+    """Your kernel's timeline, as text: block 0's runs of mainloop and epilogue work by consumer. The kernel is the
+    one graded (the cell ``source`` carried on your Lab 7 kernel; ``carried=False``: ``source`` is a whole kernel).
+    Everywhere: one run on the executor (trace on), in the emulator's cycles. On an H100 also: the kernel with
+    timeline stamps (:data:`STAMPS`) once at :data:`H100_TIMELINE_SHAPE` on the GPU, in nanoseconds of the GPU's own
+    timer."""
     from helpers import gpu
     from helpers.gpu.executor.trace import Trace, from_stamps
 
+    source = _whole(source, wrappers, here, carried)
     m, n, k = shape
     kernel = C.compile_student(source, KERNEL_NAME, what="the kernel")
     a, b = C.make_operands(np.random.default_rng(0), m, n, k)
@@ -584,7 +671,7 @@ def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
         return out[0]
     hm, hn, hk = H100_TIMELINE_SHAPE
     try:
-        src = stamped(source)
+        src = stamped(source, carried=False)
     except ValueError as exc:
         return out[0] + f"\n(no H100 timeline: {exc}; the stamps go before those lines of the course's kernel)"
     buf, grid = C.run_isolated_call(_stamped_child, src, H100_TIMELINE_SHAPE, what="the stamped run", timeout=120)
@@ -594,6 +681,10 @@ def timeline(source: str, shape: tuple[int, int, int] = (520, 392, 136)) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the ladder
+#: your Lab 8 kernel's timings of this session (size or (M, N, K) -> (yours, the course's in the same run))
+MEASURED = lab5.timed(KERNEL_NAME)
+
+
 def ladder_rows(size: Any = 4096) -> list[dict[str, Any]]:
     """The ladder at ``size`` (size³, or (M, N, K)): the course's Lab 7 and Lab 8 kernels as measured on an H100, then
     your own Lab 8 kernel as the kernel check timed it in this session, beside the course's Lab 8 kernel timed in the
