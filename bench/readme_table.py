@@ -40,6 +40,8 @@ ROWS = [
     (9, "Stream-K over the last waves", "lab9"),
 ]
 SQUARES = ((4096, 4096, 4096), (8192, 8192, 8192))
+#: the shape set's runs (bench/shapes.py on the H100); the newest with a geometric mean per group is quoted
+SHAPE_RUNS = "*shapes*-h100.json"
 QUANTIZED = (1024, 1024, 16384)
 
 
@@ -91,8 +93,26 @@ def table(ladder: dict[str, Any], lab2: dict[str, Any] | None) -> str:
     if lab2:
         day = str(lab2.get("meta", {}).get("date", ""))[:10]
         lines[-1] += f" ¹ Lab 2 measured on {day} by `tools/h100/lab_speeds.py` (`bench/results/{LAB2.name}`)."
+    if shapes := shapes_line():
+        lines += ["", shapes]
     lines.append(END)
     return "\n".join(lines)
+
+
+def shapes_line(results: Path = ROOT / "bench" / "results") -> str:
+    """One sentence on the newest shape-set run: the kernel chosen per shape, as a geometric mean over the set and
+    per group of shapes, beside cuBLAS against itself."""
+    runs = [p for p in sorted(results.glob(SHAPE_RUNS)) if "geomean" in json.loads(p.read_text())]
+    if not runs:
+        return ""
+    newest = max(runs, key=lambda p: json.loads(p.read_text()).get("date", ""))
+    run = json.loads(newest.read_text())
+    g = run["geomean"]
+    groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items() if name != "all" and v.get("chosen"))
+    return (f"Over a set of {len(run['shapes'])} shapes (squares, the GEMMs of a transformer layer at 512, 2048 and "
+            f"8192 tokens, wave-quantized shapes), the kernel `gpu.matmul` chose for each in that run ran at a geometric mean of "
+            f"**{g['all']['chosen']:.3f}×** cuBLAS ({groups}; cuBLAS against itself {g['all']['noise']:.3f}×), "
+            f"interleaved the same way, {run.get('date', '?')} (`bench/results/{newest.name}`).")
 
 
 def render_readme(text: str, block: str) -> str:
