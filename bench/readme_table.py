@@ -111,7 +111,8 @@ def shapes_line(results: Path = ROOT / "bench" / "results") -> str:
     groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items() if name != "all" and v.get("chosen"))
     return (f"Over a set of {len(run['shapes'])} shapes (squares, the GEMMs of a transformer layer at 512, 2048 and "
             f"8192 tokens, wave-quantized shapes), the kernel `gpu.matmul` chose for each in that run ran at a "
-            f"geometric mean of **{g['all']['chosen']:.3f}×** cuBLAS ({groups}; cuBLAS against itself {g['all']['noise']:.3f}×), "
+            f"geometric mean of **{g['all']['chosen']:.3f}×** cuBLAS ({groups}; cuBLAS against itself "
+            f"{g['all']['noise']:.3f}×), "
             f"interleaved the same way, {run.get('date', '?')} (`bench/results/{newest.name}`).")
 
 
