@@ -143,6 +143,9 @@ def lab9_run_only(src: str) -> dict[str, WrongKernel]:
         "per not divided by the clusters (no pair is ever split)": (_swap(
             src, "W.per = (total + clusters - 1) / clusters;", "W.per = total + clusters - 1;"),
             ("nothing reached the workspace",), True),
+        "a fresh sum only at K step 0 as in Lab 7 (a piece starting inside a pair adds the last one's sums)": (
+            _swap(src, "kslice_desc(b, kk), k > ka || kk > 0);", "kslice_desc(b, kk), k > 0 || kk > 0);"),
+            ("computed in splits, are wrong",), True),
     }
 
 
