@@ -128,12 +128,12 @@ def lab9_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 9 kernels whose PTX passes every static check, each with one mistake in a region."""
     wait = 'hopper::flag_wait_geq(flag, order, "flags"'
     return {
-        "both warpgroups share one part of the slot": (_swap(src, "+ c * (64 * BN) + tid;", "+ tid;"),
+        "both warpgroups share one part of the slot": (_swap(src, "+ c * (64 * BN) + t;", "+ t;"),
                                                        ("computed whole are right", "computed in splits, are wrong"),
                                                        True),
         "the owner from the pair's last iteration": (_swap(
             src, "const int owner = (int)(first_g / W.per);",
-            "const int owner = (int)((first_g + steps - 1) / W.per);"), ("deadlock", "flags[|empty["), True),
+            "const int owner = (int)((first_g + nk - 1) / W.per);"), ("deadlock", "flags[|empty["), True),
         "the Stream-K pairs numbered from 0": (_swap(src, "const long long t0 = (long long)(p - dp_pairs) * steps;",
                                                      "const long long t0 = (long long)p * steps;"),
                                                ("not only split ones", "the work list"), True),
@@ -145,6 +145,9 @@ def lab9_run_only(src: str) -> dict[str, WrongKernel]:
         "per not divided by the clusters (no pair is ever split)": (_swap(
             src, "W.per = (total + clusters - 1) / clusters;", "W.per = total + clusters - 1;"),
             ("nothing reached the workspace",), True),
+        "a fresh sum only at K step 0 as in Lab 7 (a piece starting inside a pair adds the last one's sums)": (
+            _swap(src, "kslice_desc(b, kk), k > ka || kk > 0);", "kslice_desc(b, kk), k > 0 || kk > 0);"),
+            ("computed in splits, are wrong",), True),
     }
 
 
@@ -155,7 +158,7 @@ def _solutions() -> dict[str, str]:
     for name, var in (("lab5_epilogue", "LAB5_SRC"), ("lab6_persistent", "LAB6_SRC"), ("lab7_clusters", "LAB7_SRC"),
                       ("lab8_pingpong", "LAB8_SRC"), ("lab9_streamk", "LAB9_SRC")):
         out[var] = labgen.solution_namespace(ROOT / "solutions" / f"{name}.ipynb")[var]
-    # the kernels of Labs 5 to 8 are built on the wrappers of Labs 1 and 2 (as the solutions write them)
+    # the kernels of Labs 5 to 9 are built on the wrappers of Labs 1 and 2 (as the solutions write them)
     out["WRAPPERS"] = (labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"]
                        + "".join(labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")[v]
                                  for v in ("MBAR_INIT_ARRIVE", "MBAR_TX_WAIT")))
@@ -230,12 +233,13 @@ def main(out: Path) -> int:
     _expect(results, "Lab 8 solution (timed beside Lab 7 and the course's Lab 8, square and short-K)",
             lambda s: lab8.check_pingpong_kernel(s, benchmark=True, wrappers=src["WRAPPERS"]), src["LAB8_SRC"], None)
     _expect(results, "Lab 9 solution (timed beside Lab 7 on the quantized shapes)",
-            lambda s: lab9.check_streamk_kernel(s, benchmark=True), src["LAB9_SRC"], None)
+            lambda s: lab9.check_streamk_kernel(s, benchmark=True, wrappers=src["WRAPPERS"]), src["LAB9_SRC"],
+            None)
     graders = {"lab5": lambda s: lab5.check_epilogue_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab6": lambda s: lab6.check_persistent_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab7": lambda s: lab7.check_cluster_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
                "lab8": lambda s: lab8.check_pingpong_kernel(s, benchmark=False, wrappers=src["WRAPPERS"]),
-               "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False)}
+               "lab9": lambda s: lab9.check_streamk_kernel(s, benchmark=False, wrappers=src["WRAPPERS"])}
     tables = {"lab5": lab5_run_only(src["LAB5_SRC"]), "lab6": lab6_run_only(src["LAB6_SRC"]),
               "lab7": lab7_run_only(src["LAB7_SRC"]), "lab8": lab8_run_only(src["LAB8_SRC"]),
               "lab9": lab9_run_only(src["LAB9_SRC"])}

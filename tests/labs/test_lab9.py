@@ -3,7 +3,8 @@ wrong answer on every one of 200 seeds, with a message that names the mistake. T
 solution's with one change each: those the PTX shows are rejected statically, those only a run shows are run on the
 course's PTX executor (three clusters; first, middle and final splits and whole pairs); the run on an H100 is a
 ``gpu`` test. Also here: the tiered hints (the stubs show tier 0 only; the kernel's comments do not describe the
-fix-up) and the diff the lab opens with."""
+fix-up). The kernel is graded on the solutions' wrappers of Labs 1 and 2; no Lab 7 notebook is beside the tests, so
+the course's Lab 7 kernel stands in (test_lab9_carry.py covers a student's, and the diff the lab opens with)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gpu_lab5679 import lab9_run_only
-from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
+from hinttools import assert_stubs_show_tier_0_only, assert_tiered, comments_outside_regions, lab_exercises
 
-from helpers.course import grading, labgen
-from helpers.course.checks import lab9
+from helpers.course import carry, grading, labgen
+from helpers.course.checks import lab5, lab9
 from helpers.hopper import streamk as sk
 from helpers.hopper import striped
 
@@ -28,6 +29,14 @@ SOLUTION = ROOT / "solutions" / "lab9_streamk.ipynb"
 SOL = labgen.solution_namespace(SOLUTION)
 STUB = labgen.solution_namespace(ROOT / "labs" / "lab9_streamk.ipynb")
 SEEDS = range(200)
+BENCH = (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
+
+
+@pytest.fixture(autouse=True)
+def course_wrappers(monkeypatch, wrappers):
+    """The kernel is built on the wrappers of Labs 1 and 2: here the solutions'. No Lab 7 notebook is beside the
+    tests, so the course's Lab 7 kernel stands in."""
+    monkeypatch.setattr(lab5, "carry_wrappers", lambda checked=True: wrappers)
 
 GRADERS = [
     (lambda ns, **kw: lab9.check_iteration_space(ns["iteration_space"], **kw)),
@@ -354,26 +363,61 @@ def test_fixup_both_warpgroups_releasing_is_rejected():
 
 
 # ------------------------------------------------------------------------------------------- 6 · the kernel
-def test_notebook_kernel_is_the_measured_reference():
-    """The notebook's kernel is the code of bench/kernels/lab9_streamk.cu (measured on the H100); only comments
-    differ."""
-    assert code_of(SOL["LAB9_SRC"]) == code_of(lab9.lab9_reference_source())
+#: the lines of the course's Lab 7 cell that Stream-K changes (whitespace collapsed): the header comment's first line,
+#: the kernel's declaration (its name, the workspace and the flags), the loops over pairs (over work items now) and
+#: their K loops (over [ka, kb)), scale-d = 0 on a piece's first wgmma, the release inside the K loop
+LAB7_LINES_CHANGED = [
+    "// Lab 7: Lab 6's kernel in clusters of two blocks that multicast B.",
+    "lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,",
+    "const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {",
+    "for (int p = cluster_id; p < pairs; p += clusters) {", "int pm, pn;", "for (int j = 0; j < nk; ++j, ++it) {",
+    "for (int p = cluster_id; p < pairs; p += clusters) {", "int pm, pn;", "for (int k = 0; k < nk; ++k, ++it) {",
+    "hopper::wgmma_m64n256k16_bf16(d, kslice_desc(a, kk), kslice_desc(b, kk), k > 0 || kk > 0);",
+    "if (k > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
+]
 
 
-def test_kernel_changes_show_lab7_solved_and_the_parts_to_write():
-    """The opening diff: the course's Lab 7 kernel (bench) against Lab 9's as students get it, each part one
-    ``// ✎`` line with its tier-0 hint, no solution line, and Lab 7's speed on the H100."""
-    diff = lab9.kernel_changes()
-    text = repr(diff)
-    assert text.startswith("Lab 7's kernel -> Lab 9's kernel")
-    assert "223 TFLOP/s at 1024×1024×16384" in diff._repr_html_()
-    parts = lab_exercises("lab9")["lab9-kernel"].regions
-    assert text.count("+    // ✎ ") + text.count("+  // ✎ ") + text.count("+        // ✎ ") == len(parts) == 5
-    for region in parts:
-        assert f"// ✎ {region.hints[0]}" in text
-    for needle in ("flag_store_release(flag", "flag_wait_geq(flag", "*flag = 0", "W.per = ", "p = p_last -"):
-        assert needle not in text
-    assert "+lab9_gemm(" in text and "-lab7_gemm(" in text
+def test_kernel_is_the_course_lab7_cell_with_the_streamk_change(wrappers):
+    """The notebook's kernel is the course's Lab 7 cell with this lab's change: every other line of Lab 7 is there,
+    the same (so a student's edits of it are kept); merged with the course's Lab 7 kernel, it is exactly the cell's
+    code; the graded source is the wrappers and that code."""
+    from difflib import SequenceMatcher
+
+    from helpers.course.checks._common import course_kernel
+
+    course7 = carry.code_lines(course_kernel("lab7"))
+    lab7_cell = labgen.solution_namespace(ROOT / "solutions" / "lab7_clusters.ipynb")["LAB7_SRC"]
+    assert course7 == carry.code_lines(lab7_cell)
+    cell = carry.code_lines(SOL["LAB9_SRC"])
+    key = [" ".join(x.split()) for x in course7.split("\n")], [" ".join(x.split()) for x in cell.split("\n")]
+    gone = [x for tag, i1, i2, _, _ in SequenceMatcher(None, *key, autojunk=False).get_opcodes() if tag != "equal"
+            for x in key[0][i1:i2]]
+    assert gone == LAB7_LINES_CHANGED
+    m = carry.merge(course7, course7, cell)
+    assert m.text == cell and not m.conflicts and not m.kept
+    made, source = lab9._carried(SOL["LAB9_SRC"], "// the wrappers\n", None, quiet=True)
+    assert not made.previous.yours and source == lab5.HEADER + "// the wrappers\n" + cell
+    for mine in ("my_mbar_init(", "my_mbar_wait(", "my_mbar_expect_tx(", "my_tma_load_2d(", "kslice_desc(",
+                 "tile_coords(p, pairs_m, pairs_n, pm, pn);", "stage_subtile(buf, d + 32 * sub, t);"):
+        assert mine in cell, mine
+
+
+def test_the_notebook_kernel_computes_the_bench_kernels_bits(wrappers, monkeypatch):
+    """bench/kernels/lab9_streamk.cu (the course's Lab 9 kernel, measured on the H100, what gpu.matmul runs and timed
+    beside the student's) and the notebook's kernel compute the same C, bit for bit, on the course's PTX executor:
+    three clusters, whole pairs round-robin and first and final splits, partial tiles and a partial K step."""
+    from ml_dtypes import bfloat16
+
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    rng = np.random.default_rng(7)
+    m, n, k = 504, 984, 136
+    cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))]
+    assert "whole pairs round-robin" in lab9.roles_of(*sk.iteration_space(m, n, k), 3)
+    assert "first split" in lab9.roles_of(*sk.iteration_space(m, n, k), 3)
+    mine = lab9.gpu_trial(lab5.HEADER + wrappers + carry.code_lines(SOL["LAB9_SRC"]), cases, 0, 3)["results"][0]
+    bench = lab9.gpu_trial(BENCH, cases, 0, 3)["results"][0]
+    assert np.isfinite(mine[0].astype(np.float32)).all() and mine[3] == bench[3] and mine[3]  # the same slots used
+    assert np.array_equal(mine[0].view(np.uint16), bench[0].view(np.uint16))
 
 
 def test_student_kernel_stub_fails():
@@ -421,6 +465,8 @@ def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
     assert out.count("the work, as the emulator recorded it: each of the") == 3, out
     assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
     assert "timing skipped" in out
+    assert "✓ graded: the course's Lab 7 kernel + Lab 9's change + your Lab 9 regions (the course's Lab 7 kernel " \
+           "stood in: lab7_clusters.ipynb is not beside this notebook)" in out
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -459,6 +505,15 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
                                       "between the acquiring wait and the workspace loads"),
         "no flag reset": (_swap(src, "        if (threadIdx.x == 128) *flag = 0;", ""), "writes 0 to the flag"),
     }
+
+
+def test_the_bench_kernel_passes_as_a_whole_kernel(monkeypatch):
+    """carried=False grades a whole kernel as it is: the course's bench kernel, statically."""
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+    with contextlib.redirect_stdout(io.StringIO()) as buf:
+        lab9.check_streamk_kernel(BENCH, benchmark=False, carried=False)
+    assert "graded:" not in buf.getvalue()
 
 
 @pytest.mark.parametrize("name", ["release before the barrier", "relaxed (volatile) flag store", "relaxed flag wait",
@@ -527,11 +582,12 @@ def test_a_first_split_that_adds_the_workspace_gets_its_own_hint(monkeypatch):
     """The first split also adds the workspace: the first launch is right (the workspace is zero), the next one adds
     what the launch before left there. The hint names that mistake, not the K order."""
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")
-    src = (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
+    src = BENCH
     old = "        if (order > 0) {  // wait for every earlier split, then add what they left"
     assert old in src
-    text = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=1),
-                                  src.replace(old, "        {"), "hazard mode): 136×200×376: 1 more launch gave the same bits",
+    text = grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False, seed=1, carried=False),
+                                  src.replace(old, "        {"),
+                                  "hazard mode): 136×200×376: 1 more launch gave the same bits",
                                   "a later one is wrong", "only stores its sum")
     assert "K order" not in text
 

@@ -200,11 +200,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1 · the grader on the solution
     sol = labgen.solution_namespace(ROOT / "solutions" / "lab9_streamk.ipynb")["LAB9_SRC"]
+    wrappers = labgen.solution_namespace(ROOT / "solutions" / "lab1_tma.ipynb")["TMA_LOAD"] + "".join(
+        labgen.solution_namespace(ROOT / "solutions" / "lab2_mbarrier.ipynb")[v] for v in ("MBAR_INIT_ARRIVE",
+                                                                                             "MBAR_TX_WAIT"))
     buf = io.StringIO()
     t0 = time.time()
     with contextlib.redirect_stdout(buf):
         try:
-            lab9.check_streamk_kernel(sol, benchmark=True)
+            lab9.check_streamk_kernel(sol, benchmark=True, wrappers=wrappers)  # the course's Lab 7 stands in
             passed = True
         except grading.CheckFailed:
             passed = False

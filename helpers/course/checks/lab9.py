@@ -6,6 +6,11 @@ and final splits and whole pairs; timed beside Lab 7 and cuBLAS on the H100 only
 
 Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C), K in 64-wide steps. The model's
 "CTA" is a cluster; ``ctas`` is how many run at once (66 on an H100).
+
+The kernel graded is the student's own: their Lab 7 kernel (read from lab7_clusters.ipynb beside this notebook, put
+together with their Labs 6, 5 and 4 as Lab 7 graded it, and checked quickly with Lab 7's check; the course's Lab 7
+kernel stands in where theirs is missing or does not pass) merged with this lab's change and their Lab 9 regions
+(:mod:`helpers.course.carry`), after their wrappers of Labs 1 and 2.
 """
 
 from __future__ import annotations
@@ -19,15 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from helpers.course import grading
+from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import streamk as sk
 from helpers.hopper import striped
 
+from ._common import Opening
+
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
-    "check_streamk_kernel", "check_packed_reduction", "ptx_protocol", "kernel_changes", "lab7_source",
-    "lab9_reference_source", "hint",
+    "check_streamk_kernel", "check_packed_reduction", "ptx_protocol", "lab7_source", "lab9_reference_source",
+    "hint", "opening", "previous",
     "answer", "emulator_cases", "roles_of", "owner_slots", "KERNEL_NAME", "SMEM_BYTES", "QUANTIZED",
     "EMULATED_CLUSTERS", "ladder_rows", "show_ladder",
 ]
@@ -458,18 +465,77 @@ def lab9_reference_source() -> str:
     return (ROOT / "bench" / "kernels" / "lab9_streamk.cu").read_text()
 
 
-def kernel_changes() -> Any:
-    """What this lab changes in Lab 7's kernel: the course's Lab 7 kernel (``bench/kernels/lab7_clusters.cu``, in the
-    header's helpers as this lab's kernel is), this lab's as you get it (each part you write is one ``// ✎`` line),
-    with Lab 7's speed on the H100 (cuBLAS in the same run)."""
-    from . import _common
+def _course_lab7() -> str:
+    """The course's Lab 7 kernel cell (its solution), as the course's data holds it."""
+    from ._common import course_kernel
 
+    return course_kernel("lab7")
+
+
+def _lab7_check(wrappers: str) -> Callable[[str], None]:
+    """Lab 7's check of its whole kernel, quick: the compile report and what it reads from the PTX, then a run on the
+    course's PTX executor in hazard mode (on any machine; no timing)."""
+    from . import lab7
+    from ._common import emulated
+    from .lab5 import HEADER
+
+    def check(kernel: str) -> None:
+        with emulated():
+            lab7.check_cluster_kernel(HEADER + wrappers + kernel, benchmark=False, carried=False)
+
+    return check
+
+
+def previous(wrappers: str) -> carry.Previous:
+    """What Lab 9 builds on: your Lab 7 kernel (``LAB7_SRC`` of lab7_clusters.ipynb, put together with your Labs 6,
+    5 and 4 as Lab 7 graded it), checked with Lab 7's check on ``wrappers``; the course's Lab 7 kernel stands in
+    where yours does not pass."""
+    from . import lab7
+
+    def whole(text: str, here: Any) -> str:
+        return lab7._carried(text, wrappers, here, quiet=True)[0].kernel
+
+    return carry.Previous("Lab 7", "lab7_clusters.ipynb", "LAB7_SRC", _course_lab7, _lab7_check(wrappers), wrappers,
+                          whole=whole)
+
+
+def _carried(source: str, wrappers: str | None, here: Any, quiet: bool) -> tuple[carry.Carried, str]:
+    """(the merge, the whole source to compile): your Lab 7 kernel (or the course's), this lab's change and your
+    regions, after your wrappers."""
+    from . import lab5
+
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=False)
+    made = carry.carried(previous(wrappers), source, here=here, quiet=quiet)
+    return made, lab5.HEADER + wrappers + made.kernel
+
+
+def _lab7_speeds() -> str:
+    """The course's Lab 7 kernel on the H100 at the quantized shapes and 4096³, as one line."""
     m = sk.measured()
     speeds = ", ".join(f"{m[('data-parallel', s)][0]:.0f} TFLOP/s at {s[0]}×{s[1]}×{s[2]}"
                        for s in QUANTIZED + [(4096, 4096, 4096)] if ("data-parallel", s) in m)
-    note = (f"Lab 7 on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
-            else "Lab 7 on the H100: not measured yet")
-    return _common.lab_diff("lab7", "lab9", prev_source=lab7_source(), note=note)
+    return (f"the course's Lab 7 kernel on the H100 (same run as cuBLAS, {sk.MEASURED_RUN}): {speeds}" if speeds
+            else "the course's Lab 7 kernel on the H100: not measured yet")
+
+
+def opening(source: str, *, wrappers: str | None = None, here: Any = None) -> Opening:
+    """The kernel this lab grades, as a diff from your Lab 7 kernel (read from lab7_clusters.ipynb beside this
+    notebook, with your Labs 6, 5 and 4 under it, and checked with Lab 7's check; the course's stands in where yours
+    is missing or does not pass): your Lab 7 code, this lab's change and your regions as the cell holds them. The
+    first line says whose Lab 7 kernel it is; then any lines of yours this lab rewrote; then the course's Lab 7
+    kernel's measured speed on the shapes this lab is about."""
+    from . import lab5
+    from ._common import source_diff
+
+    if wrappers is None:
+        wrappers = lab5.carry_wrappers(checked=True)
+    made, _ = _carried(source, wrappers, here, quiet=True)
+    lines = [made.previous.line] + [f"⚠ {line}" for line in made.merge.report()] + [_lab7_speeds()]
+    old = "your Lab 7 kernel" if made.previous.yours else "the course's Lab 7 kernel"
+    diff = source_diff(made.previous.text, made.kernel, f"{old} (Lab 7)",
+                       f"Lab 9: the kernel graded ({old} + this lab's change + your regions)", indent=False)
+    return Opening(f"What Lab 9 changes in {old}", lines, diff)
 
 
 # ------------------------------------------------------------------------------------------- static PTX checks
@@ -865,8 +931,14 @@ def _timing(c: grading.Check, source: str) -> None:
                                   "text (a partial sum written or read more than once, a wait held too long)")
 
 
-def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None) -> None:
-    """Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
+def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | None = None, wrappers: str | None = None,
+                         here: Any = None, carried: bool = True) -> None:
+    """Grade the Lab 9 kernel: your Lab 7 kernel (the course's where yours does not pass Lab 7's check) with this
+    lab's change and your regions from ``source`` (the LAB9_SRC cell), after your wrappers (``wrappers``; by default
+    carried from your Lab 1 and 2 notebooks beside this one). ``carried=False``: ``source`` is a whole kernel, graded
+    as it is (the course's bench/kernels/lab9_streamk.cu).
+
+    Compile the Stream-K kernel and check its fix-up in the PTX (acquire, release, barriers between them and the
     workspace accesses, the reset). Then, wherever kernels run, C poisoned, against fp64, more launches bit-identical
     and the flags back to 0: on the H100 on every co-resident cluster (random shapes, three more launches), on the
     course's PTX executor on :data:`EMULATED_CLUSTERS` clusters (:func:`emulator_cases`, one more launch). On the
@@ -874,8 +946,15 @@ def check_streamk_kernel(source: str, *, benchmark: bool = True, seed: int | Non
     floor, ``_common.SPEED_FLOOR``) and cuBLAS on the two quantized shapes."""
     from . import _common
 
+    made = None
+    if carried:
+        made, source = _carried(source, wrappers, here, quiet=True)
     rng = _rng(seed)
     with grading.check("Lab 9 · the Stream-K kernel", seed=rng.seed) as c:
+        if made is not None:
+            c.ok(f"graded: {made.whose('Lab 9')}")
+            for line in made.merge.report():
+                print(f"   ⚠ {line}")
         kernel = _common.compile_student(source, KERNEL_NAME, what="your kernel")
         report = kernel.report
         c.ok(f"compiles: {report.summary()}")
