@@ -111,11 +111,12 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
             ("was computed and stored 2 times", "C is right"), True),
         "the persistent loop steps by one cluster too few": (
             _count_swap(src, "clusters = gridDim.x / CLUSTER;", "clusters = gridDim.x / CLUSTER - 1;", 1),
-            # NVRTC 13.0 (the H100 machine's) spills 28 bytes in this variant, and the static check rejects it first
+            # NVRTC 13.0 (the H100 machine's) spills 24-28 bytes in this variant, and the static check rejects it first
             ("was computed and stored 2 times|spilled", "(cluster 1, rank 0)|spilled"), True),
         "the two blocks of a cluster swap their tiles": (
             _count_swap(src, "rank * BM, n0", "(CLUSTER - 1 - rank) * BM, n0", 2),
-            ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)",), True),
+            # NVRTC 13.0 spills 20 bytes in this variant too
+            ("was stored by block (1,0) (cluster 0, rank 1); the schedule gives it to block (0,0)|spilled",), True),
         "the two consumers swap their tiles (consumer 1 takes tile 0 and goes first)": (
             _count_swap(_count_swap(src, "for (int p = cluster_id + c * clusters;",
                                     "for (int p = cluster_id + (CONSUMERS - 1 - c) * clusters;", 1),
@@ -201,8 +202,11 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
     if needles is None:
         ok = msg is None
     else:
-        ok = msg is not None and names_all(msg, needles) and any(
+        # rejected by the run, or (where its needles allow it) by the compile report before any run: NVRTC 13.0 on
+        # the H100 machine spills a few bytes in some wrong ping-pong kernels that NVRTC 13.5 compiles without
+        ok = msg is not None and names_all(msg, needles) and (any(
             w in msg for w in ("on the H100", "on the GPU", "when it ran", "beside the H100"))
+            or ("bytes spilled" in msg and any("|spilled" in n for n in needles)))
     verdict = "passed" if msg is None else "rejected"
     print(f"{'OK  ' if ok else 'BAD '} {name}: {verdict} ({time.time() - t0:.1f} s)")
     if not ok or needles is None:
