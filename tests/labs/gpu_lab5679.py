@@ -149,6 +149,11 @@ def lab9_run_only(src: str) -> dict[str, WrongKernel]:
         "a fresh sum only at K step 0 as in Lab 7 (a piece starting inside a pair adds the last one's sums)": (
             _swap(src, "kslice_desc(b, kk), k > ka || kk > 0);", "kslice_desc(b, kk), k > 0 || kk > 0);"),
             ("computed in splits, are wrong",), True),
+        "a stage released at a piece's first K step too (k > 0, as in Lab 7)": (
+            _swap(src, "if (k > ka && t < CLUSTER) hopper::mbar_arrive_cluster",
+                  "if (k > 0 && t < CLUSTER) hopper::mbar_arrive_cluster"),
+            # the extra release at a cluster's first piece lands on empty[-1], i.e. full[STAGES - 1]
+            ("released more times than it was used|each fill is released once",), False),
     }
 
 

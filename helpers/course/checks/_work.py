@@ -12,7 +12,7 @@ from typing import Any
 
 from helpers.course import grading
 
-__all__ = ["Launched", "Owner", "check_work", "block_words"]
+__all__ = ["Launched", "Owner", "check_work", "check_releases", "block_words"]
 
 #: (ctaid x, ctaid y): the block a schedule gives a piece of work to
 Owner = tuple[int, int]
@@ -92,3 +92,34 @@ def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, t
     stores = sum(len(v) for v in counts.values())
     c.ok(f"{label}: the work, as the emulator recorded it: each of the {stores} tiles of C stored once and each of the "
          f"{len(products)} wgmma products computed once, all by the block the schedule gives them")
+
+
+def check_releases(c: grading.Check, run: Launched, *, label: str, full: str = "full", empty: str = "empty",
+                   cluster: int = 1, hint: str = "") -> None:
+    """Grade the ring's releases of one launch from where each block's barriers stood as it exited: for every stage
+    ``s``, ``empty[s]`` completed as many phases as ``full[s]`` (each fill of the stage released once, by all its
+    consumers) and is not part-way through a phase. An extra release lets the producer refill a stage a consumer
+    may still be reading; a missing one leaves a consumer's stage held. (Stages whose barriers the kernel names
+    otherwise are not graded here.)"""
+    ends: dict[tuple[Any, str], Any] = {}
+    for e in run.log.barriers:
+        ends[(e.block, e.name)] = e
+    for (block, name), e in sorted(ends.items(), key=lambda kv: (kv[0][0].ctaid, kv[0][1])):
+        if not name.startswith(f"{empty}["):
+            continue
+        fill = ends.get((block, full + name[len(empty):]))
+        if fill is None:
+            continue
+        who = block_words((block.ctaid[0], block.ctaid[1]), cluster)
+        if e.phases > fill.phases:
+            c.fail(f"{label}: {who}: {name} completed {e.phases} phases, but its stage was filled {fill.phases} "
+                   f"time{'s' * (fill.phases != 1)} ({fill.name}): a stage was released more times than it was "
+                   "used (a release for a stage this consumer did not read), so the producer may refill a stage "
+                   "that is still being read", hint=hint)
+        if e.phases < fill.phases or not e.between_phases:
+            done = e.expected - e.pending
+            c.fail(f"{label}: {who}: {name} completed {e.phases} phases ({done} of {e.expected} arrivals of the "
+                   f"next) for {fill.phases} fills of its stage ({fill.name}): each fill is released once by every "
+                   "consumer that reads it, no more and no fewer", hint=hint)
+    c.ok(f"{label}: every stage released once per fill, by all its consumers (each block's empty and full barriers, "
+         "as it exited)")

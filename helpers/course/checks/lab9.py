@@ -875,7 +875,7 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
     from ml_dtypes import bfloat16
 
     from . import _common
-    from ._work import check_work
+    from ._work import check_releases, check_work
 
     cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
              for m, n, k in shapes]
@@ -899,6 +899,9 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
         c.true(f"{where}: {m}×{n}×{k}: the partial sums went through the workspace slots of the split pairs' owners "
                f"({len(want)} of {2 * clusters} slots, no other)", written == want, hint=_slots_hint(written, want))
         if run is not None and run.log is not None:
+            check_releases(c, run, label=f"{where}: {m}×{n}×{k}", cluster=2,
+                           hint="at a piece's first K step, stage it - 1 belongs to the piece before, which released "
+                                "it after its own K loop: count the releases of one piece")
             words, store_owner, mma_owner = _work_owners(m, n, k, clusters)
             check_work(c, run, m=m, n=n, label=f"{m}×{n}×{k}", tile=(64, 64), piece_of=words, store_owner=store_owner,
                        mma_owner=mma_owner, cluster=2,

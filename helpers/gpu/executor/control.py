@@ -26,6 +26,7 @@ from .machine import (
 )
 from .parser import Imm, Pair, Paren, Sym
 from .registry import ctl, decoder
+from .work import log_of
 
 FULL = 0xFFFFFFFF
 
@@ -73,6 +74,7 @@ def exit_threads(mach: Machine, m: Any, c: CTA) -> None:
     if not (mach.STATE[c.lo:c.hi] != EXIT).any():
         for read in list(c.pending_reads):  # outstanding bulk stores read the block's shared memory first
             read()
+        log_of(mach).exited(c)
         c.alive = False
         mach.parked = [p for p in mach.parked if p.cta is not c]
         if all(not x.alive for x in c.cluster.ctas):

@@ -1,6 +1,8 @@
 """Work accounting: which block did which part of the work. For every wgmma, the block and warpgroup that issued it
 and the rows of A and B and the K slice it multiplied (read back through the TMA loads that filled the shared memory
-its descriptors point at); for every TMA store and every ordinary global store, the block that wrote it and where.
+its descriptors point at); for every TMA store and every ordinary global store, the block that wrote it and where;
+and, as each block exits, where each of its mbarriers stood (a stage released more or fewer times than it was used
+leaves its barrier part-way through a phase).
 A grader then checks that every output tile was computed once, by the block its schedule gives it, which no check of
 C can see (a tile computed twice gives the right C).
 
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorkLog", "Block", "Box", "Mma", "Store", "log_of"]
+__all__ = ["WorkLog", "Block", "Box", "Mma", "Store", "BarrierEnd", "log_of"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,23 @@ class Store:
     box: Box
 
 
+@dataclass(frozen=True)
+class BarrierEnd:
+    """An mbarrier as its block exited: its name (``empty[2]``), arrival count, arrivals still pending in the current
+    phase, and phases completed."""
+
+    block: Block
+    name: str
+    expected: int
+    pending: int
+    phases: int
+
+    @property
+    def between_phases(self) -> bool:
+        """No arrival of an unfinished phase: every phase begun was completed."""
+        return self.pending == self.expected
+
+
 @dataclass
 class WorkLog:
     """Every wgmma and store of one launch, with the block that issued it."""
@@ -77,6 +96,7 @@ class WorkLog:
     mmas: list[Mma] = field(default_factory=list)
     stores: list[Store] = field(default_factory=list)
     global_stores: dict[Block, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+    barriers: list[BarrierEnd] = field(default_factory=list)
     _boxes: dict[tuple, dict[int, tuple[Box, int, int, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ recording (the executor's hooks)
@@ -118,6 +138,13 @@ class WorkLog:
         box = Box(int(tmap.global_address), tuple(int(v) for v in tmap.global_dim), tuple(int(v) for v in coords),
                   tuple(int(v) for v in tmap.box_dim))
         self.stores.append(Store(self.block_of(c), box))
+
+    def exited(self, c: Any) -> None:
+        """Block ``c`` exits: where each of its initialised mbarriers stands."""
+        for bar in c.barriers.values():
+            if bar.initialized:
+                self.barriers.append(BarrierEnd(self.block_of(c), bar.name, int(bar.expected),
+                                                int(bar.pending_arrivals), int(bar.phase)))
 
     def stored_global(self, c: Any, addr: np.ndarray) -> None:
         """Ordinary global stores by ``c`` at these byte addresses."""
