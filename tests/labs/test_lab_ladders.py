@@ -1,4 +1,4 @@
-"""The ladder at the end of Labs 5 to 9: the course's kernels of the lab and the lab before as the H100 measured
+"""The ladder at the end of Labs 3 and 5 to 9 (Lab 4 has its own): the course's kernels of the lab and the lab before as the H100 measured
 them, then the student's own kernel as the lab's check timed it in this session, beside the course's kernel timed in
 the same run; "not timed" until the check has run on an H100."""
 
@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.course.checks import lab5, lab7, lab8, lab9
+from helpers.course.checks import lab3, lab5, lab7, lab8, lab9
 
 
 @pytest.mark.parametrize("mod, lab, size, before", [
+    (lab3, "Lab 3", 4096, "Lab 3 · the course's kernel"),
     (lab7, "Lab 7", 4096, "Lab 6 · the course's kernel"),
     (lab8, "Lab 8", 4096, "Lab 7 · the course's kernel (cooperative)"),
     (lab9, "Lab 9", (1024, 1024, 16384), "Lab 7 · the course's kernel (data-parallel)"),
