@@ -239,7 +239,7 @@ def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch):
 
     from helpers.course.checks import lab5
 
-    monkeypatch.setattr(lab5, "TIMED", {})
+    monkeypatch.setattr("helpers.course.checks._ladder.TIMED", {})
     shape = lab9.QUANTIZED[0]
     rows = lab9.ladder_rows(shape)
     assert [r["step"] for r in rows][-1] == "Lab 9 · your kernel" and "not timed" in rows[-1]["where"]

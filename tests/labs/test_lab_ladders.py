@@ -18,7 +18,7 @@ from helpers.course.checks import lab3, lab5, lab7, lab8, lab9
     (lab9, "Lab 9", (1024, 1024, 16384), "Lab 7 · the course's kernel (data-parallel)"),
 ])
 def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch, mod, lab, size, before):
-    monkeypatch.setattr(lab5, "TIMED", {})
+    monkeypatch.setattr("helpers.course.checks._ladder.TIMED", {})
     rows = mod.ladder_rows(size)
     assert rows[-1]["step"] == f"{lab} · your kernel" and "not timed" in rows[-1]["where"]
     assert {before, f"{lab} · the course's kernel"} <= {r["step"] for r in rows}
@@ -36,6 +36,6 @@ def test_the_ladder_shows_your_kernel_beside_the_courses(monkeypatch, mod, lab, 
 
 
 def test_each_kernel_keeps_its_own_timings(monkeypatch):
-    monkeypatch.setattr(lab5, "TIMED", {})
+    monkeypatch.setattr("helpers.course.checks._ladder.TIMED", {})
     lab5.timed(lab7.KERNEL_NAME)[4096] = (SimpleNamespace(tflops=1.0, cublas_tflops=2.0), None)
     assert 4096 not in lab5.timed(lab5.KERNEL_NAME) and 4096 not in lab5.timed(lab8.KERNEL_NAME)

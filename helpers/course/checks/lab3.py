@@ -732,7 +732,7 @@ def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool
                           timeout=300)
             c.ok(f"timed {C.where().removeprefix('ran ')} at {size}³ beside cuBLAS in the same run: "
                  f"{bench.summary()}")
-            from .lab5 import timed
+            from ._ladder import timed
 
             timed(KERNEL_NAME)[size] = (bench, None)
 
@@ -741,13 +741,13 @@ def check_gemm_kernel(source: str, kernel: str | None = None, *, benchmark: bool
 def ladder_rows(size: int = 4096) -> list[dict[str, Any]]:
     """The ladder at size³: the course's Lab 3 kernel as measured on an H100, then your own Lab 3 kernel as the kernel
     check timed it in this session (on an H100)."""
-    from .lab5 import lab_ladder_rows
+    from ._ladder import lab_ladder_rows
 
     return lab_ladder_rows(size, "Lab 3", {"lab3": "Lab 3 · the course's kernel"}, KERNEL_NAME)
 
 
 def show_ladder(size: int = 4096) -> None:
     """The ladder at size³ as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
-    from .lab5 import show_rows
+    from ._ladder import show_rows
 
     show_rows(ladder_rows(size), size)

@@ -496,7 +496,7 @@ def _timing(c: grading.Check, source: str) -> None:
         speeds = C.run(_speed_child, source, SQUARE + SHORT_K, 30, lab8_source(), what="the timing run", timeout=500)
     except RuntimeError as exc:
         c.fail(f"the timing run failed: {exc}")
-    from .lab5 import timed
+    from ._ladder import timed
 
     for s in speeds:
         m, n, k = s["shape"]
@@ -689,7 +689,7 @@ def ladder_rows(size: Any = 4096) -> list[dict[str, Any]]:
     """The ladder at ``size`` (size³, or (M, N, K)): the course's Lab 7 and Lab 8 kernels as measured on an H100, then
     your own Lab 8 kernel as the kernel check timed it in this session, beside the course's Lab 8 kernel timed in the
     same run."""
-    from .lab5 import lab_ladder_rows
+    from ._ladder import lab_ladder_rows
 
     steps = {"lab7": "Lab 7 · the course's kernel (cooperative)", "lab8": "Lab 8 · the course's kernel"}
     return lab_ladder_rows(size, "Lab 8", steps, KERNEL_NAME)
@@ -697,6 +697,6 @@ def ladder_rows(size: Any = 4096) -> list[dict[str, Any]]:
 
 def show_ladder(size: Any = 4096) -> None:
     """The ladder at ``size`` as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
-    from .lab5 import show_rows
+    from ._ladder import show_rows
 
     show_rows(ladder_rows(size), size)

@@ -913,7 +913,7 @@ def _timing(c: grading.Check, source: str) -> None:
     """(On the H100.) Lab 9 timed on the quantized shapes beside Lab 7 (the lab's target, :data:`TARGET`), the
     course's Lab 9 kernel (the speed floor, ``_common.SPEED_FLOOR``) and cuBLAS, all in one run."""
     from . import _common
-    from .lab5 import timed
+    from ._ladder import timed
 
     speeds = _run(c, "the timing run", gpu_speed, source, lab7_source(), QUANTIZED, 20, lab9_reference_source(),
                   timeout=400)
@@ -993,7 +993,7 @@ def ladder_rows(size: Any = QUANTIZED[0]) -> list[dict[str, Any]]:
     """The ladder at ``size`` ((M, N, K), or size³): the course's Lab 7 and Lab 9 kernels as measured on an H100,
     then your own Lab 9 kernel as the kernel check timed it in this session, beside the course's Lab 9 kernel timed
     in the same run."""
-    from .lab5 import lab_ladder_rows
+    from ._ladder import lab_ladder_rows
 
     steps = {"lab7": "Lab 7 · the course's kernel (data-parallel)", "lab9": "Lab 9 · the course's kernel"}
     return lab_ladder_rows(size, "Lab 9", steps, KERNEL_NAME)
@@ -1001,7 +1001,7 @@ def ladder_rows(size: Any = QUANTIZED[0]) -> list[dict[str, Any]]:
 
 def show_ladder(size: Any = QUANTIZED[0]) -> None:
     """The ladder at ``size`` as a table: TFLOP/s beside cuBLAS in the same run, and the ratio."""
-    from .lab5 import show_rows
+    from ._ladder import show_rows
 
     show_rows(ladder_rows(size), size)
 
