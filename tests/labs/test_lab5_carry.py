@@ -5,13 +5,12 @@ check."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from carrytools import edit as _edit
+from carrytools import graded, opening_text, save, student_folder
 
 from helpers.course import carry, labgen
 from helpers.course.checks import lab5
@@ -60,51 +59,20 @@ def static_only(monkeypatch):
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
 
 
-def _edit(text: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _save_lab4(where: Path, kernel: str | None, source: Path = ROOT / "solutions" / LAB4, *,
-               pc: str | None = None) -> None:
-    """A saved Lab 4 notebook at ``where``: the given one, its LAB4_KERNEL cell (step 8) replaced by ``kernel`` and
-    its PC_KERNEL cell (step 7, carried into step 8) by ``pc`` where given."""
-    nb = json.loads(source.read_text())
-    for variable, text in (("LAB4_KERNEL", kernel), ("PC_KERNEL", pc)):
-        if text is not None:
-            cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith(f"{variable} = r"))
-            cell["source"] = f'{variable} = r"""' + text + '"""'
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text(json.dumps(nb))
-
-
 def _beside(tmp_path: Path, monkeypatch, kernel: str | None, *, lab4: bool = True, nbgrader: bool = False,
             pc: str | None = None) -> Path:
-    """The student's folder: the solutions of Labs 1 and 2 (the wrappers), and their Lab 4 notebook with ``kernel``;
-    the working directory is where the Lab 5 notebook runs."""
-    def place(name: str) -> Path:
-        return tmp_path / Path(name).stem / name if nbgrader else tmp_path / name
-
-    for name in ("lab1_tma.ipynb", "lab2_mbarrier.ipynb"):
-        place(name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "solutions" / name, place(name))
-    if lab4:
-        _save_lab4(place(LAB4), kernel, pc=pc)
-    here = place("lab5_epilogue.ipynb").parent
-    here.mkdir(parents=True, exist_ok=True)
-    monkeypatch.chdir(here)
-    return here
+    """The student's folder: the solutions of Labs 1 and 2 (the wrappers), and their Lab 4 notebook with ``kernel``
+    (and ``pc``, step 7's kernel, where given); the working directory is where the Lab 5 notebook runs."""
+    return student_folder(tmp_path, monkeypatch, 5, {4: kernel}, absent=() if lab4 else (4,), nbgrader=nbgrader,
+                          extra={4: {"PC_KERNEL": pc}})
 
 
 def _opening(src: str) -> str:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return str(lab5.opening(src))
+    return opening_text(lab5, src)
 
 
 def _graded(src: str) -> tuple[carry.Carried, str]:
-    return lab5._carried(src, None, None, quiet=True)
+    return graded(lab5, src)
 
 
 # ------------------------------------------------------------------------------------------- (a) the solution
@@ -183,7 +151,7 @@ def test_a_stub_or_missing_lab4_the_course_stands_in_said_once(tmp_path, monkeyp
                                                                static_only):
     if case == "stub":
         _beside(tmp_path, monkeypatch, None, lab4=False)
-        _save_lab4(tmp_path / LAB4, None, ROOT / "labs" / LAB4)
+        save(tmp_path / LAB4, {}, ROOT / "labs" / LAB4)
         why = "your Lab 4 kernel is not written yet (LAB4_KERNEL in lab4_pipeline.ipynb is still a stub); the " \
               "course's Lab 4 kernel stands in until it does"
     else:
@@ -240,7 +208,7 @@ H100 = ROOT / "tests" / "data" / "lab5_carried_h100.json"
 
 
 def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
-    """tools/h100/lab5_carried.py: the notebook's Lab 5 kernel (the student's wrappers in the mainloop) passes the
+    """tools/h100/carried.py (Lab 5): the notebook's Lab 5 kernel (the student's wrappers in the mainloop) passes the
     check on the H100 and runs as fast as bench/kernels/lab5_epilogue.cu (the header's helpers): the two timed
     against each other, interleaved, within 5 % at the median."""
     if not H100.exists():

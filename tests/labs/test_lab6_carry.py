@@ -5,13 +5,12 @@ and says so once, where theirs is missing, a stub, or fails Lab 5's check."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from carrytools import edit as _edit
+from carrytools import graded, opening_text, student_folder
 
 from helpers.course import carry, labgen
 from helpers.course.checks import lab6
@@ -60,50 +59,20 @@ def static_only(monkeypatch):
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
 
 
-def _edit(text: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _save(where: Path, variable: str, text: str | None, source: Path) -> None:
-    """A saved notebook at ``where``: ``source``, its cell assigning ``variable`` replaced by ``text`` if given."""
-    nb = json.loads(source.read_text())
-    if text is not None:
-        cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith(f'{variable} = r"""'))
-        cell["source"] = f'{variable} = r"""' + text + '"""'
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text(json.dumps(nb))
-
-
 def _beside(tmp_path: Path, monkeypatch, lab5: str | None, *, lab4: str | None = None, lab5_notebook: bool = True,
             lab5_from: Path = ROOT / "solutions" / LAB5, nbgrader: bool = False) -> Path:
-    """The student's folder: the solutions of Labs 1 and 2 (the wrappers), their Lab 4 notebook (the solution, its
-    kernel ``lab4`` if given) and their Lab 5 notebook with ``lab5``; the working directory is where the Lab 6
-    notebook runs."""
-    def place(name: str) -> Path:
-        return tmp_path / Path(name).stem / name if nbgrader else tmp_path / name
-
-    for name in ("lab1_tma.ipynb", "lab2_mbarrier.ipynb"):
-        place(name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "solutions" / name, place(name))
-    _save(place(LAB4), "LAB4_KERNEL", lab4, ROOT / "solutions" / LAB4)
-    if lab5_notebook:
-        _save(place(LAB5), "LAB5_SRC", lab5, lab5_from)
-    here = place("lab6_persistent.ipynb").parent
-    here.mkdir(parents=True, exist_ok=True)
-    monkeypatch.chdir(here)
-    return here
+    """The student's folder: the solutions of Labs 1 and 2, their Lab 4 notebook (its kernel ``lab4`` if given) and
+    their Lab 5 notebook with ``lab5``; the working directory is where the Lab 6 notebook runs."""
+    return student_folder(tmp_path, monkeypatch, 6, {4: lab4, 5: lab5}, absent=() if lab5_notebook else (5,),
+                          sources={5: lab5_from}, nbgrader=nbgrader)
 
 
 def _opening(src: str) -> str:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return str(lab6.opening(src))
+    return opening_text(lab6, src)
 
 
 def _graded(src: str) -> tuple[carry.Carried, str]:
-    return lab6._carried(src, None, None, quiet=True)
+    return graded(lab6, src)
 
 
 # ------------------------------------------------------------------------------------------- (a) the solution
@@ -234,7 +203,7 @@ H100 = ROOT / "tests" / "data" / "lab6_carried_h100.json"
 
 
 def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
-    """tools/h100/lab6_carried.py: the notebook's Lab 6 kernel (the student's wrappers and kslice_desc in the
+    """tools/h100/carried.py (Lab 6): the notebook's Lab 6 kernel (the student's wrappers and kslice_desc in the
     mainloop) passes the check on the H100 and runs as fast as bench/kernels/lab6_persistent.cu (the header's
     helpers): the two timed against each other, interleaved, within 5 % at the median."""
     if not H100.exists():

@@ -5,13 +5,12 @@ and says so once, where theirs is missing, a stub, or fails Lab 6's check."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from carrytools import edit as _edit
+from carrytools import graded, opening_text, student_folder
 
 from helpers.course import carry, labgen
 from helpers.course.checks import lab7
@@ -61,50 +60,20 @@ def static_only(monkeypatch):
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
 
 
-def _edit(text: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _save(where: Path, variable: str, text: str | None, source: Path) -> None:
-    """A saved notebook at ``where``: ``source``, its cell assigning ``variable`` replaced by ``text`` if given."""
-    nb = json.loads(source.read_text())
-    if text is not None:
-        cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith(f'{variable} = r"""'))
-        cell["source"] = f'{variable} = r"""' + text + '"""'
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text(json.dumps(nb))
-
-
 def _beside(tmp_path: Path, monkeypatch, lab6: str | None, *, lab5: str | None = None, lab6_notebook: bool = True,
             lab6_from: Path = ROOT / "solutions" / LAB6, nbgrader: bool = False) -> Path:
-    """The student's folder: the solutions of Labs 1, 2 and 4, their Lab 5 notebook (the solution, its kernel
-    ``lab5`` if given) and their Lab 6 notebook with ``lab6``; the working directory is where the Lab 7 notebook
-    runs."""
-    def place(name: str) -> Path:
-        return tmp_path / Path(name).stem / name if nbgrader else tmp_path / name
-
-    for name in ("lab1_tma.ipynb", "lab2_mbarrier.ipynb", LAB4):
-        place(name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "solutions" / name, place(name))
-    _save(place(LAB5), "LAB5_SRC", lab5, ROOT / "solutions" / LAB5)
-    if lab6_notebook:
-        _save(place(LAB6), "LAB6_SRC", lab6, lab6_from)
-    here = place("lab7_clusters.ipynb").parent
-    here.mkdir(parents=True, exist_ok=True)
-    monkeypatch.chdir(here)
-    return here
+    """The student's folder: the solutions of Labs 1, 2 and 4, their Lab 5 notebook (its kernel ``lab5`` if given) and
+    their Lab 6 notebook with ``lab6``; the working directory is where the Lab 7 notebook runs."""
+    return student_folder(tmp_path, monkeypatch, 7, {5: lab5, 6: lab6}, absent=() if lab6_notebook else (6,),
+                          sources={6: lab6_from}, nbgrader=nbgrader)
 
 
 def _opening(src: str) -> str:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return str(lab7.opening(src))
+    return opening_text(lab7, src)
 
 
 def _graded(src: str) -> tuple[carry.Carried, str]:
-    return lab7._carried(src, None, None, quiet=True)
+    return graded(lab7, src)
 
 
 # ------------------------------------------------------------------------------------------- (a) the solution
@@ -214,7 +183,7 @@ H100 = ROOT / "tests" / "data" / "lab7_carried_h100.json"
 
 
 def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
-    """tools/h100/lab7_carried.py: the notebook's Lab 7 kernel (the student's wrappers and kslice_desc in the
+    """tools/h100/carried.py (Lab 7): the notebook's Lab 7 kernel (the student's wrappers and kslice_desc in the
     mainloop) passes the check on the H100 and runs as fast as bench/kernels/lab7_clusters.cu (the header's
     helpers): the two timed against each other, interleaved, within 5 % at the median."""
     if not H100.exists():

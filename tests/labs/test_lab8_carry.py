@@ -5,13 +5,12 @@ in, and says so once, where theirs is missing, a stub, or fails Lab 7's check.""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from carrytools import edit as _edit
+from carrytools import graded, opening_text, student_folder
 
 from helpers.course import carry, labgen
 from helpers.course.checks import lab8
@@ -72,51 +71,22 @@ def static_only(monkeypatch):
     monkeypatch.setenv("HELPERS_EXECUTOR", "off")
 
 
-def _edit(text: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _save(where: Path, variable: str, text: str | None, source: Path) -> None:
-    """A saved notebook at ``where``: ``source``, its cell assigning ``variable`` replaced by ``text`` if given."""
-    nb = json.loads(source.read_text())
-    if text is not None:
-        cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith(f'{variable} = r"""'))
-        cell["source"] = f'{variable} = r"""' + text + '"""'
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.write_text(json.dumps(nb))
-
-
 def _beside(tmp_path: Path, monkeypatch, lab7: str | None, *, lab6: str | None = None, lab5: str | None = None,
             lab7_notebook: bool = True, lab7_from: Path = ROOT / "solutions" / LAB7, nbgrader: bool = False) -> Path:
-    """The student's folder: the solutions of Labs 1, 2 and 4, their Lab 5 and Lab 6 notebooks (the solutions, their
-    kernels ``lab5``, ``lab6`` if given) and their Lab 7 notebook with ``lab7``; the working directory is where the
-    Lab 8 notebook runs."""
-    def place(name: str) -> Path:
-        return tmp_path / Path(name).stem / name if nbgrader else tmp_path / name
-
-    for name in ("lab1_tma.ipynb", "lab2_mbarrier.ipynb", LAB4):
-        place(name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "solutions" / name, place(name))
-    _save(place(LAB5), "LAB5_SRC", lab5, ROOT / "solutions" / LAB5)
-    _save(place(LAB6), "LAB6_SRC", lab6, ROOT / "solutions" / LAB6)
-    if lab7_notebook:
-        _save(place(LAB7), "LAB7_SRC", lab7, lab7_from)
-    here = place("lab8_pingpong.ipynb").parent
-    here.mkdir(parents=True, exist_ok=True)
-    monkeypatch.chdir(here)
-    return here
+    """The student's folder: the solutions of Labs 1, 2 and 4, their Lab 5 and Lab 6 notebooks (their kernels
+    ``lab5``, ``lab6`` if given) and their Lab 7 notebook with ``lab7``; the working directory is where the Lab 8
+    notebook runs."""
+    return student_folder(tmp_path, monkeypatch, 8, {5: lab5, 6: lab6, 7: lab7},
+                          absent=(() if lab7_notebook else (7,)) + (()), sources={7: lab7_from},
+                          nbgrader=nbgrader)
 
 
 def _opening(src: str) -> str:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return str(lab8.opening(src))
+    return opening_text(lab8, src)
 
 
 def _graded(src: str) -> tuple[carry.Carried, str]:
-    return lab8._carried(src, None, None, quiet=True)
+    return graded(lab8, src)
 
 
 # ------------------------------------------------------------------------------------------- (a) the solution
@@ -245,7 +215,7 @@ H100 = ROOT / "tests" / "data" / "lab8_carried_h100.json"
 
 
 def test_the_notebooks_kernel_is_as_fast_as_the_courses_on_the_h100():
-    """tools/h100/lab8_carried.py: the notebook's Lab 8 kernel (the student's wrappers and kslice_desc in the
+    """tools/h100/carried.py (Lab 8): the notebook's Lab 8 kernel (the student's wrappers and kslice_desc in the
     mainloop) passes the check on the H100 and runs as fast as bench/kernels/lab8_pingpong.cu (the header's
     helpers): the two timed against each other, interleaved, within 5 % at the median."""
     if not H100.exists():

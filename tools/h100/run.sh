@@ -22,6 +22,7 @@ for name in "$@"; do
     lab5679) cmd=(python3 tests/labs/gpu_lab5679.py "$OUT") ;;
     mbarrier) cmd=(python3 tools/h100/mbarrier.py "$OUT/mbarrier_h100.json") ;;
     tma_wgmma | streamk) cmd=(python3 "tools/h100/$name.py" --out "$OUT") ;;
+    lab[5-9]_carried) cmd=(python3 tools/h100/carried.py "${name:3:1}" "$OUT") ;;
     *)
       if [ ! -f "tools/h100/$name.py" ]; then echo "no capture named $name (see tools/README.md)"; status=2; continue; fi
       cmd=(python3 "tools/h100/$name.py" "$OUT") ;;
