@@ -72,6 +72,10 @@ __device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const flo
   }
 }
 
+#ifndef LAB9_PARALLEL_FIXUP
+#define LAB9_PARALLEL_FIXUP 0  // 1: every split but the final one leaves its own partial in its cluster's slot at
+#endif                         // once; the final split adds them all, in K order (the same bits, no chain of waits)
+
 #ifndef LAB9_HYBRID
 #define LAB9_HYBRID 1  // 1: whole pairs for all but the last one or two waves, Stream-K for those; 0: all Stream-K
 #endif
@@ -197,6 +201,42 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         const long long first_g = (long long)(p - W.dp_pairs) * steps;
         const int owner = (int)(first_g / W.per);          // lowest cluster touching pair p: the slot
         const unsigned order = (unsigned)(cluster_id - owner);  // 0 for the first split, then 1, 2, ...
+#if LAB9_PARALLEL_FIXUP
+        // A cluster has at most one split that is not a pair's final one (the start of the last pair its range
+        // touches, or a range inside one pair), so its own slot holds that partial. The final split waits until
+        // the `order` earlier splits are in, then adds, element by element, ((p0 + p1) + ...) and then its own:
+        // the additions the chain below makes, in the same order.
+        {
+          const long long block_slot = BM * BN, mine_off = c * (64 * BN) + tid;
+          unsigned* flag = flags + owner * CLUSTER + rank;
+          if (kb != steps) {
+            float* ws = workspace + ((long long)cluster_id * CLUSTER + rank) * block_slot + mine_off;
+#pragma unroll
+            for (int j = 0; j < BN / 2; ++j) __stcg(ws + j * 128, d[j]);
+            hopper::named_bar_sync(3, 256);  // every consumer thread has stored
+            if (threadIdx.x == 128) hopper::flag_add_release(flag, 1);
+            continue;  // no epilogue: the final split owns it
+          }
+          if (threadIdx.x == 128) hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank);
+          hopper::named_bar_sync(3, 256);
+          const float* first = workspace + ((long long)owner * CLUSTER + rank) * block_slot + mine_off;
+          const long long next = CLUSTER * block_slot;  // the next cluster's slot, same block and element
+          constexpr int CHUNK = BN == 256 ? 8 : 16;  // registers in flight per load batch
+#pragma unroll
+          for (int j0 = 0; j0 < BN / 2; j0 += CHUNK) {
+            float t[CHUNK];
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) t[i] = __ldcg(first + (j0 + i) * 128);
+            for (unsigned q = 1; q < order; ++q) {
+#pragma unroll
+              for (int i = 0; i < CHUNK; ++i) t[i] = __ldcg(first + q * next + (j0 + i) * 128) + t[i];
+            }
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) d[j0 + i] = d[j0 + i] + t[i];
+          }
+          if (threadIdx.x == 128) *flag = 0;  // the final split resets the flag for the next launch
+        }
+#else
         float* ws = workspace + ((long long)owner * CLUSTER + rank) * (BM * BN) + c * (64 * BN) + tid;
         unsigned* flag = flags + owner * CLUSTER + rank;
         if (order > 0) {  // wait for every earlier split, then add what they left
@@ -213,6 +253,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           continue;  // no epilogue: the final split owns it
         }
         if (threadIdx.x == 128) *flag = 0;  // the final split resets the flag for the next launch
+#endif
       }
 
       // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA store, overlapping the next mainloop

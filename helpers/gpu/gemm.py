@@ -17,8 +17,10 @@ and K and clip stores at M and N, so no dimension needs to be a multiple of a ti
 Which kernel (:func:`choose`): Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile
 pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps evenly; and when even twice as
 many pairs would fit in one wave, Lab 9's kernel with 128×128 tiles (``LAB9_BN=128``: pairs of 256×128), which
-makes twice as many pairs. ``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the
-count of parameters says which).
+makes twice as many pairs. Lab 9's kernel is built with one switch beyond the lab's (:data:`OPTIONS`): its Stream-K
+splits hand their partial sums to the final split all at once instead of along a chain, with the same bits.
+``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says
+which).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "launcher", "course_kernel", "kernel_style",
-           "tile_width", "stages", "smem_bytes", "KERNELS", "STREAMK_BELOW", "WIDE", "NARROW", "SMEM_BYTES",
-           "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
+           "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW", "WIDE",
+           "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher",
+           "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -126,15 +129,28 @@ def smem_bytes(bn: int = WIDE) -> int:
 _compiled: dict[str, Kernel] = {}
 
 
-def course_kernel(style: str, bn: int = WIDE) -> Kernel:
-    """The course's kernel of this style ("lab7" or "lab9") and tile width (:data:`NARROW` for Lab 9 only: compiled
-    with ``-DLAB9_BN=128``), compiled once (NVRTC's cache keeps it across runs)."""
+#: compile-time switches of the final kernels beyond their labs' defaults: Lab 9's parallel fix-up (each split but
+#: a pair's final one leaves its partial sums in its own cluster's slot at once, and the final split adds them all in
+#: K order: the bits of the lab's chain of splits, without its waits; 1.11× the chain at 512×1024×4096, where a pair
+#: is split four ways, the same elsewhere, H100 2026-11-26)
+OPTIONS = {"lab7": (), "lab9": ("-DLAB9_PARALLEL_FIXUP=1",)}
+
+
+def kernel_options(style: str, bn: int = WIDE) -> tuple[str, ...]:
+    """The NVRTC options of the course's final kernel of this style at tile width `bn`: :data:`OPTIONS`, and
+    ``-DLAB9_BN=128`` for Lab 9's narrow tiles."""
     if bn not in (WIDE, NARROW) or (bn == NARROW and style != "lab9"):
         raise ValueError(f"the course's kernels have tiles {WIDE} wide, and Lab 9's also {NARROW}; not {style} at {bn}")
+    return OPTIONS[style] + (() if bn == WIDE else (f"-DLAB9_BN={bn}",))
+
+
+def course_kernel(style: str, bn: int = WIDE) -> Kernel:
+    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`NARROW` for Lab 9 only),
+    compiled with :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
+    options = kernel_options(style, bn)
     key = style if bn == WIDE else f"{style}/{bn}"
     if key not in _compiled:
         file, name = KERNELS[style]
-        options = () if bn == WIDE else (f"-DLAB9_BN={bn}",)
         _compiled[key] = compile((KERNELS_DIR / file).read_text(), name, options=options, filename=file)
     return _compiled[key]
 

@@ -1,7 +1,8 @@
 """Lab 9's kernel with 128×128 tiles (``-DLAB9_BN=128``, what ``gpu.matmul`` picks for shapes with few 128×256
 tiles) on the executor in hazard mode: whole pairs give the bits of the 128×256 kernel, and Stream-K splits (first,
 middle and final) meet the fp64 reference, leave every flag at 0 and give the same bits on the next launch, whatever
-the previous launch left in the workspace. Every edge misses its tile."""
+the previous launch left in the workspace. Every edge misses its tile. ``gpu.matmul``'s build hands the partial
+sums on in parallel (``-DLAB9_PARALLEL_FIXUP=1``): the lab's chain's bits, through each split's own slot."""
 
 from __future__ import annotations
 
@@ -14,15 +15,22 @@ from helpers.gpu import TensorMapArg
 from helpers.gpu import gemm as mm
 
 
+def lab_kernel(bn: int) -> gpu.Kernel:
+    """Lab 9's kernel as the lab builds it (the chain of splits), at tile width `bn`."""
+    return gpu.compile((mm.KERNELS_DIR / "lab9_streamk.cu").read_text(), "lab9_gemm", filename="lab9_streamk.cu",
+                       options=(f"-DLAB9_BN={bn}",))
+
+
 def run(bn: int, a: np.ndarray, b: np.ndarray, clusters: int, ws: np.ndarray | None = None,
-        flags: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One launch of the course's Lab 9 kernel at tile width `bn` on `clusters` clusters, C poisoned, hazard mode;
-    returns C, the workspace and the flags after it (fresh zeroed ones unless given)."""
+        flags: np.ndarray | None = None, kernel: gpu.Kernel | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One launch of the course's Lab 9 kernel (``gpu.matmul``'s build unless `kernel`) at tile width `bn` on
+    `clusters` clusters, C poisoned, hazard mode; returns C, the workspace and the flags after it (fresh zeroed ones
+    unless given)."""
     (m, k), n = a.shape, b.shape[0]
     ws = np.zeros(clusters * 2 * 128 * bn, np.float32) if ws is None else ws
     flags = np.zeros(clusters * 2, np.uint32) if flags is None else flags
     c = np.full((m, n), np.nan, gpu.bfloat16)
-    res = gpu.run_on_executor(mm.course_kernel("lab9", bn), (2 * clusters, 1, 1), 384, mm.smem_bytes(bn),
+    res = gpu.run_on_executor(kernel or mm.course_kernel("lab9", bn), (2 * clusters, 1, 1), 384, mm.smem_bytes(bn),
                               TensorMapArg(a, (128, 64)), TensorMapArg(b, (bn // 2, 64)), TensorMapArg(c, (64, 64)),
                               np.int32(m), np.int32(n), np.int32(k), ws, flags, cluster=(2, 1, 1), check=False)
     assert res.error is None and res.hazards == [], "\n".join(str(h) for h in res.hazards[:3]) or str(res.error)
@@ -40,22 +48,30 @@ def test_whole_pairs_give_the_bits_of_the_wide_tiles():
     gpu.check_gemm(narrow, a.astype(np.float64) @ b.astype(np.float64).T, 200)
 
 
-@pytest.mark.parametrize(("shape", "clusters", "slots"), [
-    # 2 pairs × 16 K steps on 5 clusters: first, middle and final splits; pair 0 is owned by cluster 0 (slots 0, 1),
-    # pair 1 by cluster 2 (slot 4: its second block's rows lie past M = 300, so its partial sums are zeros)
-    ((300, 104, 1000), 5, [0, 1, 4]),
-    ((520, 264, 1000), 4, [0, 2, 3, 4, 5]),  # 9 pairs: 4 whole ones round-robin, then Stream-K over 5
+@pytest.mark.parametrize(("shape", "clusters", "chain_slots", "parallel_slots"), [
+    # 2 pairs × 16 K steps on 5 clusters (7 K steps each): pair 0 is split first / middle / final over clusters 0,
+    # 1, 2, pair 1 over clusters 2, 3, 4. The chain goes through the owners' slots: cluster 0's (slots 0, 1) and
+    # cluster 2's (slot 4: its second block's rows lie past M = 300, so its partial sums are zeros). In parallel,
+    # each split but the final one writes its own cluster's slot: clusters 0, 1, 2 and 3.
+    ((300, 104, 1000), 5, [0, 1, 4], [0, 1, 2, 3, 4, 6]),
+    # 9 pairs: 4 whole ones round-robin, then Stream-K over 5
+    ((520, 264, 1000), 4, [0, 2, 3, 4, 5], None),
 ])
-def test_stream_k_splits_meet_the_reference_and_repeat_their_bits(shape, clusters, slots):
+def test_stream_k_splits_meet_the_reference_and_repeat_their_bits(shape, clusters, chain_slots, parallel_slots):
     m, n, k = shape
     a, b = gemm_operands(m, n, k, seed=5)
-    first, ws, flags = run(mm.NARROW, a, b, clusters)
-    gpu.check_gemm(first, a.astype(np.float64) @ b.astype(np.float64).T, k)
-    assert not flags.any(), "every final split puts its flag back to 0"
-    written = [int(i) for i in np.flatnonzero((ws.reshape(clusters * 2, -1) != 0).any(axis=1))]
-    assert written == slots, "the split pairs' partial sums went through their owners' slots"
-    again, _, flags = run(mm.NARROW, a, b, clusters, ws=ws, flags=flags)  # the workspace as the last launch left it
-    assert np.array_equal(again.view(np.uint16), first.view(np.uint16)) and not flags.any()
+    chain, _, _ = run(mm.NARROW, a, b, clusters, kernel=lab_kernel(mm.NARROW))
+    for kernel, slots in ((lab_kernel(mm.NARROW), chain_slots), (None, parallel_slots)):
+        first, ws, flags = run(mm.NARROW, a, b, clusters, kernel=kernel)
+        gpu.check_gemm(first, a.astype(np.float64) @ b.astype(np.float64).T, k)
+        assert np.array_equal(first.view(np.uint16), chain.view(np.uint16)), "the same additions in the same order"
+        assert not flags.any(), "every final split puts its flag back to 0"
+        written = [int(i) for i in np.flatnonzero((ws.reshape(clusters * 2, -1) != 0).any(axis=1))]
+        if slots is not None:
+            assert written == slots, "the partial sums went through the expected workspace slots"
+        # the workspace as the last launch left it
+        again, _, flags = run(mm.NARROW, a, b, clusters, ws=ws, flags=flags, kernel=kernel)
+        assert np.array_equal(again.view(np.uint16), first.view(np.uint16)) and not flags.any()
 
 
 def test_a_wide_host_launch_of_the_narrow_kernel_does_not_pass_silently():
