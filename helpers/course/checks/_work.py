@@ -117,8 +117,8 @@ def check_releases(c: grading.Check, run: Launched, *, label: str, full: str = "
             more = f" and {done} of {e.expected} arrivals of the next" if done else ""
             c.fail(f"{label}: {who}: {name} completed {e.phases} phases{more}, but its stage was filled "
                    f"{fill.phases} time{'s' * (fill.phases != 1)} ({fill.name}): a stage was released more times than "
-                   "it was used (a release for a stage this consumer did not read), so the producer may refill a "
-                   "stage that is still being read", hint=hint)
+                   "it was used (a release for a stage its consumer did not read, or more arrivals than one per "
+                   "consumer), so the producer may refill a stage that is still being read", hint=hint)
         if reused and (e.phases < fill.phases or not e.between_phases):
             c.fail(f"{label}: {who}: {name} completed {e.phases} phases ({done} of {e.expected} arrivals of the "
                    f"next) for {fill.phases} fills of its stage ({fill.name}): each fill is released once by every "
