@@ -44,6 +44,11 @@ def lab5_run_only(src: str) -> dict[str, WrongKernel]:
                                             ("never written",), True),
         "the fragment's row without its 8-row half": (_swap(src, "const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);",
                                                             "const int r = 16 * w + l / 4;"), ("8-row half",), True),
+        "every thread of a consumer releases the last stage (no t == 0)": (
+            _swap(src, "if (nk > 0 && t == 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);",
+                  "if (nk > 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);"),
+            # C is right (no one waits on the last stage of a block's one tile): only the ring's releases show it
+            ("released more times than it was used",), False),
     }
 
 
@@ -60,6 +65,11 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
         "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
                                                     "const int rows = LAB6_GROUP;"),
                                               ("never written", "a tile no block took"), True),
+        "a stage released at a tile's first K step too (it > 0: the tile before's last stage again)": (
+            _swap(src, "if (k > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]);",
+                  "if (it > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]);"),
+            # the executor's schedule gives the right C: only the ring's releases show it (the H100 may race)
+            ("released more times than it was used", "count the releases of one tile"), False),
     }
 
 
@@ -78,6 +88,12 @@ def lab7_run_only(src: str) -> dict[str, WrongKernel]:
         "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
                                                     "const int rows = LAB6_GROUP;"),
                                               ("never written", "a pair no cluster took"), True),
+        "a pair's last stage released only when another pair follows (the cluster's last pair holds it)": (
+            _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
+                  "if (p + clusters < pairs && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], "
+                  "t);"),
+            # C is right (no one waits on that stage again): only the ring's releases show it
+            ("each fill is released once by every consumer that reads it", "count the releases of one pair"), False),
     }
 
 
@@ -90,7 +106,8 @@ def _count_swap(src: str, old: str, new: str, count: int) -> str:
 def lab8_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 8 kernels whose PTX passes every static check, each with one mistake: three in the sequence barrier (the
     H100 may run them to the right C; the executor beside it rejects them), four that give the right C everywhere and
-    the wrong work (only the executor's work log, beside the H100, shows them)."""
+    the wrong work (only the executor's work log, beside the H100, shows them), one that leaves a stage held (only the
+    ring's releases, as the executor recorded them, show it)."""
     loop_end = "p < pairs; p +="  # the producer's loop over pairs and the consumers'
     twice = "p < cluster_id + CONSUMERS * clusters * ((pairs - cluster_id + clusters - 1) / clusters); p +="
     coords = "tile_coords(p, pairs_m, pairs_n, pm, pn);"
@@ -122,6 +139,12 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
                                     "for (int p = cluster_id + (CONSUMERS - 1 - c) * clusters;", 1),
                         "c == 0 ? 1u : 0u", "c == 1 ? 1u : 0u", 1),
             ("was computed by warpgroup 2 (consumer 1)", "the schedule gives that tile to consumer 0"), True),
+        "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
+            _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
+                  "if (p + clusters < pairs && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], "
+                  "t);"),
+            # C is right (no one waits on that stage again): only the ring's releases show it
+            ("each fill is released once by every consumer that reads it", "count the releases of one tile"), False),
     }
 
 

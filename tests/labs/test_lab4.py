@@ -465,6 +465,7 @@ def test_kernel_solutions_run_on_the_emulator(capsys, executor):
     lab4.check_ws_kernel(WRAPPERS + LAB4_KERNEL, kernel=LAB4_KERNEL)
     out = capsys.readouterr().out
     assert out.count("not timed: the emulator does not time kernels): M=192, N=320, K=576") == 2, out
+    assert out.count("M=192, N=320, K=576: no stage released more times than it was filled") == 2, out
     assert "9 K steps through 4 stages" in out and "run skipped" not in out and "timed on" not in out
 
 

@@ -414,6 +414,7 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
                       r"(\d+)(?: or \d+)? tiles each in turn\)", out)
     assert each == [("9", "4")], out  # 5 and 4 tiles: the last wave is partial
     assert out.count("the work, as the emulator recorded it: each of the") == 1, out
+    assert out.count("every stage released once per fill, by all its consumers") == 1, out
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -412,6 +412,7 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
                       r"2 CTAs, (\d+)(?: or \d+)? pairs each in turn\)", out)
     assert len(each) == 2 and all(int(least) >= 2 for _, least in each), out
     assert out.count("the work, as the emulator recorded it: each of the") == 2, out
+    assert out.count("every stage released once per fill, by all its consumers") == 2, out
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -282,6 +282,7 @@ def test_solution_kernel_passes_on_the_executor(executor, capsys):
     assert "consumer 0 first, then the two in turn" in out and "timing skipped" in out
     assert out.count("the work, as the emulator recorded it: each of the") == 2, out
     assert out.count("wgmmas issued by the consumer whose tile it is") == 2, out
+    assert out.count("every stage released once per fill, by all its consumers") == 2, out
     assert all("hazard mode" in line for line in out.splitlines() if line.startswith("   ✓ ran on")), out
 
 
@@ -311,8 +312,9 @@ def test_the_trace_shows_both_warpgroups_in_the_epilogue_together(executor):
 
 # ------------------------------------------------------------------------------------------- the work
 def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Wrong kernels whose C comes out right on the executor (hazard mode, the trace in order): only the work shows
-    the mistake, naming the tile. The kernels are the H100 script's (gpu_lab5679.lab8_run_only)."""
+    """Wrong kernels whose C comes out right on the executor (hazard mode, the trace in order): only the work (or the
+    ring's releases) shows the mistake, naming the tile (the block and the stage). The kernels are the H100 script's
+    (gpu_lab5679.lab8_run_only)."""
     table = lab8_run_only(src)
     return {name: (table[name][0], needles) for name, needles in {
         "both consumers compute each pair (the block takes every pair twice)": (
@@ -328,13 +330,16 @@ def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
             r"\(pair 0, which the schedule gives cluster 0 as its tile 0: consumer 0, warpgroup 1\) was computed by "
             r"warpgroup 2 \(consumer 1\) of block \(0,0\) \(cluster 0, rank 0\); the schedule gives that tile to "
             r"consumer 0",),
+        "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
+            r"block \(0,0\) \(cluster 0, rank 0\): empty\[\d\] completed \d+ phases \(0 of 2 arrivals of the next\) "
+            r"for \d+ fills of its stage \(full\[\d\]\): each fill is released once",),
     }.items()}
 
 
 @pytest.mark.parametrize("name", list(wrong_work(SOL["LAB8_SRC"])))
 def test_right_c_with_the_wrong_work_is_rejected_on_the_executor(name, monkeypatch):
     """C comes out right (the first ✓ of the run says so); the work does not: a tile computed twice, by the wrong
-    block or by the wrong consumer."""
+    block or by the wrong consumer, or a stage left held."""
     src, needles = wrong_work(SOL["LAB8_SRC"])[name]
     monkeypatch.setenv("HELPERS_NO_GPU", "1")
     monkeypatch.setenv("HELPERS_EXECUTOR", "force")

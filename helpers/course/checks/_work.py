@@ -95,12 +95,13 @@ def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, t
 
 
 def check_releases(c: grading.Check, run: Launched, *, label: str, full: str = "full", empty: str = "empty",
-                   cluster: int = 1, hint: str = "") -> None:
+                   cluster: int = 1, reused: bool = True, hint: str = "") -> None:
     """Grade the ring's releases of one launch from where each block's barriers stood as it exited: for every stage
     ``s``, ``empty[s]`` completed as many phases as ``full[s]`` (each fill of the stage released once, by all its
     consumers) and is not part-way through a phase. An extra release lets the producer refill a stage a consumer
-    may still be reading; a missing one leaves a consumer's stage held. (Stages whose barriers the kernel names
-    otherwise are not graded here.)"""
+    may still be reading; a missing one leaves a consumer's stage held. ``reused=False``: the block's ring serves
+    one tile and no one waits on it after the K loop, so a release it never needs (a last stage left held) is not
+    graded, only releases beyond the fills. (Stages whose barriers the kernel names otherwise are not graded here.)"""
     ends: dict[tuple[Any, str], Any] = {}
     for e in run.log.barriers:
         ends[(e.block, e.name)] = e
@@ -111,15 +112,20 @@ def check_releases(c: grading.Check, run: Launched, *, label: str, full: str = "
         if fill is None:
             continue
         who = block_words((block.ctaid[0], block.ctaid[1]), cluster)
-        if e.phases > fill.phases:
-            c.fail(f"{label}: {who}: {name} completed {e.phases} phases, but its stage was filled {fill.phases} "
-                   f"time{'s' * (fill.phases != 1)} ({fill.name}): a stage was released more times than it was "
-                   "used (a release for a stage this consumer did not read), so the producer may refill a stage "
-                   "that is still being read", hint=hint)
-        if e.phases < fill.phases or not e.between_phases:
-            done = e.expected - e.pending
+        done = e.expected - e.pending
+        if e.phases > fill.phases or (not reused and e.phases == fill.phases and done > 0):
+            more = f" and {done} of {e.expected} arrivals of the next" if done else ""
+            c.fail(f"{label}: {who}: {name} completed {e.phases} phases{more}, but its stage was filled "
+                   f"{fill.phases} time{'s' * (fill.phases != 1)} ({fill.name}): a stage was released more times than "
+                   "it was used (a release for a stage its consumer did not read, or more arrivals than one per "
+                   "consumer), so the producer may refill a stage that is still being read", hint=hint)
+        if reused and (e.phases < fill.phases or not e.between_phases):
             c.fail(f"{label}: {who}: {name} completed {e.phases} phases ({done} of {e.expected} arrivals of the "
                    f"next) for {fill.phases} fills of its stage ({fill.name}): each fill is released once by every "
                    "consumer that reads it, no more and no fewer", hint=hint)
-    c.ok(f"{label}: every stage released once per fill, by all its consumers (each block's empty and full barriers, "
-         "as it exited)")
+    if reused:
+        c.ok(f"{label}: every stage released once per fill, by all its consumers (each block's empty and full "
+             "barriers, as it exited)")
+    else:
+        c.ok(f"{label}: no stage released more times than it was filled (each block's empty and full barriers, as it "
+             "exited)")

@@ -967,9 +967,16 @@ def _check_c(c: grading.Check, spec: KernelSpec, stages: int, where: str, m: int
             atol=grading.gemm_tolerance(a, b.astype(np.float64).T), hint=_C_HINT)
 
 
+#: what to look at when a stage is released more times than it was filled
+_RELEASE_HINT = ("EMPTY counts one arrival per consumer warpgroup (CONSUMERS): who arrives, and how often? A consumer "
+                 "releases each stage it read once, the last one after its K loop: count one consumer's releases")
+
+
 def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, rng: Any, *, timed: bool) -> None:
     """The kernel on the course's PTX executor in hazard mode, on :func:`_emulator_shape`: C against fp64, then the
-    work (:func:`check_kernel_work`)."""
+    ring's releases (no stage released more times than it was filled) and the work (:func:`check_kernel_work`)."""
+    from ._work import check_releases
+
     m, n, k = _emulator_shape(spec, stages)
     a, b = C.make_operands(rng, m, n, k)
     res = C.run(executor_runs, source, spec.name, stages, [(a, b)], what=f"your kernel on M={m}, N={n}, K={k}",
@@ -977,6 +984,7 @@ def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, 
     _check_c(c, spec, stages, C.where(timing=timed), m, n, k, a, b, res["c"][0])
     run = res["work"][0]
     if run.log is not None:
+        check_releases(c, run, label=f"{C.where()}: M={m}, N={n}, K={k}", reused=False, hint=_RELEASE_HINT)
         check_kernel_work(c, spec, run, m=m, n=n, label=f"{C.where()}: M={m}, N={n}, K={k}")
 
 

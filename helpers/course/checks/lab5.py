@@ -627,12 +627,33 @@ def _work_hint(spec: GemmLaunch) -> str:
     return _WORK_HINT[bool(spec.persistent_unit)]
 
 
+#: what to look at when a stage is released more (or fewer) times than it was filled, by kernel: one tile per block, a
+#: persistent grid of blocks, of clusters
+_RELEASE_HINT = {False: "EMPTY counts one arrival per consumer warpgroup (CONSUMERS): who arrives, and how often? "
+                        "A consumer releases the stage of the K step before once that step's wgmmas have retired, "
+                        "and its last step's after the loop: count one consumer's releases over the K steps",
+                 "blocks": "the ring's counter (it) runs on across a block's tiles: count the releases of one "
+                           "tile, its first K step and the stage after its K loop included (every fill this tile "
+                           "read, once; none of the tile before's)",
+                 True: "a stage's EMPTY barrier takes one arrival per consumer and CTA of the cluster, and the ring's "
+                       "counter (it) runs on across a cluster's pairs: count the releases of one pair, its first K "
+                       "step and the stage after its K loop included (every fill this pair read, once; none of the "
+                       "pair before's)"}
+
+
+def _release_hint(spec: GemmLaunch) -> str:
+    if spec.persistent_unit and spec.cluster == 1:
+        return _RELEASE_HINT["blocks"]
+    return _RELEASE_HINT[bool(spec.persistent_unit)]
+
+
 def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
                     shapes: list[tuple[int, int, int]]) -> None:
-    """The run on the course's PTX executor in hazard mode: C against fp64, then the work (every tile of C stored
+    """The run on the course's PTX executor in hazard mode: C against fp64, then the ring's releases (every stage
+    released once per fill; a ring that serves one tile per block: never more) and the work (every tile of C stored
     once, by the block the schedule gives it; no product computed twice)."""
     from ._common import run_gemm, where
-    from ._work import check_work
+    from ._work import check_releases, check_work
     from .lab3 import make_operands
 
     cases = [make_operands(rng, m, n, k) for m, n, k in shapes]
@@ -647,6 +668,8 @@ def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.ran
                 got.astype(np.float64), ref, atol=tol, hint=_result_hint(got.astype(np.float64), ref, tol, spec))
         if run.log is None:
             continue
+        check_releases(c, run, label=f"{where()}: M={m}, N={n}, K={k}", cluster=spec.cluster,
+                       reused=bool(spec.persistent_unit), hint=_release_hint(spec))
         blocks = len({s.block for s in run.log.stores} | {x.block for x in run.log.mmas})
         if spec.persistent_unit:
             pairs = -(-m // spec.persistent_unit[0]) * -(-n // spec.persistent_unit[1])

@@ -425,9 +425,10 @@ def _check_consumers(c: grading.Check, run: Any, *, label: str, words: Callable[
 
 def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list[tuple[int, int, int]]) -> None:
     """Run the kernel on ``shapes`` (C poisoned) where the run path runs it and grade C against fp64; on the executor
-    (hazard mode) also the work (every sub-tile of C stored once, by the block the schedule gives it; every wgmma
-    product once, by its block and its consumer) and the trace's order (the consumers in turn)."""
-    from ._work import check_work
+    (hazard mode) also the ring's releases (every stage released once per fill), the work (every sub-tile of C stored
+    once, by the block the schedule gives it; every wgmma product once, by its block and its consumer) and the
+    trace's order (the consumers in turn)."""
+    from ._work import check_releases, check_work
 
     cases = [C.make_operands(rng, m, n, k) for m, n, k in shapes]
     try:
@@ -447,6 +448,11 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
                 "first: every element against fp64", got64, ref, atol=tol, hint=_result_hint(got64, ref, tol, m, n))
         label = f"{where}: {m}×{n}×{k}"
         if run is not None and run.log is not None:
+            check_releases(c, run, label=label, cluster=2,
+                           hint="a stage is read by one consumer, in each CTA of the cluster (EMPTY takes CLUSTER "
+                                "arrivals), and a tile's K steps are ring positions it = j · nk …: count the releases "
+                                "of one tile, its first K step and the stage after its K loop included (every fill "
+                                "this tile read, once; none of the tile before's)")
             clusters = min(pairs, EMULATED_CLUSTERS)
             words, owner, _, group = _work_owners(m, n, clusters)
             check_work(c, run, m=m, n=n, label=label, tile=LAUNCH.box_c or (64, 64), piece_of=words,
