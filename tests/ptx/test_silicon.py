@@ -46,6 +46,15 @@ def test_lab9_with_128x128_tiles_is_bit_identical(fixture: dict) -> None:
     assert record["bit_identical"], record
 
 
+def test_lab9_as_matmul_builds_it_is_bit_identical(fixture: dict) -> None:
+    """Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the partial sums handed on in parallel), splits three
+    deep, at both tile widths: the H100's bits are the executor's."""
+    names = [f"lab9 Stream-K, parallel fix-up, {bn} wide" for bn in (256, 128)]  # PARALLEL_CASE
+    records = [k for k in fixture["kernels"] if k["name"] in names]
+    assert [r["name"] for r in records] == names, "run tools/h100/executor_vs_h100.py on an H100 and commit it"
+    assert all(r["bit_identical"] for r in records), records
+
+
 def test_every_alu_op_is_bit_identical(fixture: dict) -> None:
     from helpers.gpu.executor.probes import ALU_OPS
 

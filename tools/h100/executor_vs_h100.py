@@ -35,6 +35,8 @@ sys.path.insert(0, str(ROOT / "tests" / "ptx"))
 DRY = "--dry" in sys.argv  # plumbing check without a GPU: the "GPU" side runs on the emulator too
 #: the record of Lab 9's kernel with 128×128 tiles (-DLAB9_BN=128, what gpu.matmul runs where 128×256 tiles are few)
 NARROW_CASE = "lab9 Stream-K, 128x128 tiles"
+#: the records of Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the parallel fix-up), at both tile widths
+PARALLEL_CASE = "lab9 Stream-K, parallel fix-up"
 
 
 def _mode(mode: str) -> None:
@@ -335,15 +337,15 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
     smem = 4 * 48 * 1024 + 32 * 1024 + 1024
 
     def bf16_gemm(file: str, name: str, m: int, n: int, k: int, seed: int, grid: Any, cluster: Any = None,
-                  streamk: int = 0, bn: int = 256) -> Callable[[], np.ndarray]:
+                  streamk: int = 0, bn: int = 256, options: tuple[str, ...] = ()) -> Callable[[], np.ndarray]:
         a = gpu.random_host((m, k), gpu.bfloat16, seed=seed)
         b = gpu.random_host((n, k), gpu.bfloat16, seed=seed + 1)
 
         def run() -> np.ndarray:
             from helpers.gpu import gemm
 
-            options = () if bn == 256 else (f"-DLAB9_BN={bn}",)  # Lab 9's tile width
-            kern = gpu.compile((kdir / file).read_text(), name, options=options)
+            width = () if bn == 256 else (f"-DLAB9_BN={bn}",)  # Lab 9's tile width
+            kern = gpu.compile((kdir / file).read_text(), name, options=width + options)
             da, db = gpu.to_device(a), gpu.to_device(b)
             dc = gpu.poison((m, n), gpu.bfloat16)
             box_b = (256, 64) if cluster is None else (bn // 2, 64)
@@ -389,6 +391,13 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         "lab9_streamk.cu", "lab9_gemm", 520, 264, 1000, 25, (8, 1, 1), cluster=(2, 1, 1), streamk=4))
     out[NARROW_CASE] = ("520x264x1000 on 4 clusters", bf16_gemm(
         "lab9_streamk.cu", "lab9_gemm", 520, 264, 1000, 28, (8, 1, 1), cluster=(2, 1, 1), streamk=4, bn=128))
+    # gpu.matmul's build of Lab 9 (the partial sums handed on in parallel): splits three deep on 5 clusters
+    from helpers.gpu import gemm as gemm_mod
+
+    for bn, (m, n) in ((256, (300, 232)), (128, (300, 104))):
+        out[f"{PARALLEL_CASE}, {bn} wide"] = (f"{m}x{n}x1000 on 5 clusters", bf16_gemm(
+            "lab9_streamk.cu", "lab9_gemm", m, n, 1000, 29, (10, 1, 1), cluster=(2, 1, 1), streamk=5, bn=bn,
+            options=gemm_mod.OPTIONS["lab9"]))
     return out
 
 

@@ -154,6 +154,8 @@ def _arrive(b: Binder) -> Any:
                 elif x is not None:
                     toks = [bar.arrive(int(v)) for v in x[sel]]
                 else:
+                    if cta is c and bar.initialized:
+                        _one_warp_at_a_time(mach, c, m, sel, bar)
                     k = int(sel.sum())
                     toks = []
                     while k:
@@ -173,6 +175,27 @@ def _arrive(b: Binder) -> Any:
         return None
 
     return arrive
+
+
+def _one_warp_at_a_time(mach: Machine, c: CTA, m: Any, sel: np.ndarray, bar: Any) -> None:
+    """The H100 counts a warp's mbarrier.arrive on one barrier of its own block as one update: when more of the
+    warp's lanes arrive at once than the phase still awaits, it stops the kernel (a trap), where one lane arriving
+    as many times in turn completes phase after phase (tests/data/mbarrier_warp_arrivals_h100.json). The warps are
+    taken in order; a warp whose lanes fit the phase completes it and the next warp meets the next phase."""
+    warps = np.asarray(mach.WARPG[_indices(m)])[sel]
+    pending = int(bar.pending_arrivals)
+    for w, k in zip(*np.unique(warps, return_counts=True), strict=True):
+        k = int(k)
+        if k > pending:
+            raise ExecFault("CUDA_ERROR_LAUNCH_FAILED",
+                            f"warp {int(w) - c.w0} of block {c.label} arrived on {bar.name} with {k} lanes in one "
+                            f"mbarrier.arrive, but its phase {bar.phase} awaited only {pending} more arrival"
+                            f"{'s' * (pending != 1)}: the H100 counts a warp's lanes as one arrival of {k} and stops "
+                            f"the kernel (a trap). Let one lane arrive (e.g. if (threadIdx.x % 128 == 0)), or "
+                            f"initialise the barrier with the number of threads that arrive")
+        pending -= k
+        if pending == 0:
+            pending = int(bar.expected)
 
 
 def _is_addr(op: object) -> bool:
