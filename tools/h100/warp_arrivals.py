@@ -3,11 +3,13 @@ block, against the arrivals the barrier's phase still awaits.
 
     python tools/h100/warp_arrivals.py OUT    (from the repository root, or: bash tools/h100/run.sh warp_arrivals)
 
-Each case launches one block; ``lanes`` threads each arrive ``reps`` times on a barrier initialised with ``count``,
-then thread 0 reads test_wait.parity for parity 0 and 1. A case that traps takes its process's context with it, so
-each runs in its own process. Measured on 2026-11-26: a warp whose arriving lanes outnumber what the phase awaits
-stops the kernel (CUDA_ERROR_LAUNCH_FAILED), even 3 lanes on a count of 2; as many lanes as awaited complete the
-phase; one lane arriving 32 times completes 16 phases of a count of 2. Writes OUT/mbarrier_warp_arrivals_h100.json,
+Each case launches one block; ``lanes`` threads each arrive ``reps`` times (a plain arrive, an arrive with an
+arrival count, or arrive.expect_tx) on a barrier initialised with ``count``, then thread 0 reads test_wait.parity for
+parity 0 and 1. A case that traps takes its process's context with it, so each runs in its own process. Measured on
+2026-11-26: a warp's arrive counts as one arrival of the sum of its lanes' arrivals, and when that outnumbers what
+the phase awaits the kernel stops (CUDA_ERROR_LAUNCH_FAILED): 3 lanes on a count of 2, 2 lanes arriving 2 each on a
+count of 2, 3 lanes of arrive.expect_tx; as many as awaited complete the phase; one lane arriving 32 times completes
+16 phases of a count of 2. Writes OUT/mbarrier_warp_arrivals_h100.json,
 which tests/emulator/test_warp_arrivals.py replays on the PTX executor.
 """
 
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SOURCE = r'''
-extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned* out) {
+extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned* out, int mode, int each) {
   __shared__ alignas(8) unsigned long long bar;
   const unsigned a = (unsigned)__cvta_generic_to_shared(&bar);
   if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(a), "r"(count) : "memory");
@@ -33,7 +35,13 @@ extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned*
   if ((int)threadIdx.x < lanes)
     for (int r = 0; r < reps; ++r) {
       unsigned long long state;
-      asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(a) : "memory");
+      if (mode == 1)  // an arrival count of `each` per lane
+        asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(a), "r"(each) : "memory");
+      else if (mode == 2)  // one arrival per lane that also expects `each` bytes (0: none)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(a), "r"(each)
+                     : "memory");
+      else
+        asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(a) : "memory");
     }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -48,11 +56,16 @@ extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned*
   }
 }'''
 
-#: name → (arriving lanes, barrier count, arrivals per lane, threads in the block)
+#: name → (arriving lanes, barrier count, arrives per lane, threads in the block[, form, its operand]); the form is
+#: 0 a plain arrive, 1 an arrive with an arrival count (the operand), 2 arrive.expect_tx (the operand: bytes)
 CASES = {"count2_warp32": (32, 2, 1, 32), "count32_warp32": (32, 32, 1, 32), "count2_one_lane_x32": (1, 2, 32, 32),
          "count2_two_lanes": (2, 2, 1, 32), "count16_warp32": (32, 16, 1, 32), "count2_128_threads": (128, 2, 1, 128),
          "count2_three_lanes": (3, 2, 1, 32), "count64_128_threads": (128, 64, 1, 128),
-         "count4_warp32": (32, 4, 1, 32), "count31_warp32": (32, 31, 1, 32), "count33_warp32": (32, 33, 1, 32)}
+         "count4_warp32": (32, 4, 1, 32), "count31_warp32": (32, 31, 1, 32), "count33_warp32": (32, 33, 1, 32),
+         "count2_one_lane_arrives_3": (1, 2, 1, 32, 1, 3), "count3_two_lanes_arrive_2_each": (2, 3, 1, 32, 1, 2),
+         "count4_two_lanes_arrive_2_each": (2, 4, 1, 32, 1, 2), "count2_two_lanes_arrive_2_each": (2, 2, 1, 32, 1, 2),
+         "count2_expect_tx_warp32": (32, 2, 1, 32, 2, 0), "count2_expect_tx_two_lanes": (2, 2, 1, 32, 2, 0),
+         "count2_expect_tx_three_lanes": (3, 2, 1, 32, 2, 0)}
 
 
 def case(name: str) -> dict:
@@ -60,12 +73,14 @@ def case(name: str) -> dict:
     two test_wait answers."""
     from helpers import gpu
 
-    lanes, count, reps, threads = CASES[name]
+    lanes, count, reps, threads, form, each = (*CASES[name], 0, 0)[:6]
     kernel = gpu.compile(SOURCE, "over_arrive")
     out = gpu.to_device(np.zeros(4, np.uint32))
-    result: dict = {"name": name, "lanes": lanes, "count": count, "reps": reps, "threads": threads}
+    result: dict = {"name": name, "lanes": lanes, "count": count, "reps": reps, "threads": threads,
+                    "form": ["arrive", "arrive with a count", "arrive.expect_tx"][form], "operand": each}
     try:
-        gpu.launch(kernel, 1, threads, 0, np.int32(lanes), np.int32(count), np.int32(reps), out, timeout=20)
+        gpu.launch(kernel, 1, threads, 0, np.int32(lanes), np.int32(count), np.int32(reps), out, np.int32(form),
+                   np.int32(each), timeout=20)
         gpu.wait()
         o = gpu.to_host(out)
         result.update(faulted=False, test_wait_parity0=int(o[0]), test_wait_parity1=int(o[1]))
