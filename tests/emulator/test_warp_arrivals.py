@@ -1,6 +1,7 @@
-"""A warp's mbarrier.arrive on a barrier of its own block, as the H100 counts it (tools/h100/warp_arrivals.py,
-tests/data/mbarrier_warp_arrivals_h100.json): the lanes arriving at once, plain, with an arrival count or with
-.expect_tx, are one arrival of their sum, and more than the phase awaits stop the kernel. Each case runs on the PTX
+"""A warp's mbarrier.arrive, as the H100 counts it (tools/h100/warp_arrivals.py,
+tests/data/mbarrier_warp_arrivals_h100.json): the lanes arriving at once on one barrier (plain, with an arrival count,
+with .expect_tx, or on the other block of a cluster) are one arrival of their sum, and more than the phase awaits stop
+the kernel. Each case runs on the PTX
 executor and must end as it did on the H100: the same fault, or the same test_wait answers."""
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ def test_the_capture_covers_every_case_and_ran_on_an_h100():
     assert not [c for c in data["cases"] if "error" in c]
     faulted = {c["name"] for c in data["cases"] if c["faulted"]}
     assert {"count2_warp32", "count2_three_lanes", "count31_warp32", "count2_two_lanes_arrive_2_each",
-            "count2_expect_tx_three_lanes"} <= faulted
+            "count2_expect_tx_three_lanes", "remote_count2_warp32", "remote_count2_three_lanes"} <= faulted
     assert not {"count32_warp32", "count2_one_lane_x32", "count2_two_lanes", "count64_128_threads",
-                "count4_two_lanes_arrive_2_each", "count2_expect_tx_two_lanes"} & faulted
+                "count4_two_lanes_arrive_2_each", "count2_expect_tx_two_lanes", "remote_count2_two_lanes",
+                "remote_count32_warp32"} & faulted
 
 
 @pytest.mark.parametrize("recorded", _cases(), ids=lambda c: c["name"])

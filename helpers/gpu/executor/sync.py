@@ -148,8 +148,8 @@ def _arrive(b: Binder) -> Any:
                 mach.hz.arrive(c, bar, m, release)
                 if expect:
                     mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
-            if cta is c and bar.initialized:  # lanes of one warp arrive together (measured on the H100)
-                _one_warp_at_a_time(mach, c, m, sel, bar, x[sel] if x is not None and not expect else None)
+            if bar.initialized:  # the lanes of one warp arrive together (measured on the H100)
+                _one_warp_at_a_time(mach, c, m, sel, bar, x[sel] if x is not None and not expect else None, cta)
             try:
                 if expect:
                     toks = [bar.arrive_expect_tx(int(v)) for v in x[sel]]
@@ -178,12 +178,13 @@ def _arrive(b: Binder) -> Any:
 
 
 def _one_warp_at_a_time(mach: Machine, c: CTA, m: Any, sel: np.ndarray, bar: Any,
-                        counts: np.ndarray | None = None) -> None:
-    """The H100 counts a warp's mbarrier.arrive (plain, with an arrival count, or .expect_tx) on one barrier of its
-    own block as one update, the sum of its lanes' arrivals: when that outnumbers what the phase still awaits, it
-    stops the kernel (a trap), where one lane arriving as many times in turn completes phase after phase
-    (tests/data/mbarrier_warp_arrivals_h100.json). The warps are taken in order; a warp whose arrivals fit the phase
-    completes it and the next warp meets the next phase. `counts`: each selected lane's arrival count (else 1)."""
+                        counts: np.ndarray | None = None, owner: CTA | None = None) -> None:
+    """The H100 counts a warp's mbarrier.arrive on one barrier (plain, with an arrival count or .expect_tx; of its
+    own block or, through shared::cluster, of another in its cluster) as one update, the sum of its lanes'
+    arrivals: when that outnumbers what the phase still awaits, it stops the kernel (a trap), where one lane arriving
+    as many times in turn completes phase after phase (tests/data/mbarrier_warp_arrivals_h100.json). The warps are
+    taken in order; a warp whose arrivals fit the phase completes it and the next warp meets the next phase.
+    `counts`: each selected lane's arrival count (else 1); `owner`: the barrier's block."""
     warps = np.asarray(mach.WARPG[_indices(m)])[sel]
     each = np.ones(len(warps), np.int64) if counts is None else np.asarray(counts, np.int64)
     pending = int(bar.pending_arrivals)
@@ -193,7 +194,9 @@ def _one_warp_at_a_time(mach: Machine, c: CTA, m: Any, sel: np.ndarray, bar: Any
         if k > pending:
             arrivals = f"{lanes} lane{'s' * (lanes != 1)}" + (f" ({k} arrivals)" if k != lanes else "")
             raise ExecFault("CUDA_ERROR_LAUNCH_FAILED",
-                            f"warp {int(w) - c.w0} of block {c.label} arrived on {bar.name} with {arrivals} in one "
+                            f"warp {int(w) - c.w0} of block {c.label} arrived on {bar.name}"
+                            f"{f' of block {owner.label}' if owner is not None and owner is not c else ''} with "
+                            f"{arrivals} in one "
                             f"mbarrier.arrive, but its phase {bar.phase} awaited only {pending} more arrival"
                             f"{'s' * (pending != 1)}: the H100 counts a warp's lanes as one arrival of {k} and stops "
                             f"the kernel (a trap). Let one lane arrive (e.g. if (threadIdx.x % 128 == 0)), or "
