@@ -26,7 +26,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-SOURCE = r'''
+#: what both probes' reporting thread writes: test_wait.parity for parity 0 and 1 of the barrier at shared address
+#: `a`, and 7 to say it got there
+REPORT = r'''
+__device__ __forceinline__ void report(unsigned a, unsigned* out) {
+  unsigned p0, p1;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+               : "=r"(p0) : "r"(a) : "memory");
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 1; selp.u32 %0, 1, 0, p; }"
+               : "=r"(p1) : "r"(a) : "memory");
+  out[0] = p0;
+  out[1] = p1;
+  out[2] = 7;
+}'''
+
+SOURCE = REPORT + r'''
 extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned* out, int mode, int each) {
   __shared__ alignas(8) unsigned long long bar;
   const unsigned a = (unsigned)__cvta_generic_to_shared(&bar);
@@ -44,21 +58,12 @@ extern "C" __global__ void over_arrive(int lanes, int count, int reps, unsigned*
         asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(a) : "memory");
     }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned p0, p1;
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(p0) : "r"(a) : "memory");
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 1; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(p1) : "r"(a) : "memory");
-    out[0] = p0;
-    out[1] = p1;
-    out[2] = 7;
-  }
+  if (threadIdx.x == 0) report(a, out);
 }'''
 
 #: the same over a cluster of two blocks: lanes of block 0 arrive (a bare remote arrive, as the course's kernels
 #: release a stage in the other block) on block 1's barrier, which block 1 then tests
-REMOTE = r'''
+REMOTE = REPORT + r'''
 extern "C" __global__ void __cluster_dims__(2, 1, 1) remote_arrive(int lanes, int count, unsigned* out) {
   __shared__ alignas(8) unsigned long long bar;
   const unsigned a = (unsigned)__cvta_generic_to_shared(&bar);
@@ -73,16 +78,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) remote_arrive(int lanes, in
     asm volatile("{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, 1; mbarrier.arrive.shared::cluster.b64 _, [r]; }"
                  :: "r"(a) : "memory");
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-  if (rank == 1 && threadIdx.x == 0) {
-    unsigned p0, p1;
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(p0) : "r"(a) : "memory");
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 1; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(p1) : "r"(a) : "memory");
-    out[0] = p0;
-    out[1] = p1;
-    out[2] = 7;
-  }
+  if (rank == 1 && threadIdx.x == 0) report(a, out);
 }'''
 
 #: name → (arriving lanes, barrier count, arrives per lane, threads in the block[, form, its operand]); the form is
