@@ -156,6 +156,31 @@ def test_narrow_tiles_exactly_when_twice_the_pairs_fit_in_one_wave(mn, clusters,
     assert mm.choose(*mn, 4096, clusters=clusters).name == name
 
 
+@pytest.mark.parametrize(("count", "steps", "active", "launched"), [
+    (32, 256, 66, 64),   # 1024×1024×16384, narrow: each pair in two on 64 of 66 clusters
+    (16, 64, 66, 64),    # 512×1024×4096, narrow: in four
+    (20, 64, 66, 66),    # three each would use 60 of 66 (91 %), but 64 K steps do not split in three: all 66
+    (21, 63, 66, 63),    # three each: 63 of 66, 21 K steps each
+    (22, 64, 66, 66),    # three each would be 66, but 64 K steps do not split in three
+    (16, 64, 50, 50),    # three each: 48 of 50, but 64 is not a multiple of 3
+    (16, 64, 70, 64),    # four each: 64 of 70 (91 %)
+    (16, 64, 75, 75),    # four each: 64 of 75 (85 %): Stream-K on all of them
+    (34, 128, 66, 66),   # more than half as many pairs as clusters: Stream-K on all
+    (68, 128, 66, 66),
+])
+def test_stream_k_splits_pairs_evenly_where_that_keeps_the_clusters_busy(count, steps, active, launched):
+    assert mm.streamk_clusters(count, steps, active) == launched
+
+
+def test_the_stream_k_launch_takes_the_even_split():
+    """1024×1024×16384 on the H100's 66 clusters: 32 narrow pairs, Stream-K on 64 clusters (128 blocks)."""
+    kern = mm.course_kernel("lab9", 128)
+    a, b = gpu.zeros((1024, 16384), gpu.bfloat16), gpu.zeros((1024, 16384), gpu.bfloat16)
+    c = gpu.zeros((1024, 1024), gpu.bfloat16)
+    assert mm.launcher(kern, a, b, c, clusters=66).grid[0] == 128
+    assert mm.launcher(kern, a, b, c, clusters=66, streamk=False).grid[0] == 64
+
+
 def test_host_stages_and_shared_memory_are_the_kernels():
     """gemm.stages(bn) against the kernel's own STAGES, at both widths (a static_assert that NVRTC checks)."""
     src = (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()

@@ -56,6 +56,9 @@ def test_whole_pairs_give_the_bits_of_the_wide_tiles():
     ((300, 104, 1000), 5, [0, 1, 4], [0, 1, 2, 3, 4, 6]),
     # 9 pairs: 4 whole ones round-robin, then Stream-K over 5
     ((520, 264, 1000), 4, [0, 2, 3, 4, 5], None),
+    # 2 pairs × 16 K steps on 4 clusters, as gpu.gemm.streamk_clusters launches few pairs: each pair cut in two equal
+    # halves, a first split (clusters 0 and 2, their own slots either way) and a final one, no middle split
+    ((300, 104, 1024), 4, [0, 1, 4], [0, 1, 4]),
 ])
 def test_stream_k_splits_meet_the_reference_and_repeat_their_bits(shape, clusters, chain_slots, parallel_slots):
     m, n, k = shape

@@ -113,7 +113,10 @@ def _launch(kernel: gpu.Kernel, choice: gemm.Choice, a, b, c, trace):  # noqa: A
         clusters = max(1, min(active, count))
         launch = gpu.prepare(kernel, (2 * clusters, 1, 1), 384, smem, *maps, *dims, trace, cluster=(2, 1, 1))
         return launch, clusters, ()
-    clusters = active if choice.streamk else max(1, math.ceil(count / math.ceil(count / active)))
+    if choice.streamk:
+        clusters = gemm.streamk_clusters(count, math.ceil(k / 64), active)
+    else:
+        clusters = max(1, math.ceil(count / math.ceil(count / active)))
     ws = gpu.zeros((active * 2 * 128 * choice.bn,), np.float32)
     flags = gpu.zeros((active * 2,), np.uint32)
     launch = gpu.prepare(kernel, (2 * clusters, 1, 1), 384, smem, *maps, *dims, ws, flags, trace, cluster=(2, 1, 1))
