@@ -83,9 +83,10 @@ def streamk_clusters(count: int, steps: int, active: int) -> int:
     """How many of `active` clusters a Stream-K launch of `count` tile pairs of `steps` K steps uses: all of them,
     unless the pairs are at most half as many and a whole number s of splits per pair that divides the K steps keeps
     at least :data:`EVEN_SPLITS_FROM` of the clusters busy; then s × `count`, so that every pair is cut into s equal
-    ranges of K steps that end together and no split sits in the middle of a pair. Measured on the H100 (2026-11-26,
-    interleaved against all 66 clusters): 1024×1024×16384, 32 narrow pairs split in two on 64 clusters, **1.12×**
-    (0.96× cuBLAS); 512×1024×4096, 16 pairs in four on 64, 1.01×; in three on 48 (73 % of the clusters), 0.95×."""
+    ranges of K steps, one per cluster, that end together (no cluster's range spans two pairs). Measured on the H100
+    (2026-11-26, interleaved against all 66 clusters): 1024×1024×16384, 32 narrow pairs split in two on 64 clusters,
+    **1.12×** (0.96× cuBLAS); 512×1024×4096, 16 pairs in four on 64, 1.01×; in three on 48 (73 % of the clusters),
+    0.95×."""
     if 2 * count <= active:
         splits = active // count
         if splits * count >= EVEN_SPLITS_FROM * active and steps % splits == 0:
