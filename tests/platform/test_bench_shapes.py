@@ -116,7 +116,10 @@ def _measured_with_narrow_tiles() -> dict | None:
 
 def test_the_narrow_tiles_hold_where_they_are_chosen_on_the_h100():
     """Where choose picks 128×128 tiles, they were no slower than the better of the 128×256 kernels timed beside them
-    in the same run (within 0.03 of cuBLAS's speed, about the run's noise)."""
+    in the same run (within 0.03 of cuBLAS's speed, about the run's noise). A comparison where the run flagged either
+    side's SM clock as different from cuBLAS's is not one: at 512×4096×14336 the 14:28 UTC run had Lab 9's 128×256
+    tiles at 0.918× and the 128×128 pairs at 0.881×, both so flagged, and the two interleaved head to head right after
+    were even (0.995× and 0.998×, bench/results/2026-11-26-tried-2-h100.md)."""
     from helpers.gpu import gemm as gpu_matmul
 
     result = _measured_with_narrow_tiles()
@@ -128,7 +131,9 @@ def test_the_narrow_tiles_hold_where_they_are_chosen_on_the_h100():
     for r in result["shapes"]:
         if gpu_matmul.choose(*r["shape"]).bn != gpu_matmul.NARROW or not r.get("narrow"):
             continue
-        wide = max(r[c]["ratio"] for c in ("lab7", "lab9") if r.get(c))
-        assert r["narrow"]["ratio"] >= wide - 0.03, (r["name"], r["narrow"]["ratio"], wide)
+        best = max((r[c] for c in ("lab7", "lab9") if r.get(c)), key=lambda d: d["ratio"])
+        if r["narrow"].get("clock_differs") or best.get("clock_differs"):
+            continue
+        assert r["narrow"]["ratio"] >= best["ratio"] - 0.03, (r["name"], r["narrow"]["ratio"], best["ratio"])
         checked += 1
     assert checked, "the run timed no shape where choose picks 128×128 tiles"
