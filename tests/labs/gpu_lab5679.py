@@ -35,6 +35,12 @@ def _swap(src: str, old: str, new: str) -> str:
 WrongKernel = tuple[str, tuple[str, ...], bool]
 
 
+def caught_where(every_time: bool) -> str:
+    """The words saying which run caught a wrong kernel: the H100's when it shows the mistake every time, else the
+    H100's or the executor's run beside it, whichever failed first."""
+    return "ran on the H100" if every_time else "ran on the H100|ran on the emulator"
+
+
 def lab5_run_only(src: str) -> dict[str, WrongKernel]:
     """Lab 5 kernels whose PTX passes every static check, each with one mistake in a region."""
     return {
