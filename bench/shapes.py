@@ -57,7 +57,7 @@ SHAPES: list[tuple[str, str, tuple[int, int, int]]] = [
     ("4352×2048×8192", "wave-quantized", (4352, 2048, 8192)),
 ]
 QUICK = ["4096³", "8192³", "1024×4352×8192"]
-#: columns: Lab 7 and Lab 9 at 128×256 tiles, Lab 9 at 128×128 tiles (launched as gpu.matmul launches it)
+#: columns: Lab 7 and Lab 9 at 128×256 tiles, 128×128 tiles (launched as gpu.matmul launches them)
 COLUMNS = ("lab7", "lab9", "narrow")
 
 
@@ -72,10 +72,10 @@ SMALL = [name for name, _, (m, n, _) in SHAPES if narrow_measured(m, n)]
 
 
 def narrow_choice(m: int, n: int, k: int) -> gpu_matmul.Choice:
-    """How the 128×128 column launches Lab 9: Stream-K unless its pairs fill their waves (the second question of
-    ``choose``)."""
+    """How the 128×128 column runs: Lab 9's kernel with Stream-K, or Lab 7's on whole pairs where they fill their
+    waves (the second question of ``choose``)."""
     streamk = gpu_matmul.wave_efficiency(m, n, bn=gpu_matmul.NARROW) < gpu_matmul.STREAMK_BELOW
-    return gpu_matmul.Choice("lab9", gpu_matmul.NARROW, streamk)
+    return gpu_matmul.Choice("lab9" if streamk else "lab7", gpu_matmul.NARROW, streamk)
 
 
 def column_of(chosen: str) -> str:
@@ -117,7 +117,7 @@ def render(result: dict) -> str:
              f"- GPU: {result['gpu']} ({result['sm_count']} SMs), driver CUDA "
              f"{'.'.join(map(str, result['driver_cuda']))}, cuBLAS {result['cublas']}", f"- date: {result['date']}",
              f"- method: {result['method']}", "",
-             "| shape | M×N×K | Lab 7 × cuBLAS | Lab 9 × cuBLAS | Lab 9 128×128 × cuBLAS | chosen | "
+             "| shape | M×N×K | Lab 7 × cuBLAS | Lab 9 × cuBLAS | 128×128 × cuBLAS | chosen | "
              "cuBLAS × itself | cuBLAS TFLOP/s | SM MHz Lab 7 / cuBLAS | W Lab 7 / cuBLAS |",
              "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in result["shapes"]:
@@ -135,13 +135,13 @@ def render(result: dict) -> str:
         lines.append(f"| {r['name']} | {m}×{n}×{k} | {cells[0]} | {cells[1]} | {cells[2]} | {r['chosen']} | "
                      f"{cells[3]} | {cub} | {c6} / {cc} | {w6} / {wc} |")
     lines += ["", "Geometric means of the median ratios (each column over the shapes it was measured on):", "",
-              "| shapes | Lab 7 | Lab 9 | Lab 9 128×128 | chosen per shape | cuBLAS × itself |",
+              "| shapes | Lab 7 | Lab 9 | 128×128 | chosen per shape | cuBLAS × itself |",
               "|---|---:|---:|---:|---:|---:|"]
     for group, g in result["geomean"].items():
         f = [f"{g[c]:.3f}" if g.get(c) else "—" for c in (*COLUMNS, "chosen", "noise")]
         lines.append(f"| {group} | {' | '.join(f)} |")
     lines += ["", "chosen: lab7 and lab9 at 128×256 tiles; lab9-128 is Lab 9 at 128×128 tiles with Stream-K, "
-              "lab9-128-dp the same kernel on one cluster per pair (whole pairs)."]
+              "lab7-128 Lab 7 at 128×128 tiles (one consumer warpgroup per tile) on one cluster per pair."]
     return "\n".join(lines) + "\n"
 
 
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = selected(args.only or (QUICK if args.quick else None))
     kernels = {"lab7": gpu_matmul.course_kernel("lab7"), "lab9": gpu_matmul.course_kernel("lab9"),
                "narrow": gpu_matmul.course_kernel("lab9", gpu_matmul.NARROW)}
+    narrow_kernels = {"lab9": kernels["narrow"], "lab7": gpu_matmul.course_kernel("lab7", gpu_matmul.NARROW)}
     for style, k in kernels.items():
         print(f"{style}: {k.report.summary()}")
     for name, _, (m, n, k) in shapes:
@@ -175,10 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         "method": "as bench/ladder.py: bf16 C both sides, inputs rotated over >= 3x L2, kernel and cuBLAS "
                   f"interleaved for {max(args.rounds, 7)} rounds, median of per-round ratios [min-max], SM clock and "
                   "power per side (NVML); noise = cuBLAS against itself the same way; chosen = gpu.matmul's choice",
-        "kernels": {s: {"file": f"bench/kernels/{gpu_matmul.KERNELS[s if s == 'lab7' else 'lab9'][0]}",
+        "kernels": {s: {"file": f"bench/kernels/{gpu_matmul.KERNELS[s.split('-')[0]][0]}",
                         "options": list(kern.options),
                         "registers": kern.report.registers,
-                        "spills": kern.report.spill_stores + kern.report.spill_loads} for s, kern in kernels.items()},
+                        "spills": kern.report.spill_stores + kern.report.spill_loads}
+                    for s, kern in {"lab7": kernels["lab7"], "lab9": kernels["lab9"],
+                                    **{f"{st}-128": kn for st, kn in narrow_kernels.items()}}.items()},
         "streamk_below": gpu_matmul.STREAMK_BELOW, "shapes": []}
     for name, group, shape in shapes:
         m, n, k = shape
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 row["narrow_launch"] = narrow_choice(m, n, k).name
                 streamk = narrow_choice(m, n, k).streamk
+                kern = narrow_kernels[narrow_choice(m, n, k).kernel]
             try:
                 row[style] = ladder.speed_entry(gpu.gemm_benchmark(
                     lambda a, b, c, kern=kern, streamk=streamk: gpu_matmul.launcher(kern, a, b, c, streamk=streamk),

@@ -16,8 +16,9 @@ and K and clip stores at M and N, so no dimension needs to be a multiple of a ti
 
 Which kernel (:func:`choose`): Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile
 pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps evenly; and when even twice as
-many pairs would fit in one wave, Lab 9's kernel with 128×128 tiles (``LAB9_BN=128``: pairs of 256×128), which
-makes twice as many pairs. Stream-K with few pairs runs on a whole number of clusters per pair where that keeps
+many pairs would fit in one wave, 128×128 tiles (``LAB7_BN=128`` or ``LAB9_BN=128``: pairs of 256×128), which
+make twice as many pairs: Lab 7's kernel, where one consumer warpgroup then computes a whole tile, when the pairs
+fill their wave, else Lab 9's. Stream-K with few pairs runs on a whole number of clusters per pair where that keeps
 nearly all of them busy (:func:`streamk_clusters`). Lab 9's kernel is built with one switch beyond the lab's
 (:data:`OPTIONS`): its Stream-K splits hand their partial sums to the final split all at once instead of along a
 chain, with the same bits.
@@ -54,8 +55,8 @@ KERNELS = {"lab7": ("lab7_clusters.cu", "lab7_gemm"), "lab9": ("lab9_streamk.cu"
 #: store buffers per consumer warpgroup, 1 KB of alignment slack (:func:`smem_bytes` for other widths)
 SMEM_BYTES = 4 * (128 * 64 + 256 * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
 PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 256 columns)
-#: tile widths (columns of C per tile, Lab 9's LAB9_BN): 128×256 tiles (wide, Lab 7's and Lab 9's default) or
-#: 128×128 tiles (narrow, Lab 9 only)
+#: tile widths (columns of C per tile, the kernels' LAB7_BN and LAB9_BN): 128×256 tiles (wide, the labs' own) or
+#: 128×128 tiles (narrow)
 WIDE, NARROW = 256, 128
 H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
@@ -104,11 +105,9 @@ class Choice(NamedTuple):
 
     @property
     def name(self) -> str:
-        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K) or ``lab9-128-dp`` (narrow, one cluster
-        per pair)."""
-        if self.bn == WIDE:
-            return self.kernel
-        return f"{self.kernel}-{self.bn}" + ("" if self.streamk else "-dp")
+        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K) or ``lab7-128`` (narrow, whole
+        pairs)."""
+        return self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
 
 
 def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
@@ -118,8 +117,9 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
        then 128×128 tiles, which make twice as many (512×4096: 32 wide pairs keep 32 of the H100's 66 clusters
        busy, 64 narrow ones keep 64 busy).
     2. *Stream-K or whole pairs.* Stream-K (Lab 9's kernel on every cluster) when the pairs fill their waves less
-       than :data:`STREAMK_BELOW` of the clusters; else whole pairs: Lab 7's kernel with wide tiles, Lab 9's with
-       narrow ones on one cluster per pair (it then splits none).
+       than :data:`STREAMK_BELOW` of the clusters; else whole pairs: Lab 7's kernel, at either width (with
+       narrow tiles one consumer warpgroup computes a whole 128×128 tile: 5–7 % faster on the H100 than Lab 9's
+       kernel with two warpgroups on one cluster per pair, 2026-11-26).
 
     The 0.8 is from the shape set measured on the H100 (bench/results/2026-11-26-shapes-narrow-h100.md, Lab 7 and
     Lab 9 interleaved with cuBLAS in one run): Stream-K won where the waves were 69 % full or less (4352×2048×8192:
@@ -130,8 +130,7 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
     twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
     bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
     streamk = wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
-    kernel = "lab9" if streamk or bn == NARROW else "lab7"  # Lab 7's kernel has 128×256 tiles only
-    return Choice(kernel, bn, streamk)
+    return Choice("lab9" if streamk else "lab7", bn, streamk)
 
 
 def stages(bn: int) -> int:
@@ -158,14 +157,14 @@ OPTIONS = {"lab7": (), "lab9": ("-DLAB9_PARALLEL_FIXUP=1",)}
 
 def kernel_options(style: str, bn: int = WIDE) -> tuple[str, ...]:
     """The NVRTC options of the course's final kernel of this style at tile width `bn`: :data:`OPTIONS`, and
-    ``-DLAB9_BN=128`` for Lab 9's narrow tiles."""
-    if bn not in (WIDE, NARROW) or (bn == NARROW and style != "lab9"):
-        raise ValueError(f"the course's kernels have tiles {WIDE} wide, and Lab 9's also {NARROW}; not {style} at {bn}")
-    return OPTIONS[style] + (() if bn == WIDE else (f"-DLAB9_BN={bn}",))
+    ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` for narrow tiles."""
+    if bn not in (WIDE, NARROW) or style not in OPTIONS:
+        raise ValueError(f"the course's kernels (lab7, lab9) have tiles {WIDE} or {NARROW} wide; not {style} at {bn}")
+    return OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
 
 
 def course_kernel(style: str, bn: int = WIDE) -> Kernel:
-    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`NARROW` for Lab 9 only),
+    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDE` or :data:`NARROW`),
     compiled with :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
     options = kernel_options(style, bn)
     key = style if bn == WIDE else f"{style}/{bn}"
@@ -176,12 +175,12 @@ def course_kernel(style: str, bn: int = WIDE) -> Kernel:
 
 
 def tile_width(kernel: Kernel) -> int:
-    """The tile width a course-style kernel was compiled with: LAB9_BN from its options (``-DLAB9_BN=128``) or a
-    ``#define LAB9_BN`` in its source, else :data:`WIDE`."""
+    """The tile width a course-style kernel was compiled with: LAB7_BN or LAB9_BN from its options
+    (``-DLAB9_BN=128``) or a ``#define LAB9_BN`` in its source, else :data:`WIDE`."""
     for option in kernel.options:
-        if option.startswith("-DLAB9_BN="):
+        if option.startswith(("-DLAB7_BN=", "-DLAB9_BN=")):
             return int(option.split("=", 1)[1])
-    m = re.search(r"^\s*#\s*define\s+LAB9_BN\s+(\d+)", kernel.source, re.M)
+    m = re.search(r"^\s*#\s*define\s+LAB[79]_BN\s+(\d+)", kernel.source, re.M)
     return int(m.group(1)) if m else WIDE
 
 
@@ -238,7 +237,7 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
     in one wave)."""
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
-    bn = tile_width(kernel) if style == "lab9" else WIDE
+    bn = tile_width(kernel)
     smem = smem_bytes(bn)
     active = clusters or _clusters(kernel, smem)
     maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)), tensor_map(c, (64, 64)))

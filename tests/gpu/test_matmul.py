@@ -111,12 +111,12 @@ SHAPE_SET_CHOICES = {
     (4096, 4096, 4096): "lab7",
     (8192, 8192, 8192): "lab7",
     (16384, 16384, 8192): "lab7",
-    (512, 4096, 4096): "lab9-128-dp",     # 32 wide pairs, 64 narrow ones fit in one wave (0.97): one cluster each
+    (512, 4096, 4096): "lab7-128",        # 32 wide pairs, 64 narrow ones fit in one wave (0.97): one cluster each
     (512, 1024, 4096): "lab9-128",        # 8 wide, 16 narrow pairs (0.24 full): Stream-K
     (512, 14336, 4096): "lab7",           # 112 wide pairs: two waves, 0.85 full: whole pairs (Stream-K lost there)
-    (512, 4096, 14336): "lab9-128-dp",
+    (512, 4096, 14336): "lab7-128",
     (2048, 4096, 4096): "lab7",
-    (2048, 1024, 4096): "lab9-128-dp",    # 32 wide, 64 narrow pairs
+    (2048, 1024, 4096): "lab7-128",       # 32 wide, 64 narrow pairs
     (2048, 14336, 4096): "lab7",
     (2048, 4096, 14336): "lab7",
     (8192, 4096, 4096): "lab7",
@@ -139,13 +139,13 @@ def test_the_choice_on_the_shape_set():
     for shape, name in SHAPE_SET_CHOICES.items():
         choice = mm.choose(*shape)
         assert choice.name == name, (shape, choice)
-        assert (choice.kernel, choice.bn) in (("lab7", 256), ("lab9", 256), ("lab9", 128))
+        assert (choice.kernel, choice.bn) in (("lab7", 256), ("lab9", 256), ("lab9", 128), ("lab7", 128))
         assert choice.streamk == (name in ("lab9", "lab9-128"))
     assert set(shapes.SMALL) >= {n for n, _, s in shapes.SHAPES if mm.choose(*s).bn == mm.NARROW}
 
 
 @pytest.mark.parametrize(("mn", "clusters", "name"), [
-    ((768, 2816), 66, "lab9-128-dp"),     # 3 × 11 = 33 wide pairs: twice as many, 66, just fit in one wave
+    ((768, 2816), 66, "lab7-128"),        # 3 × 11 = 33 wide pairs: twice as many, 66, just fit in one wave
     ((768, 3072), 66, "lab9"),            # 3 × 12 = 36: 72 narrow ones would not fit; 0.55 full: Stream-K, wide
     ((256, 100), 66, "lab9-128"),         # N below 128: as many pairs either way, narrow ones waste less
     ((512, 4096), 16, "lab7"),            # on 16 clusters 32 wide pairs are two full waves
@@ -197,8 +197,10 @@ def test_tile_width_is_read_from_the_kernel():
     assert mm.tile_width(mm.course_kernel("lab9")) == 256 and mm.tile_width(mm.course_kernel("lab9", 128)) == 128
     src = "#define LAB9_BN 128\n" + (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
     assert mm.tile_width(gpu.compile(src, "lab9_gemm")) == 128
+    assert mm.tile_width(mm.course_kernel("lab7", 128)) == 128 and mm.tile_width(mm.course_kernel("lab7")) == 256
+    assert mm.kernel_options("lab7", 128) == ("-DLAB7_BN=128",)
     with pytest.raises(ValueError, match="128"):
-        mm.course_kernel("lab7", 128)
+        mm.course_kernel("lab7", 64)
 
 
 def test_whole_pairs_launch_on_as_few_clusters_as_their_waves_need():

@@ -49,13 +49,13 @@ def test_geometric_means_per_column_and_group():
 
 
 def test_the_chosen_column_follows_the_choice_onto_the_narrow_tiles():
-    rows = [{"group": "layer", "chosen": "lab9-128-dp", "lab7": _entry(0.6, 0.5, 0.7), "lab9": _entry(0.7, 0.6, 0.8),
+    rows = [{"group": "layer", "chosen": "lab7-128", "lab7": _entry(0.6, 0.5, 0.7), "lab9": _entry(0.7, 0.6, 0.8),
              "narrow": _entry(0.9, 0.8, 1.0), "noise": _entry(1.0, 0.99, 1.01)},
             {"group": "layer", "chosen": "lab7", "lab7": _entry(1.0, 0.9, 1.1), "lab9": _entry(0.9, 0.8, 1.0),
              "noise": _entry(1.0, 0.99, 1.01)}]
     g = shapes.summarize(rows)
     assert g["layer"]["chosen"] == pytest.approx(math.sqrt(0.9)) and g["layer"]["narrow"] == pytest.approx(0.9)
-    assert [shapes.column_of(c) for c in ("lab7", "lab9", "lab9-128", "lab9-128-dp")] == [
+    assert [shapes.column_of(c) for c in ("lab7", "lab9", "lab9-128", "lab7-128")] == [
         "lab7", "lab9", "narrow", "narrow"]
 
 
@@ -78,9 +78,9 @@ def test_the_report_shows_ranges_flags_and_failures():
     md = shapes.render(result)
     assert "0.988 [0.987–0.993]" in md and "KernelFault" in md and "(clocks differ)" in md
     assert "1980 / 1965" in md and "690 / 700" in md
-    rows[0] |= {"chosen": "lab9-128-dp", "narrow": _entry(0.91, 0.9, 0.92), "narrow_launch": "lab9-128-dp"}
+    rows[0] |= {"chosen": "lab7-128", "narrow": _entry(0.91, 0.9, 0.92), "narrow_launch": "lab7-128"}
     md = shapes.render(result | {"geomean": shapes.summarize(rows)})
-    assert "| 0.910 [0.900–0.920] (lab9-128-dp) | lab9-128-dp |" in md and "Lab 9 128×128 × cuBLAS" in md
+    assert "| 0.910 [0.900–0.920] (lab7-128) | lab7-128 |" in md and "| 128×128 × cuBLAS |" in md
 
 
 def test_the_ladder_renders_interleaved_rows_and_the_noise_floor():
@@ -103,7 +103,7 @@ def test_runs_dry_without_a_gpu(capsys):
     out = capsys.readouterr().out
     assert "timing skipped" in out and "1024×4352×8192" in out and "→ lab9" in out
     assert shapes.main(["--only", "small"]) == 0
-    assert "512×4096×4096: 128×256 pairs 32 (waves 48% full), 128×128 pairs 64 (97%) → lab9-128-dp" in (
+    assert "512×4096×4096: 128×256 pairs 32 (waves 48% full), 128×128 pairs 64 (97%) → lab7-128" in (
         capsys.readouterr().out)
 
 

@@ -48,6 +48,22 @@ def test_whole_pairs_give_the_bits_of_the_wide_tiles():
     gpu.check_gemm(narrow, a.astype(np.float64) @ b.astype(np.float64).T, 200)
 
 
+def test_lab7s_one_warpgroup_narrow_tiles_give_the_same_bits():
+    """Lab 7's kernel with 128×128 tiles (``-DLAB7_BN=128``: one consumer warpgroup computes the whole tile as two
+    64-row halves, the other waits), what ``gpu.matmul`` runs where the narrow pairs fill their wave: 520×264×200 makes
+    3 × 3 pairs of 256×128 on 2 clusters (several each, every edge partial, K not a multiple of 64), hazard mode: the
+    bits of Lab 9's narrow tiles on whole pairs, within the fp64 reference's bound."""
+    a, b = gemm_operands(520, 264, 200, seed=12)
+    c = np.full((520, 264), np.nan, gpu.bfloat16)
+    res = gpu.run_on_executor(mm.course_kernel("lab7", mm.NARROW), (4, 1, 1), 384, mm.smem_bytes(mm.NARROW),
+                              TensorMapArg(a, (128, 64)), TensorMapArg(b, (64, 64)), TensorMapArg(c, (64, 64)),
+                              np.int32(520), np.int32(264), np.int32(200), cluster=(2, 1, 1), check=False)
+    assert res.error is None and res.hazards == [], "\n".join(str(h) for h in res.hazards[:3]) or str(res.error)
+    lab9, _, _ = run(mm.NARROW, a, b, clusters=9)
+    assert np.array_equal(res.arrays[2].view(np.uint16), lab9.view(np.uint16))
+    gpu.check_gemm(res.arrays[2], a.astype(np.float64) @ b.astype(np.float64).T, 200)
+
+
 @pytest.mark.parametrize(("shape", "clusters", "chain_slots", "parallel_slots"), [
     # 2 pairs × 16 K steps on 5 clusters (7 K steps each): pair 0 is split first / middle / final over clusters 0,
     # 1, 2, pair 1 over clusters 2, 3, 4. The chain goes through the owners' slots: cluster 0's (slots 0, 1) and

@@ -46,6 +46,16 @@ def test_lab9_with_128x128_tiles_is_bit_identical(fixture: dict) -> None:
     assert record["bit_identical"], record
 
 
+def test_lab7_with_128x128_tiles_is_bit_identical(fixture: dict) -> None:
+    """Lab 7's kernel compiled with -DLAB7_BN=128 (one consumer warpgroup computes each 128×128 tile as two 64-row
+    halves; gpu.matmul's choice where those tiles fill one wave), ten pairs per cluster with partial tiles and K: the
+    H100's bits are the executor's."""
+    name = "lab7 128x128 tiles, one consumer warpgroup"  # ONE_CONSUMER_CASE of tools/h100/executor_vs_h100.py
+    record = next((k for k in fixture["kernels"] if k["name"] == name), None)
+    assert record is not None, "run tools/h100/executor_vs_h100.py on an H100 and commit its ptx_vs_h100.json"
+    assert record["bit_identical"], record
+
+
 def test_lab9_as_matmul_builds_it_is_bit_identical(fixture: dict) -> None:
     """Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the partial sums handed on in parallel), splits three
     deep, at both tile widths: the H100's bits are the executor's."""

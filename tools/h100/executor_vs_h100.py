@@ -33,8 +33,12 @@ sys.path.insert(0, str(ROOT / "tests" / "ptx"))
 
 
 DRY = "--dry" in sys.argv  # plumbing check without a GPU: the "GPU" side runs on the emulator too
-#: the record of Lab 9's kernel with 128×128 tiles (-DLAB9_BN=128, what gpu.matmul runs where 128×256 tiles are few)
+#: the record of Lab 9's kernel with 128×128 tiles (-DLAB9_BN=128, what gpu.matmul runs where 128×256 tiles are few
+#: and the narrow ones need Stream-K)
 NARROW_CASE = "lab9 Stream-K, 128x128 tiles"
+#: the record of Lab 7's kernel with 128×128 tiles (-DLAB7_BN=128: one consumer warpgroup computes a whole tile), what
+#: gpu.matmul runs where those tiles fill their wave of clusters
+ONE_CONSUMER_CASE = "lab7 128x128 tiles, one consumer warpgroup"
 #: the records of Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the parallel fix-up), at both tile widths
 PARALLEL_CASE = "lab9 Stream-K, parallel fix-up"
 
@@ -344,7 +348,8 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         def run() -> np.ndarray:
             from helpers.gpu import gemm
 
-            width = () if bn == 256 else (f"-DLAB9_BN={bn}",)  # Lab 9's tile width
+            # the tile width: LAB7_BN or LAB9_BN
+            width = () if bn == 256 else (f"-D{file[:4].upper()}_BN={bn}",)
             kern = gpu.compile((kdir / file).read_text(), name, options=width + options)
             da, db = gpu.to_device(a), gpu.to_device(b)
             dc = gpu.poison((m, n), gpu.bfloat16)
@@ -389,6 +394,8 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         "lab7_clusters.cu", "lab7_gemm", 776, 520, 200, 24, (4, 1, 1), cluster=(2, 1, 1)))
     out["lab7 Stream-K"] = ("520x264x1000 on 4 clusters", bf16_gemm(
         "lab9_streamk.cu", "lab9_gemm", 520, 264, 1000, 25, (8, 1, 1), cluster=(2, 1, 1), streamk=4))
+    out[ONE_CONSUMER_CASE] = ("776x520x200 on 2 clusters", bf16_gemm(
+        "lab7_clusters.cu", "lab7_gemm", 776, 520, 200, 30, (4, 1, 1), cluster=(2, 1, 1), bn=128))
     out[NARROW_CASE] = ("520x264x1000 on 4 clusters", bf16_gemm(
         "lab9_streamk.cu", "lab9_gemm", 520, 264, 1000, 28, (8, 1, 1), cluster=(2, 1, 1), streamk=4, bn=128))
     # gpu.matmul's build of Lab 9 (the partial sums handed on in parallel): splits three deep on 5 clusters

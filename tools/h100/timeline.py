@@ -46,7 +46,7 @@ STAMPS = [
     ("hopper::cluster_sync();  // both blocks' barriers exist", "", "HOPPER_TRACE(trace);"),
     ("HOPPER_WAIT(full, s, (it / STAGES) & 1);", "", "if (it == first_it) HOPPER_STAMP(FULL_DONE, 0);"),
     ("hopper::wgmma_wait<0>();", "", "HOPPER_STAMP(WAIT_GROUP_DONE, 0);"),
-    ("hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 * c);", "", "HOPPER_STAMP(EPILOGUE, sub);"),
+    ("hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 *", "", "HOPPER_STAMP(EPILOGUE, sub);"),
     ("if (tid == 0) hopper::tma_store_wait<0>();", "", "HOPPER_STAMP(DONE, 0);"),
 ]
 FIX = [
