@@ -108,10 +108,15 @@ def shapes_line(results: Path = ROOT / "bench" / "results") -> str:
     newest = max(runs, key=lambda p: json.loads(p.read_text()).get("date", ""))
     run = json.loads(newest.read_text())
     g = run["geomean"]
-    groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items() if name != "all" and v.get("chosen"))
+    steady_key = run.get("steady_key")
+    steady = g.get(steady_key, {}).get("chosen") if steady_key else None
+    groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items()
+                       if name not in ("all", steady_key) and v.get("chosen"))
+    bimodal = ", ".join("×".join(map(str, s)) for s in run.get("cublas_bimodal", []))
+    without = (f" (**{steady:.3f}×** without {bimodal}, where cuBLAS's own time is bimodal)" if steady else "")
     return (f"Over a set of {len(run['shapes'])} shapes (squares, the GEMMs of a transformer layer at 512, 2048 and "
             f"8192 tokens, wave-quantized shapes), the kernel `gpu.matmul` chose for each in that run ran at a "
-            f"geometric mean of **{g['all']['chosen']:.3f}×** cuBLAS ({groups}; cuBLAS against itself "
+            f"geometric mean of **{g['all']['chosen']:.3f}×** cuBLAS{without} ({groups}; cuBLAS against itself "
             f"{g['all']['noise']:.3f}×), "
             f"interleaved the same way, {run.get('date', '?')} (`bench/results/{newest.name}`).")
 

@@ -43,10 +43,11 @@ from .launch import Launcher, prepare, wait
 from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
-__all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "streamk_clusters", "EVEN_SPLITS_FROM",
-           "launcher", "course_kernel", "kernel_style", "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS",
-           "kernel_options", "STREAMK_BELOW", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
-           "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
+__all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "needs_streamk", "streamk_clusters",
+           "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style", "tile_width", "stages", "smem_bytes",
+           "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE", "WIDE", "NARROW",
+           "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher",
+           "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -61,6 +62,9 @@ WIDE, NARROW = 256, 128
 H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
 STREAMK_BELOW = 0.8
+#: Stream-K also when the last wave keeps at most this share of the clusters busy, however many waves come before
+#: it (see :func:`choose`)
+STREAMK_LAST_WAVE = 0.55
 #: Stream-K on a whole number of splits per pair when that keeps at least this share of the clusters busy (see
 #: :func:`streamk_clusters`)
 EVEN_SPLITS_FROM = 0.9
@@ -78,6 +82,20 @@ def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WID
     wave full."""
     count = pairs(m, n, bn)
     return count / (math.ceil(count / clusters) * clusters)
+
+
+def last_wave(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+    """The share of the clusters the last wave of tile pairs (256 × `bn`) keeps busy: 1.0 when every wave is full
+    (1024 pairs on 66 clusters: 15 full waves and 34 pairs, 0.52)."""
+    rest = pairs(m, n, bn) % clusters
+    return rest / clusters if rest else 1.0
+
+
+def needs_streamk(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> bool:
+    """Whether Stream-K pays for its fix-ups here: the pairs fill their waves less than :data:`STREAMK_BELOW`, or the
+    last wave keeps at most :data:`STREAMK_LAST_WAVE` of the clusters busy (see :func:`choose`)."""
+    return (wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
+            or last_wave(m, n, clusters, bn) <= STREAMK_LAST_WAVE)
 
 
 def streamk_clusters(count: int, steps: int, active: int) -> int:
@@ -116,20 +134,26 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
     1. *Tile width.* 128×256 tiles, unless even twice as many pairs as they make would fit in one wave of clusters:
        then 128×128 tiles, which make twice as many (512×4096: 32 wide pairs keep 32 of the H100's 66 clusters
        busy, 64 narrow ones keep 64 busy).
-    2. *Stream-K or whole pairs.* Stream-K (Lab 9's kernel on every cluster) when the pairs fill their waves less
-       than :data:`STREAMK_BELOW` of the clusters; else whole pairs: Lab 7's kernel, at either width (with
-       narrow tiles one consumer warpgroup computes a whole 128×128 tile: 5–7 % faster on the H100 than Lab 9's
-       kernel with two warpgroups on one cluster per pair, 2026-11-26).
+    2. *Stream-K or whole pairs.* Stream-K (Lab 9's kernel on every cluster: whole pairs for all but the last one
+       or two waves) when the pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters, or when the
+       last wave keeps at most :data:`STREAMK_LAST_WAVE` of them busy (:func:`needs_streamk`); else whole pairs:
+       Lab 7's kernel, at either width (with narrow tiles one consumer warpgroup computes a whole 128×128 tile:
+       5–7 % faster on the H100 than Lab 9's kernel with two warpgroups on one cluster per pair, 2026-11-26).
 
     The 0.8 is from the shape set measured on the H100 (bench/results/2026-11-26-shapes-narrow-h100.md, Lab 7 and
     Lab 9 interleaved with cuBLAS in one run): Stream-K won where the waves were 69 % full or less (4352×2048×8192:
     136 pairs in three waves, 1.03× cuBLAS against Lab 7's 0.75×; 1024×4352×8192: 68 pairs, 52 %, 0.97× against
     0.58×) and lost from 85 % up (512×14336×4096: 112 pairs in two waves, 0.89× against Lab 7's 0.98×; 4096³:
-    256 pairs, 97 %). K does not enter: the K loop's length does not change how full the waves are."""
+    256 pairs, 97 %). The 0.55 is from the large shapes, whose waves are all nearly full: Stream-K won on all of
+    them whose last wave was at most 52 % busy and lost on all whose last wave was 70 % busy or more (Lab 9
+    against Lab 7, interleaved, H100 2026-11-26: 8192³, last wave 0.52, 1.00–1.03× in six runs and 1.04× cuBLAS
+    over 41 rounds; 8192×14336×4096, 0.15, 1.01–1.03×; 16384×16384×8192, 0.06, 1.01–1.02×; shapes outside the
+    set, 3072³ 1.19×, 5120³ 1.13×, 10240×10240×4096 1.02×; 6144³, 0.73, 0.98×; 4096³, 0.88, 0.92–0.97×). K does
+    not enter: the K loop's length does not change how full the waves are."""
     del k
     twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
     bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
-    streamk = wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
+    streamk = needs_streamk(m, n, clusters, bn)
     return Choice("lab9" if streamk else "lab7", bn, streamk)
 
 

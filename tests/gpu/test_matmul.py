@@ -108,9 +108,9 @@ def test_streamk_where_the_last_wave_is_mostly_empty(shape, style):
 #: bench/shapes.py's shape set → what choose picks on the H100's 66 clusters (Choice.name)
 SHAPE_SET_CHOICES = {
     (2048, 2048, 2048): "lab7",           # 64 wide pairs: 128 would not fit in one wave; 0.97 full
-    (4096, 4096, 4096): "lab7",
-    (8192, 8192, 8192): "lab7",
-    (16384, 16384, 8192): "lab7",
+    (4096, 4096, 4096): "lab7",           # 256 pairs: a last wave of 58 (0.88): whole pairs
+    (8192, 8192, 8192): "lab9",           # 1024 pairs: 15 full waves and a last one of 34 (0.52): Stream-K
+    (16384, 16384, 8192): "lab9",         # 4096 pairs: 62 full waves and a last one of 4
     (512, 4096, 4096): "lab7-128",        # 32 wide pairs, 64 narrow ones fit in one wave (0.97): one cluster each
     (512, 1024, 4096): "lab9-128",        # 8 wide, 16 narrow pairs (0.24 full): Stream-K
     (512, 14336, 4096): "lab7",           # 112 wide pairs: two waves, 0.85 full: whole pairs (Stream-K lost there)
@@ -121,12 +121,24 @@ SHAPE_SET_CHOICES = {
     (2048, 4096, 14336): "lab7",
     (8192, 4096, 4096): "lab7",
     (8192, 1024, 4096): "lab7",
-    (8192, 14336, 4096): "lab7",
+    (8192, 14336, 4096): "lab9",          # 1792 pairs: a last wave of 10
     (8192, 4096, 14336): "lab7",
     (1024, 1024, 16384): "lab9-128",      # 16 wide, 32 narrow pairs (0.48)
     (1024, 4352, 8192): "lab9",           # 68 wide pairs: more than one wave, so wide
     (4352, 2048, 8192): "lab9",
 }
+
+
+@pytest.mark.parametrize(("mnk", "last", "name"), [
+    ((3072, 3072, 3072), 0.18, "lab9"),      # 144 pairs: 2 full waves and 12
+    ((5120, 5120, 5120), 0.06, "lab9"),      # 400 pairs: 6 full waves and 4
+    ((8192, 8192, 4096), 0.52, "lab9"),      # 1024 pairs: the last wave about half full
+    ((6144, 6144, 6144), 0.73, "lab7"),      # 576 pairs: a last wave of 48
+    ((12288, 12288, 12288), 0.91, "lab7"),   # 2304 pairs: a last wave of 60
+])
+def test_streamk_where_the_last_wave_keeps_at_most_055_of_the_clusters_busy(mnk, last, name):
+    assert mm.last_wave(*mnk[:2]) == pytest.approx(last, abs=0.005)
+    assert mm.choose(*mnk).name == name
 
 
 def test_the_choice_on_the_shape_set():

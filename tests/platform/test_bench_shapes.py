@@ -48,6 +48,17 @@ def test_geometric_means_per_column_and_group():
     assert shapes.geomean([]) is None
 
 
+def test_the_mean_without_cublas_bimodal_shapes_is_given_beside_the_mean_over_all():
+    rows = [{"group": "layer", "shape": [512, 1024, 4096], "chosen": "lab7", "lab7": _entry(1.44, 1.4, 1.5),
+             "noise": _entry(1.0, 0.6, 1.03)},
+            {"group": "layer", "shape": [2048, 4096, 4096], "chosen": "lab7", "lab7": _entry(0.9, 0.8, 1.0),
+             "noise": _entry(1.0, 0.99, 1.01)}]
+    g = shapes.summarize(rows)
+    assert g["all"]["chosen"] == pytest.approx(math.sqrt(1.44 * 0.9))
+    assert g[shapes.STEADY]["chosen"] == pytest.approx(0.9)
+    assert shapes.STEADY not in shapes.summarize(rows[1:])
+
+
 def test_the_chosen_column_follows_the_choice_onto_the_narrow_tiles():
     rows = [{"group": "layer", "chosen": "lab7-128", "lab7": _entry(0.6, 0.5, 0.7), "lab9": _entry(0.7, 0.6, 0.8),
              "narrow": _entry(0.9, 0.8, 1.0), "noise": _entry(1.0, 0.99, 1.01)},
