@@ -80,7 +80,7 @@ SMALL = [name for name, _, (m, n, _) in SHAPES if narrow_measured(m, n)]
 def narrow_choice(m: int, n: int, k: int) -> gpu_matmul.Choice:
     """How the 128×128 column runs: Lab 9's kernel with Stream-K, or Lab 7's on whole pairs where they fill their
     waves (the second question of ``choose``)."""
-    streamk = gpu_matmul.needs_streamk(m, n, bn=gpu_matmul.NARROW)
+    streamk = gpu_matmul.needs_streamk(m, n, k, bn=gpu_matmul.NARROW)
     return gpu_matmul.Choice("lab9" if streamk else "lab7", gpu_matmul.NARROW, streamk)
 
 
@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     for s, kern in {"lab7": kernels["lab7"], "lab9": kernels["lab9"],
                                     **{f"{st}-128": kn for st, kn in narrow_kernels.items()}}.items()},
         "streamk_below": gpu_matmul.STREAMK_BELOW, "streamk_last_wave": gpu_matmul.STREAMK_LAST_WAVE,
+        "streamk_min_saved_steps": gpu_matmul.STREAMK_MIN_SAVED_STEPS,
         "cublas_bimodal": sorted(list(s) for s in CUBLAS_BIMODAL), "steady_key": STEADY, "shapes": []}
     for name, group, shape in shapes:
         m, n, k = shape

@@ -43,11 +43,11 @@ from .launch import Launcher, prepare, wait
 from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
-__all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "needs_streamk", "streamk_clusters",
-           "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style", "tile_width", "stages", "smem_bytes",
-           "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE", "WIDE", "NARROW",
-           "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher",
-           "fused_launcher"]
+__all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
+           "streamk_clusters", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style", "tile_width",
+           "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE",
+           "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source",
+           "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -65,6 +65,9 @@ STREAMK_BELOW = 0.8
 #: Stream-K also when the last wave keeps at most this share of the clusters busy, however many waves come before
 #: it (see :func:`choose`)
 STREAMK_LAST_WAVE = 0.55
+#: ... and only when the time it can save, the last wave's idle share × the K steps of a pair, is at least this many
+#: K steps: below it the fix-ups cost more than they save on the H100 (see :func:`choose`)
+STREAMK_MIN_SAVED_STEPS = 14
 #: Stream-K on a whole number of splits per pair when that keeps at least this share of the clusters busy (see
 #: :func:`streamk_clusters`)
 EVEN_SPLITS_FROM = 0.9
@@ -91,11 +94,19 @@ def last_wave(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> 
     return rest / clusters if rest else 1.0
 
 
-def needs_streamk(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> bool:
-    """Whether Stream-K pays for its fix-ups here: the pairs fill their waves less than :data:`STREAMK_BELOW`, or the
-    last wave keeps at most :data:`STREAMK_LAST_WAVE` of the clusters busy (see :func:`choose`)."""
-    return (wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
+def saved_steps(m: int, n: int, k: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+    """The time Stream-K can win back, in K steps (64 of K): the share of the clusters the last wave leaves idle ×
+    a pair's K steps, 0 when every wave is full (8192³: 0.48 × 128 = 62)."""
+    return (1.0 - last_wave(m, n, clusters, bn)) * math.ceil(k / 64)
+
+
+def needs_streamk(m: int, n: int, k: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> bool:
+    """Whether Stream-K pays for its fix-ups here: the pairs fill their waves less than :data:`STREAMK_BELOW` or the
+    last wave keeps at most :data:`STREAMK_LAST_WAVE` of the clusters busy, and what that wave leaves idle is worth
+    at least :data:`STREAMK_MIN_SAVED_STEPS` K steps (see :func:`choose`)."""
+    idle = (wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
             or last_wave(m, n, clusters, bn) <= STREAMK_LAST_WAVE)
+    return idle and saved_steps(m, n, k, clusters, bn) >= STREAMK_MIN_SAVED_STEPS
 
 
 def streamk_clusters(count: int, steps: int, active: int) -> int:
@@ -136,7 +147,8 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
        busy, 64 narrow ones keep 64 busy).
     2. *Stream-K or whole pairs.* Stream-K (Lab 9's kernel on every cluster: whole pairs for all but the last one
        or two waves) when the pairs fill their waves less than :data:`STREAMK_BELOW` of the clusters, or when the
-       last wave keeps at most :data:`STREAMK_LAST_WAVE` of them busy (:func:`needs_streamk`); else whole pairs:
+       last wave keeps at most :data:`STREAMK_LAST_WAVE` of them busy, and the idle time Stream-K can win back is
+       worth at least :data:`STREAMK_MIN_SAVED_STEPS` K steps (:func:`needs_streamk`); else whole pairs:
        Lab 7's kernel, at either width (with narrow tiles one consumer warpgroup computes a whole 128×128 tile:
        5–7 % faster on the H100 than Lab 9's kernel with two warpgroups on one cluster per pair, 2026-11-26).
 
@@ -148,12 +160,16 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
     them whose last wave was at most 52 % busy and lost on all whose last wave was 70 % busy or more (Lab 9
     against Lab 7, interleaved, H100 2026-11-26: 8192³, last wave 0.52, 1.00–1.03× in six runs and 1.04× cuBLAS
     over 41 rounds; 8192×14336×4096, 0.15, 1.01–1.03×; 16384×16384×8192, 0.06, 1.01–1.02×; shapes outside the
-    set, 3072³ 1.19×, 5120³ 1.13×, 10240×10240×4096 1.02×; 6144³, 0.73, 0.98×; 4096³, 0.88, 0.92–0.97×). K does
-    not enter: the K loop's length does not change how full the waves are."""
-    del k
+    set, 3072³ 1.19×, 5120³ 1.13×, 10240×10240×4096 1.02×; 6144³, 0.73, 0.98×; 4096³, 0.88, 0.92–0.97×). The 14
+    K steps are from the same comparison with short K (bench/results/2026-11-26-tried-4-h100.md): the fix-ups cost
+    a few microseconds whatever K is, and the idle time saved is proportional to K. Stream-K won or tied wherever it
+    saved 15 K steps or more (1024×4352×1024, 15.5 steps, 1.10×; 1024×1024×2048 at 128×128, 16.5, 1.02×;
+    2560×4096×4096, 37, 1.08×; 8192×8192×2048, 15.5, 0.99×; 5120×5120×1024, 15, 1.00×) and lost wherever it saved
+    13 or fewer (3072×3072×1024, 13 steps, 0.98×; 512×1024×1024 at 128×128, 12, 0.85×; 4352×4352×1024, 10, 0.94×;
+    3072×3072×512 0.88×; 4352×4352×256 0.86×)."""
     twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
     bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
-    streamk = needs_streamk(m, n, clusters, bn)
+    streamk = needs_streamk(m, n, k, clusters, bn)
     return Choice("lab9" if streamk else "lab7", bn, streamk)
 
 

@@ -141,6 +141,19 @@ def test_streamk_where_the_last_wave_keeps_at_most_055_of_the_clusters_busy(mnk,
     assert mm.choose(*mnk).name == name
 
 
+@pytest.mark.parametrize(("mnk", "saved", "name"), [
+    ((8192, 8192, 8192), 62, "lab9"),        # the last wave leaves 48 % of the clusters idle for 128 K steps
+    ((2560, 4096, 4096), 37, "lab9"),
+    ((1024, 4352, 2048), 31, "lab9"),        # 68 pairs: a second wave of 2, 32 K steps
+    ((1024, 4352, 1024), 15.5, "lab9"),      # 16 K steps: Stream-K still won (1.10×)
+    ((3072, 3072, 1024), 13, "lab7"),        # the waves of 3072³ with a third of the K steps: Stream-K lost (0.98×)
+    ((4352, 4352, 256), 2, "lab7"),          # 4 K steps: the fix-ups would cost more than the whole last wave
+])
+def test_streamk_only_where_the_idle_time_it_saves_is_worth_14_k_steps(mnk, saved, name):
+    assert mm.saved_steps(*mnk) == pytest.approx(saved, abs=0.5)
+    assert mm.choose(*mnk).name == name
+
+
 def test_the_choice_on_the_shape_set():
     import sys
 
@@ -165,7 +178,8 @@ def test_the_choice_on_the_shape_set():
     ((512, 4096), 48, "lab9"),            # on 48: 0.67 full: Stream-K
 ])
 def test_narrow_tiles_exactly_when_twice_the_pairs_fit_in_one_wave(mn, clusters, name):
-    assert mm.choose(*mn, 4096, clusters=clusters).name == name
+    """K = 8192: 128 K steps a pair, long enough for Stream-K wherever the waves leave clusters idle."""
+    assert mm.choose(*mn, 8192, clusters=clusters).name == name
 
 
 @pytest.mark.parametrize(("count", "steps", "active", "launched"), [
@@ -226,10 +240,12 @@ def test_whole_pairs_launch_on_as_few_clusters_as_their_waves_need():
     assert grid == {(8, True): 16, (8, False): 8, (3, True): 6, (3, False): 4}
 
 
-@pytest.mark.parametrize(("shape", "launched"), [((300, 200, 100), ("lab9", 128, True)),
-                                                 ((1, 9, 3), ("lab9", 128, True))])
+@pytest.mark.parametrize(("shape", "launched"), [((130, 72, 1600), ("lab9", 128, True)),
+                                                 ((300, 200, 100), ("lab7", 128, False)),
+                                                 ((1, 9, 3), ("lab7", 128, False))])
 def test_matmul_runs_the_choice(shape, launched, monkeypatch):
-    """matmul launches what choose picks (here 128×128 tiles, Stream-K) and gets the product right."""
+    """matmul launches what choose picks and gets the product right: 128×128 tiles, Stream-K where one pair's 25 K
+    steps are worth splitting, whole pairs where K is a step or two."""
     seen = []
     real = mm.launcher
     monkeypatch.setattr(mm, "launcher", lambda kern, *args, streamk=True: seen.append(
