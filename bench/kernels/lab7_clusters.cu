@@ -29,6 +29,9 @@
 #ifndef LAB7_BN
 #define LAB7_BN 256    // tile width: 256 (128 × 256 tiles) or 128 (128 × 128 tiles, one consumer warpgroup)
 #endif
+#ifndef LAB7_PRODUCER_TAIL
+#define LAB7_PRODUCER_TAIL 0  // 1: the cluster barriers without a GPU-wide memory barrier: the first arrives .relaxed,
+#endif                        // the last gives way to the producer's tail (it waits for every stage's release)
 
 namespace lab7 {
 constexpr int BM = 128, BN = LAB7_BN, BK = 64, CLUSTER = 2;
@@ -90,10 +93,15 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     }
     hopper::mbar_fence_init();
   }
-  hopper::cluster_sync();  // both blocks' barriers exist before anyone multicasts or arrives remotely
+#if LAB7_PRODUCER_TAIL
+  hopper::cluster_arrive_relaxed();  // fence.mbarrier_init has published the barriers to the cluster
+#else
+  hopper::cluster_arrive();
+#endif
+  hopper::cluster_wait();  // both blocks' barriers exist before anyone multicasts or arrives remotely
 
   if (wg == 0) {  // ---------------------------------------------------------------- producer
-    hopper::setmaxnreg_dec<24>();
+    hopper::setmaxnreg_dec<LAB7_PRODUCER_TAIL ? 40 : 24>();  // 40: room for the tail's loop
     if (tid == 0) {
       int it = 0;  // uses of the ring so far, across tiles
       for (int p = cluster_id; p < pairs; p += clusters) {
@@ -110,9 +118,15 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
                                         n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
         }
       }
+#if LAB7_PRODUCER_TAIL
+      // The tail: wait until the consumers of both blocks have released every stage. Their remote arrivals are
+      // then in, and every multicast into this block has landed (its consumers waited for it), so this block may
+      // leave without a last cluster barrier.
+      for (int j = 0; j < STAGES; ++j, ++it) HOPPER_WAIT(empty, it % STAGES, ((it / STAGES) & 1) ^ 1);
+#endif
     }
   } else if (wg <= CONSUMERS) {  // --------------------------------------------------------------- consumers
-    hopper::setmaxnreg_inc<240>();
+    hopper::setmaxnreg_inc<LAB7_PRODUCER_TAIL ? 232 : 240>();
     const int c = wg - 1;
     int it = 0;
     float d[HALVES][BN / 2];  // d[h]: rows 64 (c + h) .. of the tile
@@ -168,6 +182,9 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     }
     if (tid == 0) hopper::tma_store_wait<0>();
   }
-  // No block may leave while the other can still multicast into its shared memory or arrive on its barriers.
+  // No block may leave while the other can still multicast into its shared memory or arrive on its barriers: the
+  // last cluster barrier sees to it (or, with LAB7_PRODUCER_TAIL, the producer's tail).
+#if !LAB7_PRODUCER_TAIL
   hopper::cluster_sync();
+#endif
 }

@@ -15,7 +15,8 @@
 //               wgmma_m64n{8,16,32,64,96,128,192,256}k16_bf16, wgmma_bf16<N>
 //   registers   setmaxnreg_inc<R>, setmaxnreg_dec<R>
 //   flags       flag_load_acquire, flag_store_release, flag_add_release, flag_wait_geq (GPU-scope handoff)
-//   clusters    cluster_ctarank, cluster_nctarank, cluster_arrive, cluster_wait, cluster_sync, map_shared_rank
+//   clusters    cluster_ctarank, cluster_nctarank, cluster_arrive(_relaxed), cluster_wait, cluster_sync,
+//               map_shared_rank
 //
 // Bounded waits. Every wait loop here gives up after HOPPER_WAIT_BUDGET clock cycles (default 2e9, about one
 // second at H100 clocks): the first thread to give up writes which block, warp and lane, which barrier and which
@@ -581,6 +582,11 @@ __device__ __forceinline__ unsigned cluster_nctarank() {
 /// Cluster barrier, split: arrive (release) ...
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+/// The same arrival without release semantics (no GPU-wide memory barrier): enough where nothing written before it
+/// needs publishing, e.g. after fence.mbarrier_init has published the cluster's barriers.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 /// ... and wait (acquire). Every thread of every block of the cluster must arrive.
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }

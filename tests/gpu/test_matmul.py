@@ -224,7 +224,7 @@ def test_tile_width_is_read_from_the_kernel():
     src = "#define LAB9_BN 128\n" + (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
     assert mm.tile_width(gpu.compile(src, "lab9_gemm")) == 128
     assert mm.tile_width(mm.course_kernel("lab7", 128)) == 128 and mm.tile_width(mm.course_kernel("lab7")) == 256
-    assert mm.kernel_options("lab7", 128) == ("-DLAB7_BN=128",)
+    assert mm.kernel_options("lab7", 128) == ("-DLAB7_PRODUCER_TAIL=1", "-DLAB7_BN=128")
     with pytest.raises(ValueError, match="128"):
         mm.course_kernel("lab7", 64)
 

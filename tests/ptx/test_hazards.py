@@ -308,9 +308,36 @@ def test_remote_empty_arrival_sent_to_the_local_barrier() -> None:
 def test_a_block_leaving_its_cluster_before_the_peers_are_done() -> None:
     """Lab 7 without its last cluster barrier: the peer's consumers still arrive on this block's EMPTY barriers
     after its own work is done, and nothing orders those arrivals before the block exits."""
-    src = edit(_kernel("lab7_clusters.cu"), "  hopper::cluster_sync();\n}", "}")
+    src = edit(_kernel("lab7_clusters.cu"), "  hopper::cluster_sync();\n#endif\n}", "#endif\n}")
     named(bf16_gemm(src, "lab7_gemm", 264, 264, 256, (2, 1, 1), cluster=(2, 1, 1)), "exit-before-peers", "exits",
           "arrival on empty[", "barrier.cluster.arrive + barrier.cluster.wait")
+
+
+TAIL = "#define LAB7_PRODUCER_TAIL 1\n"
+TAIL_LOOP = "      for (int j = 0; j < STAGES; ++j, ++it) HOPPER_WAIT(empty, it % STAGES, ((it / STAGES) & 1) ^ 1);\n"
+
+
+def test_the_producer_tail_lets_a_block_leave_without_the_last_cluster_barrier() -> None:
+    """Lab 7 as gpu.matmul builds it (LAB7_PRODUCER_TAIL): the first cluster barrier arrived on .relaxed, the last
+    one replaced by the producer waiting until the consumers of both blocks have released every stage. No hazard,
+    several pairs per cluster (the ring wraps), and the bits of the lab's build."""
+    lab = bf16_gemm(_kernel("lab7_clusters.cu"), "lab7_gemm", 520, 264, 200, (4, 1, 1), cluster=(2, 1, 1))
+    tail = bf16_gemm(TAIL + _kernel("lab7_clusters.cu"), "lab7_gemm", 520, 264, 200, (4, 1, 1), cluster=(2, 1, 1))
+    clean(tail)
+    assert np.array_equal(_c(tail).view(np.uint16), _c(lab).view(np.uint16))
+
+
+@pytest.mark.parametrize("broken", ["no tail", "a relaxed last cluster barrier instead"])
+def test_without_the_tail_the_peer_may_still_arrive_after_the_exit(broken: str) -> None:
+    """The same build without the tail's loop, or with a last cluster barrier arrived on .relaxed (it orders
+    nothing before it): the peer's consumers' arrivals on this block's EMPTY barriers are not ordered before its
+    exit."""
+    src = edit(TAIL + _kernel("lab7_clusters.cu"), TAIL_LOOP, "")
+    if broken != "no tail":
+        src = edit(src, "#if !LAB7_PRODUCER_TAIL\n  hopper::cluster_sync();\n#endif\n}",
+                   "  hopper::cluster_arrive_relaxed();\n  hopper::cluster_wait();\n}")
+    named(bf16_gemm(src, "lab7_gemm", 520, 264, 200, (4, 1, 1), cluster=(2, 1, 1)), "exit-before-peers", "exits",
+          "arrival on empty[")
 
 
 RELAXED_STORE = 'asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(order + 1) : "memory");'
