@@ -19,9 +19,10 @@ pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps
 many pairs would fit in one wave, 128×128 tiles (``LAB7_BN=128`` or ``LAB9_BN=128``: pairs of 256×128), which
 make twice as many pairs: Lab 7's kernel, where one consumer warpgroup then computes a whole tile, when the pairs
 fill their wave, else Lab 9's. Stream-K with few pairs runs on a whole number of clusters per pair where that keeps
-nearly all of them busy (:func:`streamk_clusters`). Lab 9's kernel is built with one switch beyond the lab's
-(:data:`OPTIONS`): its Stream-K splits hand their partial sums to the final split all at once instead of along a
-chain, with the same bits.
+nearly all of them busy (:func:`streamk_clusters`). Both kernels are built with switches beyond their labs'
+(:data:`OPTIONS`), with the same bits: their cluster barriers cost no GPU-wide memory barrier (the producer's tail
+instead of the last one), and Lab 9's Stream-K splits hand their partial sums to the final split all at once
+instead of along a chain.
 ``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says
 which).
 """
