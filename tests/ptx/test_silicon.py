@@ -57,9 +57,19 @@ def test_lab7_with_128x128_tiles_is_bit_identical(fixture: dict) -> None:
 
 
 def test_lab9_as_matmul_builds_it_is_bit_identical(fixture: dict) -> None:
-    """Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the partial sums handed on in parallel), splits three
-    deep, at both tile widths: the H100's bits are the executor's."""
+    """Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the partial sums handed on in parallel, the producer's
+    tail), splits three deep, at both tile widths: the H100's bits are the executor's."""
     names = [f"lab9 Stream-K, parallel fix-up, {bn} wide" for bn in (256, 128)]  # PARALLEL_CASE
+    records = [k for k in fixture["kernels"] if k["name"] in names]
+    assert [r["name"] for r in records] == names, "run tools/h100/executor_vs_h100.py on an H100 and commit it"
+    assert all(r["bit_identical"] for r in records), records
+
+
+def test_lab7_as_matmul_builds_it_is_bit_identical(fixture: dict) -> None:
+    """Lab 7's kernel as gpu.matmul builds it (gemm.OPTIONS: the first cluster barrier arrived on .relaxed, the
+    producer's tail instead of the last one), several pairs per cluster with partial tiles, at both tile widths: the
+    H100's bits are the executor's."""
+    names = [f"lab7 as gpu.matmul builds it, producer tail, {bn} wide" for bn in (256, 128)]  # TAIL_CASE
     records = [k for k in fixture["kernels"] if k["name"] in names]
     assert [r["name"] for r in records] == names, "run tools/h100/executor_vs_h100.py on an H100 and commit it"
     assert all(r["bit_identical"] for r in records), records

@@ -39,8 +39,12 @@ NARROW_CASE = "lab9 Stream-K, 128x128 tiles"
 #: the record of Lab 7's kernel with 128×128 tiles (-DLAB7_BN=128: one consumer warpgroup computes a whole tile), what
 #: gpu.matmul runs where those tiles fill their wave of clusters
 ONE_CONSUMER_CASE = "lab7 128x128 tiles, one consumer warpgroup"
-#: the records of Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the parallel fix-up), at both tile widths
+#: the records of Lab 9's kernel as gpu.matmul builds it (gemm.OPTIONS: the parallel fix-up and the producer's
+#: tail), at both tile widths
 PARALLEL_CASE = "lab9 Stream-K, parallel fix-up"
+#: the records of Lab 7's kernel as gpu.matmul builds it (gemm.OPTIONS: the producer's tail instead of the last cluster
+#: barrier), at both tile widths
+TAIL_CASE = "lab7 as gpu.matmul builds it, producer tail"
 
 
 def _mode(mode: str) -> None:
@@ -405,6 +409,10 @@ def _ladder_cases() -> dict[str, tuple[str, Callable[[], Any]]]:
         out[f"{PARALLEL_CASE}, {bn} wide"] = (f"{m}x{n}x1000 on 5 clusters", bf16_gemm(
             "lab9_streamk.cu", "lab9_gemm", m, n, 1000, 29, (10, 1, 1), cluster=(2, 1, 1), streamk=5, bn=bn,
             options=gemm_mod.OPTIONS["lab9"]))
+    for bn in (256, 128):
+        out[f"{TAIL_CASE}, {bn} wide"] = ("776x520x200 on 2 clusters", bf16_gemm(
+            "lab7_clusters.cu", "lab7_gemm", 776, 520, 200, 31, (4, 1, 1), cluster=(2, 1, 1), bn=bn,
+            options=gemm_mod.OPTIONS["lab7"]))
     return out
 
 
