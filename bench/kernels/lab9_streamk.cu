@@ -144,12 +144,9 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     }
     hopper::mbar_fence_init();
   }
-#if LAB9_PRODUCER_TAIL
-  hopper::cluster_arrive_relaxed();  // fence.mbarrier_init has published the barriers to the cluster
-#else
-  hopper::cluster_arrive();
-#endif
-  hopper::cluster_wait();  // both blocks' barriers exist before anyone multicasts or arrives remotely
+  // both blocks' barriers exist before anyone multicasts or arrives remotely (with LAB9_PRODUCER_TAIL the arrive is
+  // .relaxed: fence.mbarrier_init has published the barriers, so no GPU-wide memory barrier is needed)
+  hopper::cluster_sync_after_init<LAB9_PRODUCER_TAIL>();
 
   if (wg == 0) {  // ---------------------------------------------------------------- producer
     hopper::setmaxnreg_dec<LAB9_PRODUCER_TAIL ? 40 : 24>();  // 40: room for the tail's loop

@@ -16,7 +16,7 @@
 //   registers   setmaxnreg_inc<R>, setmaxnreg_dec<R>
 //   flags       flag_load_acquire, flag_store_release, flag_add_release, flag_wait_geq (GPU-scope handoff)
 //   clusters    cluster_ctarank, cluster_nctarank, cluster_arrive(_relaxed), cluster_wait, cluster_sync,
-//               map_shared_rank
+//               cluster_sync_after_init<relaxed>, map_shared_rank
 //
 // Bounded waits. Every wait loop here gives up after HOPPER_WAIT_BUDGET clock cycles (default 2e9, about one
 // second at H100 clocks): the first thread to give up writes which block, warp and lane, which barrier and which
@@ -590,6 +590,18 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 }
 /// ... and wait (acquire). Every thread of every block of the cluster must arrive.
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+/// The cluster barrier that follows the mbarriers' init: both blocks' barriers exist before anyone multicasts into
+/// them or arrives on them. Relaxed: the arrive has no release semantics (no GPU-wide memory barrier), enough once
+/// fence.mbarrier_init has published the barriers.
+template <bool Relaxed>
+__device__ __forceinline__ void cluster_sync_after_init() {
+  if constexpr (Relaxed) {
+    cluster_arrive_relaxed();
+  } else {
+    cluster_arrive();
+  }
+  cluster_wait();
+}
 /// Full cluster barrier: arrive then wait.
 __device__ __forceinline__ void cluster_sync() {
   cluster_arrive();

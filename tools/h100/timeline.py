@@ -43,7 +43,7 @@ OBSERVER = 4  # the first consumer warp: its lane 0 is consumer 0's thread 0 (th
 #: where the stamps go in both kernels: (anchor line, stamp above, stamp below); Lab 9's split pieces add FIX
 STAMPS = [
     ('#include "hopper.cuh"', "", '#include "hopper_trace.cuh"'),
-    ("hopper::cluster_wait();  // both blocks' barriers exist", "", "HOPPER_TRACE(trace);"),
+    ("hopper::cluster_sync_after_init<", "", "HOPPER_TRACE(trace);"),
     ("HOPPER_WAIT(full, s, (it / STAGES) & 1);", "", "if (it == first_it) HOPPER_STAMP(FULL_DONE, 0);"),
     ("hopper::wgmma_wait<0>();", "", "HOPPER_STAMP(WAIT_GROUP_DONE, 0);"),
     ("hopper::tma_store_2d(&tmap_c, buf, n0 + sub * SUB, m0 + 64 *", "", "HOPPER_STAMP(EPILOGUE, sub);"),
