@@ -60,6 +60,22 @@ def test_quiz_answers_from_the_models():
     assert t["ping-pong"] < t["cooperative"] and _ok(lesson05.pingpong, "ping-pong")
 
 
+def test_cluster_size_and_order_figures_come_from_the_h100_run():
+    import json
+
+    runs = json.loads((ROOT / "bench" / "results" / "2026-11-26-tried-5-h100.json").read_text())["runs"]
+    clusters, hilbert = runs[0]["rows"], runs[1]["rows"]
+    assert clusters[0]["active4"] == {"4x1": 30, "2x2": 30} and clusters[0]["active2"] == 66
+    assert cluster.CO_RESIDENT[4][0] == 30 and cluster.CO_RESIDENT[2][0] == 66
+    assert all(all(r["same_bits"].values()) for r in clusters if "same_bits" in r)
+    speed = {(r["what"].split()[0], r["shape"][0]): r["speedup"] for r in clusters if "what" in r}
+    assert {round(speed[v, 4096], 2) for v in ("4x1", "2x2")} == {0.80}
+    assert {round(speed[v, 8192], 2) for v in ("4x1", "2x2")} == {0.88}
+    assert all(0.99 <= round(r["speedup"], 2) <= 1.01 for r in hilbert if r.get("what", "").startswith("hilbert"))
+    text = "".join(c.source for c in nbformat.read(LESSONS[0], as_version=4).cells)
+    assert "**0.80×** the pairs at 4096³" in text and "**0.88×** at 8192³" in text and "0.99–1.01×" in text
+
+
 def test_measured_figures_come_from_the_results_files():
     # the clustered kernel (today's Lab 7) was "lab6" in the runs recorded before Labs 6 and 7 were split
     m = roofline.measured("lab7", (8192, 8192, 8192), ("2026-11-22-tune-run2:lab6-g8",))
