@@ -678,3 +678,18 @@ def test_packed_named_cases_show_each_mistake_whatever_the_seed():
             striped.reduce_add_bf16x2(want, partials, order)
             differs |= not np.array_equal(got, want)
         assert differs, wrong.__name__
+
+
+def test_the_power_cells_figures_come_from_the_h100_run():
+    import nbformat
+
+    runs = json.loads((ROOT / "bench" / "results" / "2026-11-26-tried-5-h100.json").read_text())["runs"]
+    rows = [r for run in runs for r in run["rows"] if "what" in r]
+    carried = [r["speedup"] for r in rows if r["what"].startswith("carry3")]
+    assert len(carried) == 5 and min(round(s, 2) for s in carried) == 0.98 and max(round(s, 2) for s in carried) == 1.0
+    square = [r for r in rows if r["shape"] == [4096, 4096, 4096] and not r["what"].startswith(("4x1", "2x2"))]
+    mhz = [m for r in square for m in r["mhz"]]
+    watts = [w for r in square for w in r["watts"]]
+    assert (min(mhz), max(mhz)) == (1470, 1590) and 640 < min(watts) < 660 and 775 < max(watts) < 785
+    cell = next(c for c in nbformat.read(SOLUTION, as_version=4).cells if c.get("id") == "power-md")
+    assert "**0.98–1.00×**" in cell.source and "1470–1590 MHz" in cell.source and "650–780 W" in cell.source
