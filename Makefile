@@ -11,6 +11,8 @@ DEV_VENV ?= .venv-dev
 DPY    := $(DEV_VENV)/bin/python
 DPIP   := $(DPY) -m pip --disable-pip-version-check
 PORT   ?= 8888
+# processes `make test` runs the suite on (pytest-xdist; a test file stays on one of them)
+TEST_WORKERS ?= 2
 WORK   := my-work
 FIRST_LESSON := lessons/00_big_picture.ipynb
 
@@ -77,7 +79,7 @@ validate: $(DEV_VENV)/.dev-installed
 	$(DPY) -m helpers.course.labgen validate $(if $(NB),--only $(NB))
 
 test: lint check-labs validate
-	$(DPY) -m pytest tests --durations=15
+	$(DPY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-fast: $(DEV_VENV)/.dev-installed
 	$(DPY) -m helpers.course.affected $(if $(SINCE),--since $(SINCE))
