@@ -12,7 +12,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -60,8 +59,8 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
-def _sandboxes() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("hopper-grade-*")}
+def _sandboxes(root: Path) -> set[str]:
+    return {p.name for p in root.glob("hopper-grade-*")}
 
 
 def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
@@ -72,13 +71,14 @@ def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
               f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep 900 # {token}'])\n"
               "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        os.execvp('sh', ['sh', '-c', 'sleep 900 # {token}'])\n    os._exit(0)\n")
-    before = _sandboxes()
+    boxes = tmp_path / "boxes"  # its own, so gradings running beside this test (other workers) are not counted
+    boxes.mkdir()
     path = make_notebook(tmp_path / "attack", [(escape, None), (TILE_SETUP, None), (TILE_WRONG, ANSWER),
                                                (TILE_CHECK, CHECK)])
-    bad, _ = grade_class(path, tmp_path)
+    bad, _ = grade_class(path, tmp_path, work_root=str(boxes))
     time.sleep(1)
     assert _processes_with(token) == [], "a process the submission started is still running"
-    assert _sandboxes() <= before, f"sandbox folders left behind: {_sandboxes() - before}"
+    assert _sandboxes(boxes) == set(), f"sandbox folders left behind: {_sandboxes(boxes)}"
     assert bad.points == 0
 
 
