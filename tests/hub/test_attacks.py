@@ -12,6 +12,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -63,7 +64,7 @@ def _sandboxes(root: Path) -> set[str]:
     return {p.name for p in root.glob("hopper-grade-*")}
 
 
-def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
+def test_nothing_a_submission_starts_outlives_its_grading(tmp_path, request):
     token = secrets.token_hex(8)
     escape = ("import subprocess, sys\n"
               f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(900)  # {token}'],"
@@ -71,8 +72,10 @@ def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
               f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep 900 # {token}'])\n"
               "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        os.execvp('sh', ['sh', '-c', 'sleep 900 # {token}'])\n    os._exit(0)\n")
-    boxes = tmp_path / "boxes"  # its own, so gradings running beside this test (other workers) are not counted
-    boxes.mkdir()
+    # a folder of its own, so that gradings running beside this test (other pytest workers) are not counted; short,
+    # as the kernel's Unix sockets are made under it
+    boxes = Path(tempfile.mkdtemp(prefix="hg-"))
+    request.addfinalizer(lambda: shutil.rmtree(boxes, ignore_errors=True))
     path = make_notebook(tmp_path / "attack", [(escape, None), (TILE_SETUP, None), (TILE_WRONG, ANSWER),
                                                (TILE_CHECK, CHECK)])
     bad, _ = grade_class(path, tmp_path, work_root=str(boxes))

@@ -227,6 +227,15 @@ def test_autograding_as_an_account_that_does_not_exist_says_so(tmp_path):
         grade(path, run_as="no-such-grader")
 
 
+def test_a_work_root_too_deep_for_the_kernels_sockets_says_so_and_leaves_nothing(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = make_notebook(tmp_path / "nb", [(TILE_CHECK, CHECK)])
+    with pytest.raises(ValueError, match="work_root .* is too deep: the kernel's Unix sockets"):
+        grade(path, work_root=str(deep))
+    assert list(deep.iterdir()) == []
+
+
 @pytest.mark.skipif(shutil.which("sudo") is None or os.geteuid() == 0,
                     reason="needs sudo and a grader that is not root (as root the jail drops to the account itself)")
 def test_autograding_as_an_account_it_cannot_become_names_the_rule(tmp_path):

@@ -267,6 +267,24 @@ MODEBAR = """(i) => {
 }"""
 
 
+# every plotly figure of one output has drawn its traces: a FigureWidget first draws an empty figure, then its data
+# once the widget's state has arrived, which on a busy machine can be seconds after Run All ends
+DRAWN = """(i) => {
+  const out = window.jupyterapp.shell.currentWidget.content.widgets[i].node.querySelector('.jp-OutputArea');
+  return [...out.querySelectorAll('.js-plotly-plot')].every(gd => gd._fullData && gd._fullData.length > 0);
+}"""
+
+
+def _wait_drawn(page, i: int, timeout_ms: int = 30_000) -> None:
+    """Wait until the figures of cell `i` have drawn their traces (at most `timeout_ms`: past it the measurement is
+    taken as it is, and the checks say what is missing), then a moment for their last relayout."""
+    try:
+        page.wait_for_function(DRAWN, arg=i, timeout=timeout_ms, polling=100)
+    except Exception as exc:  # noqa: BLE001 - the checks on the measurement report it
+        warnings.warn(f"cell {i}: figures without traces after {timeout_ms} ms ({type(exc).__name__})", stacklevel=2)
+    page.wait_for_timeout(300)
+
+
 def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
@@ -296,7 +314,7 @@ def gallery(jupyterlab, browser):
         for name in names:
             i = index[name]
             _js(page, "(i) => { window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView(); }", i)
-            page.wait_for_timeout(300)
+            _wait_drawn(page, i)
             output = page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first
             output.screenshot(path=str(ARTIFACTS / f"{name}.png"))
             results[name] = _js(page, MEASURE, i)

@@ -31,6 +31,8 @@ from pathlib import Path
 from . import jail, kernel
 
 KERNEL_NAME = "hopper-grader"
+#: the longest path of a Unix socket Linux takes (sun_path holds 108 bytes with the closing NUL)
+UNIX_SOCKET_PATH_MAX = 107
 
 
 def _installed_helpers() -> Path:
@@ -85,6 +87,11 @@ class Sandbox:
         self.work = self.root / "submission"
         self.sockets = self.root / "sockets"
         self.kernels = self.root / "kernels"
+        if len(bytes(self.sockets / "k-65535")) > UNIX_SOCKET_PATH_MAX:
+            shutil.rmtree(self.root)
+            raise ValueError(f"IsolatedExecute.work_root {work_root!r} is too deep: the kernel's Unix sockets under "
+                             f"it would need paths over {UNIX_SOCKET_PATH_MAX} bytes, the most Linux takes; choose "
+                             "a shorter folder (the default is the temp directory)")
         self.name = f"{self.root.name}-{secrets.token_hex(4)}"
         self.uid, self.gid = 65534, 65534
         self.jails: list[str] = []
