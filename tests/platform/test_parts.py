@@ -138,3 +138,21 @@ def test_check_lines_name_the_gpu_they_ran_on(monkeypatch):
         monkeypatch.setattr(hardware, "hopper_available", lambda: True)
         assert C.where() == f"ran on the {short}"
         assert gpu.where_name() == f"the {short}"
+
+
+def test_no_machine_count_outside_the_profiles():
+    """The runtime and the model count with the part (``parts``, ``gpu.this_gpu``), never with a literal SM or
+    cluster count of one machine; the course's widgets never with an SM count."""
+    import tokenize
+
+    root = Path(__file__).resolve().parents[2] / "helpers"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "parts.py":
+            continue
+        banned = {"132", "114", "78"} | ({"66"} if path.parts[-3] != "course" and "course" not in path.parts else set())
+        with path.open("rb") as f:
+            for tok in tokenize.tokenize(f.readline):
+                if tok.type == tokenize.NUMBER and tok.string in banned:
+                    found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.line.strip()}")
+    assert not found, "\n".join(found)
