@@ -124,8 +124,9 @@ def table(ladder: dict[str, Any], lab2: dict[str, Any] | None, others: list[dict
     how = ("interleaved with cuBLAS (median of the per-round ratios, [min–max])"
            if any(s.get("ratio_range") for e in rungs_of[0].values() for s in e.get("speed", []))
            else "each kernel beside cuBLAS in the same run")
-    lines += ["", f"Each pair of columns is one run on one GPU, by `make bench` (`bench/ladder.py`): {how}, same output "
-              "type, random normal bf16 inputs, SM clock logged. Hopper GPUs are power-bound under a long GEMM, so "
+    lines += ["", "Each pair of columns is one run on one GPU, by `make bench` (`bench/ladder.py`): "
+              f"{how}, same output type, "
+              "random normal bf16 inputs, SM clock logged. Hopper GPUs are power-bound under a long GEMM, so "
               "cuBLAS itself varies from run to run: compare only within one run, never one GPU's figure with "
               "another's. " + " ".join(_measured_on(r) for r in runs)]
     if lab2:

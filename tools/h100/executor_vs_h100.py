@@ -7,7 +7,8 @@ run a launch whose tensor map outlives its array (freed_maps: what the H100 read
 
     python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
     python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
-    -> $OUT/ptx_vs_<gpu>.json, e.g. ptx_vs_h200.json (copy it to tests/data/; tests/ptx/test_silicon.py asserts it) and a summary
+    -> $OUT/ptx_vs_<gpu>.json, e.g. ptx_vs_h200.json (copy it to tests/data/; tests/ptx/test_silicon.py asserts it)
+       and a summary
 
 GPU time: well under a minute (the emulator runs on this machine's CPU; about a minute of CPU in all).
 """
