@@ -31,6 +31,7 @@ import ladder  # noqa: E402
 
 from helpers import gpu  # noqa: E402
 from helpers.gpu import gemm as gpu_matmul  # noqa: E402 - gpu.matmul, the function, lives here
+from helpers.hopper import parts  # noqa: E402
 
 HIDDEN, FFN, KV = 4096, 14336, 1024  # a transformer layer: hidden 4096, FFN 14336, grouped K/V of 8 heads × 128
 
@@ -67,14 +68,16 @@ STEADY = "all but cuBLAS's bimodal shapes"
 COLUMNS = ("lab7", "lab9", "narrow")
 
 
-def narrow_measured(m: int, n: int) -> bool:
-    """The 128×128 column is measured where the 128×256 pairs fit in one wave of the H100's clusters: where
-    ``choose`` picks 128×128 tiles (twice the pairs still fit in one wave) and the shapes next to those."""
-    return gpu_matmul.pairs(m, n) <= gpu_matmul.H100_CLUSTERS
+def narrow_measured(m: int, n: int, clusters: int | None = None) -> bool:
+    """The 128×128 column is measured where the 128×256 pairs fit in one wave of the GPU's clusters (``clusters``;
+    this GPU's resident pairs by default): where ``choose`` picks 128×128 tiles (twice the pairs still fit in one
+    wave) and the shapes next to those."""
+    return gpu_matmul.pairs(m, n) <= (clusters or gpu_matmul.resident_pairs())
 
 
-#: the shapes with few 128×256 tiles: ``--only small``
-SMALL = [name for name, _, (m, n, _) in SHAPES if narrow_measured(m, n)]
+#: the shapes with few 128×256 tiles on the H100 SXM's 66 pairs of SMs: ``--only small``
+SMALL = [name for name, _, (m, n, _) in SHAPES
+         if narrow_measured(m, n, parts.PROFILES["h100-sxm"].resident(2))]
 
 
 def narrow_choice(m: int, n: int, k: int) -> gpu_matmul.Choice:

@@ -52,6 +52,7 @@ _EXPORTS = {
     "occupancy": ("max_active_clusters", "persistent_grid"),
     "clocks": ("sm_clock", "ClockSamples", "current_sm_clock_mhz", "current_power_watts", "Telemetry"),
     "gemm": ("matmul",),
+    "hardware": ("this_gpu", "use_part", "where_name"),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 

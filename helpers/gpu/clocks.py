@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["ClockSamples", "sm_clock", "current_sm_clock_mhz", "current_power_watts", "Telemetry", "SideTelemetry"]
+__all__ = ["ClockSamples", "sm_clock", "current_sm_clock_mhz", "current_power_watts", "power_limit_watts",
+           "max_sm_clock_mhz", "Telemetry", "SideTelemetry"]
 
 _NVML_CLOCK_SM = 1
 _NVML_FI_DEV_POWER_INSTANT = 186  # nvmlFieldValue_t field id: power now, not NVML's default 1 s average
@@ -60,6 +61,26 @@ def current_sm_clock_mhz() -> int | None:
     if _nvml.nvmlDeviceGetClockInfo(_handle, _NVML_CLOCK_SM, ctypes.byref(mhz)) != 0:  # type: ignore[union-attr]
         return None
     return int(mhz.value)
+
+
+def max_sm_clock_mhz() -> int | None:
+    """The SM clock's maximum, in MHz (None without NVML)."""
+    if not _init():
+        return None
+    mhz = ctypes.c_uint()
+    if _nvml.nvmlDeviceGetMaxClockInfo(_handle, _NVML_CLOCK_SM, ctypes.byref(mhz)) != 0:  # type: ignore[union-attr]
+        return None
+    return int(mhz.value)
+
+
+def power_limit_watts() -> float | None:
+    """The power limit the board enforces now, in watts (None without NVML)."""
+    if not _init():
+        return None
+    mw = ctypes.c_uint()
+    if _nvml.nvmlDeviceGetEnforcedPowerLimit(_handle, ctypes.byref(mw)) != 0:  # type: ignore[union-attr]
+        return None
+    return mw.value / 1000.0
 
 
 #: where the power figures came from: "instant" (NVML_FI_DEV_POWER_INSTANT) or "1 s average"

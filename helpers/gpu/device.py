@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from helpers.hopper import parts as _parts
+
 from .errors import GpuContextLost, NoHopperError
 
-#: Datasheet figures of the H100 SXM used for ratios and the roofline.
-H100_PEAK_BF16_TFLOPS = 989.0
-H100_HBM_TBS = 3.35
+#: Datasheet figures of the H100 SXM (every part's: ``helpers.hopper.parts``; the GPU here: ``hardware.this_gpu``).
+H100_PEAK_BF16_TFLOPS = _parts.PROFILES["h100-sxm"].peak_bf16_tflops
+H100_HBM_TBS = _parts.PROFILES["h100-sxm"].hbm_tbs
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def executor_active() -> bool:
 
 
 def can_run() -> bool:
-    """True when kernels can run here: on the H100, or on the emulator (see executor_active)."""
+    """True when kernels can run here: on a Hopper GPU, or on the emulator (see executor_active)."""
     return hopper_available() or executor_active()
 
 

@@ -40,15 +40,16 @@ import numpy as np
 from .arrays import DeviceArray, bfloat16, to_device
 from .compiler import Kernel, compile
 from .device import current, executor_active
+from .hardware import this_gpu
 from .launch import Launcher, prepare, wait
 from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
-           "streamk_clusters", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style", "tile_width",
-           "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE",
-           "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source",
-           "fused_kernel", "lab5_launcher", "fused_launcher"]
+           "streamk_clusters", "resident_pairs", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style",
+           "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW",
+           "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
+           "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -60,7 +61,8 @@ PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 25
 #: tile widths (columns of C per tile, the kernels' LAB7_BN and LAB9_BN): 128×256 tiles (wide, the labs' own) or
 #: 128×128 tiles (narrow)
 WIDE, NARROW = 256, 128
-H100_CLUSTERS = 66  # 2-block clusters of these kernels resident on the H100's 132 SMs
+#: The thresholds below were measured on the H100 SXM (132 SMs, 66 resident pairs of blocks) and are in the machine's
+#: own units (shares of a wave of clusters, K steps), so they carry over to parts with other counts.
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
 STREAMK_BELOW = 0.8
 #: Stream-K also when the last wave keeps at most this share of the clusters busy, however many waves come before
@@ -76,35 +78,44 @@ EVEN_SPLITS_FROM = 0.9
 EMULATED_CLUSTERS = 2
 
 
+def resident_pairs() -> int:
+    """Clusters of two one-block-per-SM blocks resident at once on the GPU kernels run on here (its own count from
+    the occupancy API, or the emulated part's: ``helpers.gpu.hardware``)."""
+    return this_gpu().resident(2)
+
+
 def pairs(m: int, n: int, bn: int = WIDE) -> int:
     """Tile pairs of an m×n C, one per cluster at a time: 256 rows (two blocks of 128) × `bn` columns each."""
     return math.ceil(m / PAIR) * math.ceil(n / bn)
 
 
-def wave_efficiency(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+def wave_efficiency(m: int, n: int, clusters: int | None = None, bn: int = WIDE) -> float:
     """How full the waves of tile pairs (256 × `bn`) keep the clusters: pairs / (waves × clusters), 1.0 = every
-    wave full."""
+    wave full (`clusters`: this GPU's resident pairs of blocks by default)."""
+    clusters = clusters or resident_pairs()
     count = pairs(m, n, bn)
     return count / (math.ceil(count / clusters) * clusters)
 
 
-def last_wave(m: int, n: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+def last_wave(m: int, n: int, clusters: int | None = None, bn: int = WIDE) -> float:
     """The share of the clusters the last wave of tile pairs (256 × `bn`) keeps busy: 1.0 when every wave is full
     (1024 pairs on 66 clusters: 15 full waves and 34 pairs, 0.52)."""
+    clusters = clusters or resident_pairs()
     rest = pairs(m, n, bn) % clusters
     return rest / clusters if rest else 1.0
 
 
-def saved_steps(m: int, n: int, k: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> float:
+def saved_steps(m: int, n: int, k: int, clusters: int | None = None, bn: int = WIDE) -> float:
     """The time Stream-K can win back, in K steps (64 of K): the share of the clusters the last wave leaves idle ×
     a pair's K steps, 0 when every wave is full (8192³: 0.48 × 128 = 62)."""
     return (1.0 - last_wave(m, n, clusters, bn)) * math.ceil(k / 64)
 
 
-def needs_streamk(m: int, n: int, k: int, clusters: int = H100_CLUSTERS, bn: int = WIDE) -> bool:
+def needs_streamk(m: int, n: int, k: int, clusters: int | None = None, bn: int = WIDE) -> bool:
     """Whether Stream-K pays for its fix-ups here: the pairs fill their waves less than :data:`STREAMK_BELOW` or the
     last wave keeps at most :data:`STREAMK_LAST_WAVE` of the clusters busy, and what that wave leaves idle is worth
     at least :data:`STREAMK_MIN_SAVED_STEPS` K steps (see :func:`choose`)."""
+    clusters = clusters or resident_pairs()
     idle = (wave_efficiency(m, n, clusters, bn) < STREAMK_BELOW
             or last_wave(m, n, clusters, bn) <= STREAMK_LAST_WAVE)
     return idle and saved_steps(m, n, k, clusters, bn) >= STREAMK_MIN_SAVED_STEPS
@@ -140,8 +151,9 @@ class Choice(NamedTuple):
         return self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
 
 
-def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
-    """The kernel for an m×n×k GEMM on `clusters` clusters, in two questions.
+def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
+    """The kernel for an m×n×k GEMM on `clusters` clusters (this GPU's resident pairs of blocks by default:
+    :func:`resident_pairs`), in two questions.
 
     1. *Tile width.* 128×256 tiles, unless even twice as many pairs as they make would fit in one wave of clusters:
        then 128×128 tiles, which make twice as many (512×4096: 32 wide pairs keep 32 of the H100's 66 clusters
@@ -168,6 +180,7 @@ def choose(m: int, n: int, k: int, clusters: int = H100_CLUSTERS) -> Choice:
     2560×4096×4096, 37, 1.08×; 8192×8192×2048, 15.5, 0.99×; 5120×5120×1024, 15, 1.00×) and lost wherever it saved
     13 or fewer (3072×3072×1024, 13 steps, 0.98×; 512×1024×1024 at 128×128, 12, 0.85×; 4352×4352×1024, 10, 0.94×;
     3072×3072×512 0.88×; 4352×4352×256 0.86×)."""
+    clusters = clusters or resident_pairs()
     twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
     bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
     streamk = needs_streamk(m, n, k, clusters, bn)
@@ -402,7 +415,7 @@ def _copy_kernel(kind: str, dtype: np.dtype) -> Kernel:
 
 
 def _grid(total: int) -> int:
-    return max(1, min(math.ceil(total / 256), 4 if executor_active() else 132 * 8))
+    return max(1, min(math.ceil(total / 256), 4 if executor_active() else 8 * this_gpu().sms))
 
 
 def _pack(src: Matrix) -> DeviceArray:

@@ -31,7 +31,8 @@ def max_active_clusters(kernel: Kernel, block: int, shared_mem: int, cluster: in
     _ensure_smem(kernel, L, shared_mem)
     info = device_info()
     cfg = driver.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (info.sm_count if info else 132) // cluster * cluster, 1, 1
+    sms = info.sm_count if info else cluster
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = max(sms // cluster, 1) * cluster, 1, 1
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
     cfg.sharedMemBytes = shared_mem
     at = driver.CUlaunchAttribute()
@@ -48,29 +49,31 @@ def max_active_clusters(kernel: Kernel, block: int, shared_mem: int, cluster: in
     return n
 
 
-#: Clusters of 1, 2 and 4 one-block-per-SM blocks resident at once on the H100 (132 SMs), measured with
-#: cuOccupancyMaxActiveClusters (384 threads, 200-227 KB of shared memory each; shared/notes/h100-facts.md): the
-#: GPCs do not all hold a multiple of 4 SMs, so 4-block clusters leave 12 SMs idle.
-H100_CLUSTERS_OF_ONE_BLOCK_PER_SM = {1: 132, 2: 66, 4: 30}
-H100_SM = {"threads": 2048, "registers": 65536, "smem": 233472, "blocks": 32, "smem_per_block_reserved": 1024}
+#: What one SM of every Hopper part holds (sm_90): threads, registers, shared memory, blocks, and the shared memory
+#: the driver reserves per block.
+SM90 = {"threads": 2048, "registers": 65536, "smem": 233472, "blocks": 32, "smem_per_block_reserved": 1024}
 
 
 def _modelled_active_clusters(kernel: Kernel, block: int, shared_mem: int, cluster: int) -> int:
-    """The emulator's answer (no GPU to ask): blocks per SM from the H100's per-SM limits and the kernel's compile
-    report, then the measured cluster packing. Sizes without a measurement are refused in words."""
+    """The emulator's answer (no GPU to ask): blocks per SM from sm_90's per-SM limits and the kernel's compile
+    report, then the emulated part's resident clusters (``helpers.hopper.parts``). Sizes the profile has no count
+    for are refused in words."""
+    from helpers.hopper import parts
+
+    part = parts.selected()
     rep = kernel.report
     regs = max(rep.registers, 1) * ((block + 31) // 32 * 32)
-    smem = shared_mem + rep.static_smem + H100_SM["smem_per_block_reserved"]
-    per_sm = min(H100_SM["threads"] // block, H100_SM["registers"] // regs, H100_SM["smem"] // smem, H100_SM["blocks"])
+    smem = shared_mem + rep.static_smem + SM90["smem_per_block_reserved"]
+    per_sm = min(SM90["threads"] // block, SM90["registers"] // regs, SM90["smem"] // smem, SM90["blocks"])
     if per_sm < 1:
-        raise LaunchError(f"no block of kernel {kernel.name} fits on an H100 SM ({block} threads, {rep.registers} "
+        raise LaunchError(f"no block of kernel {kernel.name} fits on a Hopper SM ({block} threads, {rep.registers} "
                           f"registers per thread, {shared_mem} bytes of dynamic shared memory)")
-    if cluster not in H100_CLUSTERS_OF_ONE_BLOCK_PER_SM:
-        raise LaunchError(f"the emulator knows the H100's co-resident clusters of 1, 2 and 4 blocks, not {cluster}: "
-                          "ask on a real H100")
+    if cluster not in part.clusters:
+        raise LaunchError(f"the emulator knows the {part.name}'s resident clusters of "
+                          f"{', '.join(map(str, sorted(part.clusters)))} blocks, not {cluster}: ask on a real GPU")
     if per_sm == 1:
-        return H100_CLUSTERS_OF_ONE_BLOCK_PER_SM[cluster]
-    return 132 * per_sm // cluster
+        return part.clusters[cluster]
+    return part.sms * per_sm // cluster
 
 
 def persistent_grid(kernel: Kernel, block: int, shared_mem: int, cluster: int = 1,

@@ -1,4 +1,4 @@
-"""Place kernels on the H100's roofline (plotly)."""
+"""Place kernels on a Hopper GPU's roofline (plotly): the GPU here, or the emulated part, by default."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import H100_HBM_TBS, H100_PEAK_BF16_TFLOPS
+from .hardware import this_gpu
 
 
 @dataclass
@@ -36,24 +36,35 @@ def gemm_point(name: str, m: int, n: int, k: int, seconds: float, *, in_bytes: i
     return RooflinePoint(name, 2.0 * m * n * k, float((m * k + n * k) * in_bytes + m * n * out_bytes), seconds)
 
 
-def ridge_point(peak_tflops: float = H100_PEAK_BF16_TFLOPS, bandwidth_tbs: float = H100_HBM_TBS) -> float:
-    """Intensity (FLOP/B) where the memory roof meets the compute roof: about 295 for bf16 on an H100 SXM."""
-    return peak_tflops / bandwidth_tbs
+def _roofs(peak_tflops: float | None, bandwidth_tbs: float | None) -> tuple[float, float]:
+    part = this_gpu()
+    return peak_tflops or part.peak_bf16_tflops, bandwidth_tbs or part.hbm_tbs
 
 
-def attainable_tflops(intensity: float, peak_tflops: float = H100_PEAK_BF16_TFLOPS,
-                      bandwidth_tbs: float = H100_HBM_TBS) -> float:
-    return min(peak_tflops, intensity * bandwidth_tbs)
+def ridge_point(peak_tflops: float | None = None, bandwidth_tbs: float | None = None) -> float:
+    """Intensity (FLOP/B) where the memory roof meets the compute roof (the GPU here by default): about 295 for bf16
+    on an H100 SXM, about 206 on an H200."""
+    peak, bw = _roofs(peak_tflops, bandwidth_tbs)
+    return peak / bw
+
+
+def attainable_tflops(intensity: float, peak_tflops: float | None = None,
+                      bandwidth_tbs: float | None = None) -> float:
+    """The roof at ``intensity``: the lower of the compute peak and intensity × bandwidth."""
+    peak, bw = _roofs(peak_tflops, bandwidth_tbs)
+    return min(peak, intensity * bw)
 
 
 def roofline_figure(points: Sequence[RooflinePoint | dict[str, Any]] = (), *,
-                    peak_tflops: float = H100_PEAK_BF16_TFLOPS, bandwidth_tbs: float = H100_HBM_TBS,
-                    title: str = "H100 SXM roofline (bf16 tensor cores, HBM3)") -> Any:
+                    peak_tflops: float | None = None, bandwidth_tbs: float | None = None,
+                    title: str | None = None) -> Any:
     """A log-log plotly Figure: the memory roof, the compute roof, and each point (RooflinePoint, or a dict
     with name, flops, bytes, seconds). Hover shows TFLOP/s and the fraction of the roof reached."""
     import plotly.graph_objects as go
 
     pts = [p if isinstance(p, RooflinePoint) else RooflinePoint(**p) for p in points]
+    peak_tflops, bandwidth_tbs = _roofs(peak_tflops, bandwidth_tbs)
+    title = title or f"{this_gpu().name} roofline (bf16 tensor cores, HBM)"
     ridge = ridge_point(peak_tflops, bandwidth_tbs)
     lo = min([1.0] + [p.intensity / 2 for p in pts])
     hi = max([ridge * 8] + [p.intensity * 2 for p in pts])

@@ -20,15 +20,16 @@ import numpy as np
 
 from .arrays import DeviceArray, bfloat16, random
 from .clocks import SideTelemetry, Telemetry
-from .device import H100_PEAK_BF16_TFLOPS, check, current, device_info, executor_active, require_hopper
+from .device import check, current, device_info, executor_active, require_hopper
 from .errors import NoHopperError
+from .hardware import this_gpu
 
 
 def _needs_the_gpu(what: str) -> None:
-    """Timings need the H100: the emulator runs kernels but has no notion of their speed."""
+    """Timings need a Hopper GPU: the emulator runs kernels but has no notion of their speed."""
     if executor_active():
         require_hopper(what)
-        raise NoHopperError(f"{what} needs the H100: kernels run on the emulator here (HELPERS_EXECUTOR=force), "
+        raise NoHopperError(f"{what} needs a Hopper GPU: kernels run on the emulator here (HELPERS_EXECUTOR=force), "
                             "which does not time them.")
     require_hopper(what)
 
@@ -186,7 +187,7 @@ class GemmBenchmark:
     cublas_ms: float | None
     input_sets: int
     max_abs_error: float | None
-    peak_tflops: float = H100_PEAK_BF16_TFLOPS
+    peak_tflops: float = field(default_factory=lambda: this_gpu().peak_bf16_tflops)
     interleaved: Interleaved | None = None
 
     @property

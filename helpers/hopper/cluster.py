@@ -37,12 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from . import tensormap, tma
+from . import parts, tensormap, tma
 from .mbarrier import Deadlock, MBarrier, MBarrierError
 from .tensormap import RuleError
 
 __all__ = [
     "CO_RESIDENT",
+    "co_resident",
     "ClusterError",
     "Load",
     "CtaPlan",
@@ -63,9 +64,16 @@ __all__ = [
     "reference_release",
 ]
 
-#: Co-resident clusters on the course's H100 for a block of 384 threads and 200–227 KB of shared memory
-#: (cuOccupancyMaxActiveClusters, measured 2026-11-22; docs: h100-facts): cluster size → (clusters, SMs busy)
-CO_RESIDENT = {1: (132, 132), 2: (66, 132), 4: (30, 120)}
+def co_resident(part: parts.Part | None = None) -> dict[int, tuple[int, int]]:
+    """Co-resident clusters of one-block-per-SM blocks (384 threads, 200–227 KB of shared memory) on ``part`` (the
+    GPU here by default): cluster size → (clusters, SMs busy)."""
+    part = part or parts.current()
+    return {size: (n, n * size) for size, n in sorted(part.clusters.items())}
+
+
+#: Co-resident clusters on the H100 SXM (cuOccupancyMaxActiveClusters, measured 2026-11-22): cluster size →
+#: (clusters, SMs busy)
+CO_RESIDENT = co_resident(parts.PROFILES["h100-sxm"])
 
 
 class ClusterError(RuleError):

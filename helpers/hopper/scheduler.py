@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import parts
+
 __all__ = [
     "H100_SMS",
     "tile_counts",
@@ -43,8 +45,8 @@ __all__ = [
     "footprints",
 ]
 
-#: streaming multiprocessors of an H100 SXM
-H100_SMS = 132
+#: streaming multiprocessors of an H100 SXM (other parts: ``helpers.hopper.parts``)
+H100_SMS = parts.PROFILES["h100-sxm"].sms
 
 
 def tile_counts(M: int, N: int, BM: int, BN: int) -> tuple[int, int]:
@@ -212,8 +214,10 @@ class Waves:
                 f"tile(s); {self.efficiency:.0%} of the workers' time busy")
 
 
-def waves(tiles: int, workers: int = H100_SMS) -> Waves:
-    """The waves of ``tiles`` tiles on ``workers`` (default: one per SM of an H100)."""
+def waves(tiles: int, workers: int | None = None) -> Waves:
+    """The waves of ``tiles`` tiles on ``workers`` (default: one per SM of the GPU here, ``parts.current()``)."""
+    if workers is None:
+        workers = parts.current().sms
     if workers < 1:
         raise ValueError(f"workers = {workers}: at least one worker")
     return Waves(int(tiles), int(workers))

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import parts
 from .mbarrier import Deadlock
 
 __all__ = [
@@ -870,11 +871,13 @@ class Prediction:
         return work / (self.ctas * self.microseconds) if self.microseconds else 0.0
 
 
-def predict(M: int, N: int, K: int, schedule: str = "hybrid", sms: int = 132, costs: Costs = H100) -> Prediction:
+def predict(M: int, N: int, K: int, schedule: str = "hybrid", sms: int | None = None,
+            costs: Costs = H100) -> Prediction:
     """Predicted run time of the Lab 7 (``data-parallel``) or Lab 9 (``stream-k``, ``hybrid``) kernel: every CTA
-    (a 2-SM cluster) runs its work list with the ordered fix-up in simulated time. A model: it knows wave
-    quantization and the fix-up's waits and workspace traffic, not caches (see the lesson for where it misses)."""
-    ctas = sms // costs.cluster
+    (a 2-SM cluster) runs its work list with the ordered fix-up in simulated time, on ``sms`` SMs (the GPU here by
+    default, ``parts.current()``; the K step's cost is the H100's). A model: it knows wave quantization and the
+    fix-up's waits and workspace traffic, not caches (see the lesson for where it misses)."""
+    ctas = (sms or parts.current().sms) // costs.cluster
     tiles, k_steps = iteration_space(M, N, K, costs.tile_m, costs.tile_n, costs.bk)
     res = simulate(tiles, k_steps, ctas, ordered_plan, schedule=schedule, warpgroups=1, policy="time",
                    values="none", costs=costs)

@@ -8,8 +8,11 @@ import pytest
 
 from helpers import gpu
 from helpers.gpu import gemm as mm  # noqa: E402 - gpu.matmul, the function, lives here
+from helpers.hopper import parts
 
 # shapes whose every dimension misses the tile (128 or 256 rows, 256 columns, 64-deep K steps) and 8
+#: the H100 SXM's resident pairs of blocks, which the choice rule's thresholds were measured on
+SXM = parts.PROFILES["h100-sxm"].resident(2)
 EDGES = [(37, 45, 29), (130, 270, 70), (1, 9, 3)]
 
 
@@ -101,7 +104,7 @@ def test_kernel_styles_are_read_from_the_parameters():
     ((1024, 4352, 8192), "lab9"),      # 68 pairs: a second wave of 2
 ])
 def test_streamk_where_the_last_wave_is_mostly_empty(shape, style):
-    choice = mm.choose(*shape)
+    choice = mm.choose(*shape, clusters=SXM)
     assert choice.kernel == style and choice.streamk == (style == "lab9")
 
 
@@ -137,8 +140,8 @@ SHAPE_SET_CHOICES = {
     ((12288, 12288, 12288), 0.91, "lab7"),   # 2304 pairs: a last wave of 60
 ])
 def test_streamk_where_the_last_wave_keeps_at_most_055_of_the_clusters_busy(mnk, last, name):
-    assert mm.last_wave(*mnk[:2]) == pytest.approx(last, abs=0.005)
-    assert mm.choose(*mnk).name == name
+    assert mm.last_wave(*mnk[:2], clusters=SXM) == pytest.approx(last, abs=0.005)
+    assert mm.choose(*mnk, clusters=SXM).name == name
 
 
 @pytest.mark.parametrize(("mnk", "saved", "name"), [
@@ -150,8 +153,8 @@ def test_streamk_where_the_last_wave_keeps_at_most_055_of_the_clusters_busy(mnk,
     ((4352, 4352, 256), 2, "lab7"),          # 4 K steps: the fix-ups would cost more than the whole last wave
 ])
 def test_streamk_only_where_the_idle_time_it_saves_is_worth_14_k_steps(mnk, saved, name):
-    assert mm.saved_steps(*mnk) == pytest.approx(saved, abs=0.5)
-    assert mm.choose(*mnk).name == name
+    assert mm.saved_steps(*mnk, clusters=SXM) == pytest.approx(saved, abs=0.5)
+    assert mm.choose(*mnk, clusters=SXM).name == name
 
 
 def test_the_choice_on_the_shape_set():
@@ -162,11 +165,11 @@ def test_the_choice_on_the_shape_set():
 
     assert {s for _, _, s in shapes.SHAPES} == set(SHAPE_SET_CHOICES)
     for shape, name in SHAPE_SET_CHOICES.items():
-        choice = mm.choose(*shape)
+        choice = mm.choose(*shape, clusters=SXM)
         assert choice.name == name, (shape, choice)
         assert (choice.kernel, choice.bn) in (("lab7", 256), ("lab9", 256), ("lab9", 128), ("lab7", 128))
         assert choice.streamk == (name in ("lab9", "lab9-128"))
-    assert set(shapes.SMALL) >= {n for n, _, s in shapes.SHAPES if mm.choose(*s).bn == mm.NARROW}
+    assert set(shapes.SMALL) >= {n for n, _, s in shapes.SHAPES if mm.choose(*s, clusters=SXM).bn == mm.NARROW}
 
 
 @pytest.mark.parametrize(("mn", "clusters", "name"), [

@@ -26,6 +26,8 @@ HEADER = "#include <hopper.cuh>\n"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from helpers import gpu  # noqa: E402
+
 
 def course_sources() -> dict[str, str]:
     """The course's own code the Lab 4 kernels build on, from the solution notebooks: WRAPPERS (Lab 1's
@@ -144,7 +146,7 @@ def runtime_wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
         "every thread of a consumer releases the last stage (no t == 0)": (
             "PC", _swap(pc, DRAIN_RELEASE, "if (nk > 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);"),
             "(ran on the emulator.*empty\\[\\d\\] with 32 lanes in one mbarrier.arrive, but its phase \\d+ awaited "
-            "only 2|failed when it ran on the H100.*CUDA_ERROR_LAUNCH_FAILED)"),
+            f"only 2|failed when it ran on {gpu.where_name()}.*CUDA_ERROR_LAUNCH_FAILED)"),
         # the last row of blocks moved up to end at row M: rows computed and stored twice, C right
         "last row of tiles clamped to M - BM (rows computed twice)": (
             "PC", _swap(pc, "m0 = blockIdx.y * BM", "m0 = min((int)blockIdx.y * BM, M - BM)"),

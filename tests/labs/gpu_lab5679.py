@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from helpers import gpu  # noqa: E402
+
 
 def _swap(src: str, old: str, new: str) -> str:
     if old not in src:
@@ -38,7 +40,8 @@ WrongKernel = tuple[str, tuple[str, ...], bool]
 def caught_where(every_time: bool) -> str:
     """The words saying which run caught a wrong kernel: the H100's when it shows the mistake every time, else the
     H100's or the executor's run beside it, whichever failed first."""
-    return "ran on the H100" if every_time else "ran on the H100|ran on the emulator"
+    here = f"ran on {gpu.where_name()}"
+    return here if every_time else f"{here}|ran on the emulator"
 
 
 def lab5_run_only(src: str) -> dict[str, WrongKernel]:
@@ -55,7 +58,7 @@ def lab5_run_only(src: str) -> dict[str, WrongKernel]:
                   "if (nk > 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);"),
             # a warp's 32 lanes arrive at once on a barrier whose phase awaits 2: the H100 stops the kernel (a trap),
             # and the executor with it (tests/data/mbarrier_warp_arrivals_h100.json)
-            ("lanes in one mbarrier.arrive|failed when it ran on the H100",), True),
+            (f"lanes in one mbarrier.arrive|failed when it ran on {gpu.where_name()}",), True),
     }
 
 
@@ -240,7 +243,7 @@ def _expect(results: list[dict], name: str, grade, source: str, needles: tuple[s
         # rejected by the run, or (where its needles allow it) by the compile report before any run: NVRTC 13.0 on
         # the H100 machine spills a few bytes in some wrong ping-pong kernels that NVRTC 13.5 compiles without
         ok = msg is not None and names_all(msg, needles) and (any(
-            w in msg for w in ("on the H100", "on the GPU", "when it ran", "beside the H100"))
+            w in msg for w in (f"on {gpu.where_name()}", "on the GPU", "when it ran", f"beside {gpu.where_name()}"))
             or ("bytes spilled" in msg and any("|spilled" in n for n in needles)))
     verdict = "passed" if msg is None else "rejected"
     print(f"{'OK  ' if ok else 'BAD '} {name}: {verdict} ({time.time() - t0:.1f} s)")

@@ -16,6 +16,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import ladder  # noqa: E402
 import shapes  # noqa: E402
 
+from helpers.hopper import parts  # noqa: E402
+
+SXM = parts.PROFILES["h100-sxm"].resident(2)
+
 
 def _entry(ratio: float, lo: float, hi: float, differs: bool = False) -> dict:
     return {"shape": [4096, 4096, 4096], "tflops": 790.0, "cublas_tflops": 800.0, "ratio": ratio,
@@ -32,7 +36,7 @@ def test_the_set_holds_the_squares_the_layer_and_the_wave_quantized_shapes():
     assert len(quantized) == 3
     from helpers.gpu.gemm import wave_efficiency
 
-    assert all(wave_efficiency(m, n) < 0.75 for m, n, _ in quantized)
+    assert all(wave_efficiency(m, n, clusters=SXM) < 0.75 for m, n, _ in quantized)
     assert len({n for n, _, _ in shapes.SHAPES}) == len(shapes.SHAPES) and set(shapes.QUICK) <= {
         n for n, _, _ in shapes.SHAPES}
 
@@ -140,7 +144,7 @@ def test_the_narrow_tiles_hold_where_they_are_chosen_on_the_h100():
                     "bench/results/<date>-shapes-h100.*")
     checked = 0
     for r in result["shapes"]:
-        if gpu_matmul.choose(*r["shape"]).bn != gpu_matmul.NARROW or not r.get("narrow"):
+        if gpu_matmul.choose(*r["shape"], clusters=SXM).bn != gpu_matmul.NARROW or not r.get("narrow"):
             continue
         best = max((r[c] for c in ("lab7", "lab9") if r.get(c)), key=lambda d: d["ratio"])
         if r["narrow"].get("clock_differs") or best.get("clock_differs"):

@@ -7,7 +7,7 @@ run a launch whose tensor map outlives its array (freed_maps: what the H100 read
 
     python tools/h100/executor_vs_h100.py          # on a machine with one H100, from the repository root
     python tools/h100/executor_vs_h100.py --dry    # without a GPU: checks the script (emulator against itself)
-    -> $OUT/ptx_vs_h100.json (copy it to tests/data/; tests/ptx/test_silicon.py asserts it) and a summary
+    -> $OUT/ptx_vs_<gpu>.json, e.g. ptx_vs_h200.json (copy it to tests/data/; tests/ptx/test_silicon.py asserts it) and a summary
 
 GPU time: well under a minute (the emulator runs on this machine's CPU; about a minute of CPU in all).
 """
@@ -576,7 +576,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     res = run_all()
-    path = out / "ptx_vs_h100.json"
+    from helpers import gpu
+
+    short = "dry" if DRY else gpu.this_gpu().short.lower()
+    path = out / f"ptx_vs_{short}.json"  # ptx_vs_h100.json on an H100, ptx_vs_h200.json on an H200
     path.write_text(json.dumps(res, indent=1))
     bad = [k["name"] for k in res["kernels"] if not k["bit_identical"]] + \
         [s["demo"] for s in res["sentences"] if not s["identical"]] + \

@@ -89,7 +89,7 @@ def kernels() -> dict[str, Any]:
 
 def elementwise_launcher(kernel: Any, g: Any, c: Any, bias: Any, d: Any, alpha: float, beta: float) -> Any:
     m, n = d.shape
-    blocks = max(1, min(math.ceil(m * n / 8 / 256), 132 * 16))
+    blocks = max(1, min(math.ceil(m * n / 8 / 256), gpu.this_gpu().sms * 16))
     return gpu.prepare(kernel, blocks, 256, 0, g, c, bias, d, np.float32(alpha), np.float32(beta), np.int32(m),
                        np.int32(n))
 

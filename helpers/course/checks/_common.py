@@ -196,17 +196,15 @@ def on_hardware() -> bool:
 
 
 def where(*, timing: bool = False, hazards: bool = True) -> str:
-    """Where the student's kernel runs here, as the ✓ lines say it: ``ran on the H100`` (the GPU's own name when it
-    is another Hopper) or ``ran on the emulator (no sm_90 GPU; hazard mode)``. ``timing``: the check times the kernel
-    on the H100, so an emulated run also says that it was not timed; ``hazards=False``: a plain emulated run."""
+    """Where the student's kernel runs here, as the ✓ lines say it: ``ran on the H200`` (the GPU's own short name:
+    ``gpu.where_name``) or ``ran on the emulator (no sm_90 GPU; hazard mode)``. ``timing``: the check times the kernel
+    on the GPU, so an emulated run also says that it was not timed; ``hazards=False``: a plain emulated run."""
     from helpers import gpu
 
     if on_h100():
-        info = gpu.device_info()
-        m = re.search(r"\b(H\d{3})\b", getattr(info, "name", "") or "")
-        return f"ran on the {m.group(1)}" if m else "ran on the GPU"
+        return f"ran on {gpu.where_name()}"
     if _BESIDE["on"]:
-        why = "beside the H100, the same kernel on a small shape"
+        why = f"beside {gpu.where_name()}, the same kernel on a small shape"
     else:
         why = "HELPERS_EXECUTOR=force" if gpu.hopper_available() else "no sm_90 GPU"
     mode = "; hazard mode" if hazards and hazard_mode() else ""

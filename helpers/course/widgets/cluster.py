@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers.course.widgets import figure
+from helpers.gpu.hardware import this_gpu
 from helpers.hopper import cluster
 
 __all__ = ["ClusterSummary", "cluster_summary", "multicast_figure", "cluster_widget"]
@@ -27,7 +28,9 @@ class ClusterSummary:
     plans: list[cluster.CtaPlan]
     l2_bytes: int
     l2_bytes_without: int
-    co_resident: tuple[int, int] | None  # (clusters, SMs busy) measured on the course's H100, when measured
+    co_resident: tuple[int, int] | None  # (clusters, SMs busy) on the GPU here (or the emulated part)
+    sms: int = 132
+    part: str = "H100 SXM"
 
     @property
     def saving(self) -> float:
@@ -39,7 +42,7 @@ def cluster_summary(cm: int = 2, cn: int = 1, share: str = "B", BM: int = 128, B
     plans = cluster.multicast_plan(cm, cn, BM, BN, BK, share=share)
     without = cm * cn * (BM + BN) * BK * 2
     return ClusterSummary(cm, cn, share, plans, sum(p.l2_bytes for p in plans), without,
-                          cluster.CO_RESIDENT.get(cm * cn))
+                          cluster.co_resident(this_gpu()).get(cm * cn), this_gpu().sms, this_gpu().name)
 
 
 def multicast_figure(cm: int = 2, cn: int = 1, share: str = "B", BM: int = 128, BN: int = 256):
@@ -117,12 +120,12 @@ def _summary_html(s: ClusterSummary) -> str:
     rows = "".join(f"<tr><td>CTA {p.rank} ({p.cta[0]},{p.cta[1]})</td><td>{loads(p)}</td>"
                    f"<td>{p.expect_tx}</td><td>{p.l2_bytes}</td></tr>" for p in s.plans)
     n = s.cm * s.cn
-    co = (f"{s.co_resident[0]} clusters of {n} CTAs at once, {s.co_resident[1]} of 132 SMs busy (measured for "
+    co = (f"{s.co_resident[0]} clusters of {n} CTAs at once, {s.co_resident[1]} of {s.sms} SMs busy (for "
           f"{n} CTAs of this kernel's size)" if s.co_resident else f"clusters of {n} CTAs: not measured")
     return (f"<table><tr><th>CTA</th><th>loads (rows of its slice)</th><th>full[s] expects (bytes)</th>"
             f"<th>reads from L2</th></tr>{rows}</table>"
             f"<p>per K step the cluster reads {s.l2_bytes // 1024} KiB from L2 instead of "
-            f"{s.l2_bytes_without // 1024} KiB ({s.saving:.0%} less); on the H100: {co}</p>")
+            f"{s.l2_bytes_without // 1024} KiB ({s.saving:.0%} less); on the {s.part}: {co}</p>")
 
 
 def cluster_widget(cm: int = 2, cn: int = 1, share: str = "B"):

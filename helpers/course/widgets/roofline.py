@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from helpers.course.ladder import stored_key
-from helpers.gpu.device import H100_HBM_TBS, H100_PEAK_BF16_TFLOPS
+from helpers.gpu.hardware import this_gpu
 from helpers.gpu.roofline import attainable_tflops, ridge_point
-from helpers.hopper.scheduler import H100_SMS, waves
+from helpers.hopper.scheduler import waves
 
 __all__ = [
     "H100_PEAK_FP32_TFLOPS",
@@ -50,8 +50,11 @@ RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
 
 
 def fp32_ridge() -> float:
-    """FLOP per byte where FP32 CUDA-core work stops being memory-bound on an H100 SXM (about 20)."""
-    return ridge_point(H100_PEAK_FP32_TFLOPS, H100_HBM_TBS)
+    """FLOP per byte where FP32 CUDA-core work stops being memory-bound (about 20 on an H100 SXM; the FP32 peak
+    scales with the part's SMs and clock like the tensor cores' does)."""
+    part = this_gpu()
+    fp32 = H100_PEAK_FP32_TFLOPS * part.peak_bf16_tflops / 989.0
+    return ridge_point(fp32, part.hbm_tbs)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class Design:
     @property
     def smem_feed_tbs(self) -> float:
         """Bytes per second all blocks together must load (from L2) to run the tensor cores at their peak."""
-        return H100_PEAK_BF16_TFLOPS / self.tile_intensity
+        return this_gpu().peak_bf16_tflops / self.tile_intensity
 
     def summary(self) -> str:
         w = waves(self.tiles, self.workers)
@@ -123,9 +126,10 @@ class Design:
                 f"the blocks must load {self.smem_feed_tbs:.1f} TB/s at the tensor cores' peak")
 
 
-def design(M: int, N: int, K: int, BM: int = 128, BN: int = 256, *, workers: int = H100_SMS, share_b: int = 1,
-           out_bytes: int = 2) -> Design:
-    """The numbers of one design point (see :class:`Design`)."""
+def design(M: int, N: int, K: int, BM: int = 128, BN: int = 256, *, workers: int | None = None,
+           share_b: int = 1, out_bytes: int = 2) -> Design:
+    """The numbers of one design point (see :class:`Design`); ``workers``: the GPU's SMs by default."""
+    workers = workers or this_gpu().sms
     for name, v in (("M", M), ("N", N), ("K", K), ("BM", BM), ("BN", BN), ("workers", workers), ("share_b", share_b)):
         if int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -250,10 +254,12 @@ def roofline_figure_widget(d: Design) -> Any:
     import plotly.graph_objects as go
 
     x = np.geomspace(1, 20000, 200)
+    part = this_gpu()
+    fp32 = H100_PEAK_FP32_TFLOPS * part.peak_bf16_tflops / 989.0
     fig = go.FigureWidget()
-    fig.add_scatter(x=x, y=np.minimum(H100_PEAK_BF16_TFLOPS, x * H100_HBM_TBS), mode="lines", name="bf16 tensor cores",
-                    line={"color": "black"})
-    fig.add_scatter(x=x, y=np.minimum(H100_PEAK_FP32_TFLOPS, x * H100_HBM_TBS), mode="lines", name="FP32 CUDA cores",
+    fig.add_scatter(x=x, y=np.minimum(part.peak_bf16_tflops, x * part.hbm_tbs), mode="lines",
+                    name="bf16 tensor cores", line={"color": "black"})
+    fig.add_scatter(x=x, y=np.minimum(fp32, x * part.hbm_tbs), mode="lines", name="FP32 CUDA cores",
                     line={"color": "gray", "dash": "dash"})
     pts = roofline_points(d)
     for (name, (xi, yi)), color in zip(pts.items(), ("#d62728", "#1f77b4"), strict=True):
@@ -294,7 +300,8 @@ def roofline_widget(M: int = 4096, N: int = 4096, K: int = 4096, BM: int = 128, 
     fig = roofline_figure_widget(d0)
 
     def redraw(*_):
-        workers = H100_SMS // share.value if share.value > 1 else H100_SMS
+        sms = this_gpu().sms
+        workers = sms // share.value if share.value > 1 else sms
         d = design(m_s.value, n_s.value, k_s.value, bm.value, bn.value, workers=workers * share.value,
                    share_b=share.value)
         pts = roofline_points(d)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.gpu.hardware import this_gpu
 from helpers.hopper import scheduler
 
 __all__ = [
@@ -47,9 +48,11 @@ class SchedulePicture:
         return len(self.footprints)
 
 
-def schedule_picture(M: int, N: int, BM: int = 256, BN: int = 256, workers: int = 66, order: str = "grouped",
-                     group: int = 8, K: int | None = None) -> SchedulePicture:
-    """The schedule of an M×N GEMM cut into BM×BN tiles (default: Lab 7's 256×256 pairs on 66 clusters)."""
+def schedule_picture(M: int, N: int, BM: int = 256, BN: int = 256, workers: int | None = None,
+                     order: str = "grouped", group: int = 8, K: int | None = None) -> SchedulePicture:
+    """The schedule of an M×N GEMM cut into BM×BN tiles (default: Lab 7's 256×256 pairs on the GPU's resident
+    pairs of blocks, 66 on an H100 SXM)."""
+    workers = workers or this_gpu().resident(2)
     tm, tn = scheduler.tile_counts(M, N, BM, BN)
     visits = scheduler.order(order, tm, tn, group)
     visit = np.empty((tm, tn), np.int64)
@@ -141,7 +144,8 @@ def _wave_color(i: int, waves: int) -> str:
     return sample_colorscale("Viridis", [i / max(1, waves - 1)])[0]
 
 
-def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group: int = 8, workers: int = 66,
+def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group: int = 8,
+                     workers: int | None = None,
                      BM: int = 256, BN: int = 256):
     """The tile grid of C colored by wave, the current wave outlined, a Play button stepping through the waves,
     and the current wave's L2 footprint (A panels and B panels it reads)."""
@@ -152,7 +156,9 @@ def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group
     group_w = w.IntSlider(value=group, min=1, max=16, description="group", style=style)
     size_w = w.Dropdown(options=[(f"{s}×{s}", s) for s in (2048, 4096, 8192, 12288, 16384)], value=M,
                         description="M = N", style=style)
-    workers_w = w.IntSlider(value=workers, min=1, max=132, description="workers", style=style)
+    part = this_gpu()
+    workers = workers or part.resident(2)
+    workers_w = w.IntSlider(value=workers, min=1, max=part.sms, description="workers", style=style)
     play = w.Play(value=0, min=0, max=1, interval=700, description="waves")
     wave_w = w.IntSlider(value=0, min=0, max=1, description="wave", style=style)
     w.jslink((play, "value"), (wave_w, "value"))
@@ -204,7 +210,8 @@ def scheduler_widget(M: int = 4096, N: int = 4096, order: str = "grouped", group
         info.value = (f"<div style='max-width:300px'><b>wave {wv}</b> of {pic.waves}: tiles {wv * pic.workers}–"
                       f"{min((wv + 1) * pic.workers, pic.visit.size) - 1} of the order<br>"
                       f"reads {fp.a_panels} panels of A and {fp.b_panels} of B: <b>{fp.bytes / 2**20:.0f} MiB</b> "
-                      f"(K = {size_w.value}; the L2 holds 50 MB)<br>{scheduler.waves(pic.visit.size, pic.workers)}"
+                      f"(K = {size_w.value}; the L2 holds {part.l2_bytes >> 20} MB)<br>"
+                      f"{scheduler.waves(pic.visit.size, pic.workers)}"
                       "</div>")
 
     for ctl in (order_w, group_w, size_w, workers_w):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from helpers.course.widgets import figure
+from helpers.gpu.hardware import this_gpu
 from helpers.hopper import streamk as sk
 
 __all__ = ["space_grid", "gantt", "compare", "streamk_widget", "SHAPES", "KIND_COLORS"]
@@ -54,8 +55,10 @@ def gantt(pred: sk.Prediction) -> dict[str, dict[str, list]]:
     return out
 
 
-def compare(M: int, N: int, K: int, sms: int = 132, schedules=("data-parallel", "hybrid")) -> dict[str, sk.Prediction]:
-    """Predicted time of each schedule."""
+def compare(M: int, N: int, K: int, sms: int | None = None,
+            schedules=("data-parallel", "hybrid")) -> dict[str, sk.Prediction]:
+    """Predicted time of each schedule on ``sms`` SMs (the GPU here, or the emulated part, by default)."""
+    sms = sms or this_gpu().sms
     return {s: sk.predict(M, N, K, s, sms=sms) for s in schedules}
 
 
@@ -67,17 +70,21 @@ def _title(p: sk.Prediction, measured: dict) -> str:
     return f"{what}: {p.microseconds:.0f} µs, {p.tflops:.0f} TFLOP/s predicted{seen}"
 
 
-def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", sms: int = 132,
+def streamk_widget(shape: str = "1024×1024×16384 (16 pairs for 66 clusters)", sms: int | None = None,
                    right: str = "hybrid"):
     """Pick a shape and the SM count: the iteration space coloured by cluster (top) and each cluster's time line
     (bottom) for data-parallel and Stream-K, with predicted times (and the H100's where measured)."""
     import ipywidgets as w
     import plotly.graph_objects as go
 
+    from helpers.hopper import parts
+
+    sms = sms or this_gpu().sms
+    counts = sorted({sms} | {p.sms for p in parts.PROFILES.values()}, reverse=True)
     measured = sk.measured()
     shape_pick = w.Dropdown(options=list(SHAPES), value=shape, description="shape", layout=w.Layout(width="30em"),
                             style={"description_width": "3.5em"})
-    sm_pick = w.Dropdown(options=[132, 114, 120, 128, 144], value=sms, description="SMs",
+    sm_pick = w.Dropdown(options=counts, value=sms, description="SMs",
                          layout=w.Layout(width="10em"), style={"description_width": "3em"})
     sched = w.ToggleButtons(options=[("hybrid (Lab 9)", "hybrid"), ("pure Stream-K", "stream-k")], value=right,
                             style={"button_width": "9em"})

@@ -240,14 +240,24 @@ def tile_costs(plan: TilePlan, in_bytes: int = 2, out_bytes: int = 4) -> Costs:
     return Costs(2 * BM * BN * K, in_bytes * (BM * K + K * BN), out_bytes * BM * BN)
 
 
-def ridge_point(peak_flops: float = H100_PEAK_BF16, bandwidth: float = H100_HBM_BW) -> float:
-    """The intensity (FLOP/B) where a kernel stops being memory-bound: peak FLOP/s ÷ bytes/s."""
-    return peak_flops / bandwidth
+def _roofs(peak_flops: float | None, bandwidth: float | None) -> tuple[float, float]:
+    from helpers.gpu.hardware import this_gpu
+
+    part = this_gpu()
+    return peak_flops or part.peak_bf16_tflops * 1e12, bandwidth or part.hbm_tbs * 1e12
 
 
-def roofline(intensity: float, peak_flops: float = H100_PEAK_BF16, bandwidth: float = H100_HBM_BW) -> float:
+def ridge_point(peak_flops: float | None = None, bandwidth: float | None = None) -> float:
+    """The intensity (FLOP/B) where a kernel stops being memory-bound: peak FLOP/s ÷ bytes/s (the GPU here, or the
+    emulated part, by default)."""
+    peak, bw = _roofs(peak_flops, bandwidth)
+    return peak / bw
+
+
+def roofline(intensity: float, peak_flops: float | None = None, bandwidth: float | None = None) -> float:
     """Attainable FLOP/s at a given intensity: the lower of the compute roof and bandwidth × intensity."""
-    return min(peak_flops, bandwidth * intensity)
+    peak, bw = _roofs(peak_flops, bandwidth)
+    return min(peak, bw * intensity)
 
 
 def tiled_matmul(a: np.ndarray, b: np.ndarray, BM: int = 64, BN: int = 64, BK: int = 64) -> np.ndarray:
@@ -313,7 +323,9 @@ def summary_html(plan: TilePlan, bm: int, bn: int, k: int) -> str:
     """The text under the pictures: what this block does now and what the whole GEMM costs."""
     s = block_step(plan, bm, bn, k)
     g, t = gemm_costs(plan.M, plan.N, plan.K), tile_costs(plan)
-    ridge = ridge_point()
+    from helpers.gpu.hardware import this_gpu
+
+    ridge, part = ridge_point(), this_gpu().name
     edge = "" if s.c.full else " (a partial edge tile: TMA zero-fills the missing rows/columns)"
     after = "then stores its C tile" if s.last else f"{plan.k_steps - 1 - k} more K steps before the store"
     lines = [
@@ -326,7 +338,7 @@ def summary_html(plan: TilePlan, bm: int, bn: int, k: int) -> str:
         f"{_fmt_bytes(plan.smem_per_stage)} of shared memory per K step.",
         f"Whole GEMM: {g.flops / 1e12:,.3f} TFLOP, at least {_fmt_bytes(g.bytes)} of traffic → "
         f"{g.intensity:,.0f} FLOP/B. One block alone: {t.flops / 1e6:,.1f} MFLOP over "
-        f"{_fmt_bytes(t.bytes)} → {t.intensity:,.1f} FLOP/B. H100 ridge point ≈ {ridge:,.0f} FLOP/B.",
+        f"{_fmt_bytes(t.bytes)} → {t.intensity:,.1f} FLOP/B. {part} ridge point ≈ {ridge:,.0f} FLOP/B.",
     ]
     return "<br>".join(lines)
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from helpers.hopper import parts
+
 from .errors import EmulationLimit, UnsupportedInstruction
 from .memory import (
     LOCAL_WINDOW,
@@ -116,7 +118,7 @@ class Options:
     livelock_blocks: int = 100_000  # blocks run without any progress before the machine looks for a spin
     step_limit: int = field(default_factory=lambda: _step_limit())  # warp instructions a launch may execute
     time_limit: float | None = field(default_factory=lambda: _wall_limit())  # wall-clock safety net, seconds
-    max_resident: int | None = None  # CTAs resident at once (default: what fits on 132 SMs)
+    max_resident: int | None = None  # CTAs resident at once (default: what fits on the emulated part's SMs)
     trace: bool = False  # record per-warp events (Machine.trace)
     hazards: bool = False  # the hazard checker (hazards.py): latest-moment async ops, happens-before checks
 
@@ -322,7 +324,7 @@ class Machine:
         regs = self.regs_per_thread or 32
         per_sm = min(32, 64 // self.W or 1, max(SMEM_PER_SM // max(self.smem_bytes, 1), 1),
                      max(65536 // max(regs * self.T, 1), 1))
-        limit = 132 * per_sm
+        limit = parts.current().sms * per_sm
         # keep the register file of the emulator modest
         n = sum(self.prog.nregs.values()) + 4
         cap = max(int(2e8 // max(n * 4 * self.T, 1)), self.csize)
@@ -1045,9 +1047,11 @@ class Binder:
         if base == "%nctaid":
             return uniform(lambda cta: mach.grid[k])
         if base == "%smid":
-            return uniform(lambda cta: cta.slot % 132)
+            sms = parts.current().sms
+            return uniform(lambda cta: cta.slot % sms)
         if base == "%nsmid":
-            return uniform(lambda cta: 132)
+            sms = parts.current().sms
+            return uniform(lambda cta: sms)
         if base == "%gridid":
             return uniform(lambda cta: 1)
         if base in ("%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
