@@ -143,3 +143,23 @@ def test_lab9_outro_reads_one_run_and_gives_no_ratio_against_a_dipping_cublas():
         printed = _run(src)
         assert "1.17" not in printed and "1.90×" not in _text(path)
         assert re.search(r"8192×8192×8192 +793 +798 +1\.01× +682–782", printed), printed
+
+
+# ------------------------------------------------------------------------- the Hopper parts, from their profiles
+def test_lesson05_compares_the_hopper_parts_from_their_profiles():
+    from helpers.hopper import parts
+
+    path = "lessons/05_kernel_design.ipynb"
+    words = _cell(path, "l05-parts")
+    sxm, h200, pcie = parts.get("h100-sxm"), parts.get("h200"), parts.get("h100-pcie")
+    assert f"about {sxm.ridge_point:.0f} to about {h200.ridge_point:.0f} FLOP/B" in words
+    assert f"({h200.hbm_tbs} TB/s against {sxm.hbm_tbs})" in words and f"has {pcie.sms} SMs, not {sxm.sms}" in words
+    assert f"{sxm.power_w} W for the H100 SXM and the H200, {pcie.power_w} W for the H100 PCIe" in words
+    assert sxm.power_w == h200.power_w
+    printed = _run(_cell(path, "l05-parts-run"), {"roofline": roofline})
+    n132, last132 = parts.waves(2048, 132)
+    n114, last114 = parts.waves(2048, 114)
+    for n, last in ((n132, last132), (n114, last114)):
+        assert f"{n} waves, the last {last:.0%} full" in printed
+    assert last114 > 0.9 > 0.6 > last132, "the words after the cell: 114 SMs fill the last wave, 132 leave half idle"
+    assert "almost completely" in _cell(path, "l05-parts-after") and "about half" in _cell(path, "l05-parts-after")
