@@ -155,7 +155,7 @@ def test_kernel_comments_do_not_give_the_counts_away(sol):
 
 def test_hint_and_answer_entry_points(capsys):
     lab7.hint("lab7-kernel", 1)
-    lab7.hint("lab7-multicast", 2)
+    lab7.hint("lab7-multicast", 2, part=1)
     lab7.answer("lab7-release", sure=True)
     out = capsys.readouterr().out
     assert "Hint 1 · lab7-kernel" in out and "part 7 of 7" in out
