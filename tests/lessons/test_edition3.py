@@ -163,3 +163,51 @@ def test_lesson05_compares_the_hopper_parts_from_their_profiles():
         assert f"{n} waves, the last {last:.0%} full" in printed
     assert last114 > 0.9 > 0.6 > last132, "the words after the cell: 114 SMs fill the last wave, 132 leave half idle"
     assert "almost completely" in _cell(path, "l05-parts-after") and "about half" in _cell(path, "l05-parts-after")
+
+
+# ------------------------------------------------------------------------- the topics that were partial or missing
+def test_lesson02_teaches_the_time_hint_pending_count_and_the_coherency_claim():
+    text = _cell("lessons/02_mbarrier.ipynb", "l02-more-wait")
+    for needle in ("suspendTimeHint", "mbarrier.pending_count.b64", "state", "cache coherency", "no cache",
+                   "atomic", "acquire"):
+        assert needle in text, needle
+
+
+def test_lesson04_says_why_two_arrays_and_what_cutlass_counts_per_cluster_size():
+    text = _text("lessons/04_pipelines.ipynb")
+    assert "Why two arrays" in text and "its own phase sequence" in text
+    assert "`num_consumers`" in text and "(cluster width + cluster height − 1) × the consumer warpgroups" in text
+    assert "`PipelineTmaAsync::producer_tail(state)`" in text and "`load_tail`" in text
+
+
+def test_lesson05_regimes_issue_rate_occupancy_and_the_tpc_claim():
+    path = "lessons/05_kernel_design.ipynb"
+    regimes = _cell(path, "l05-regimes")
+    assert all(w in regimes for w in ("memory-bound", "compute-bound", "too few tiles", "N/2 clocks"))
+    printed = _run(_cell(path, "l05-issue"))
+    assert "= 989 TFLOP/s" in printed and "m64n256k16: 524,288 FLOP, the tensor cores busy 128 clocks" in printed
+    assert "a 128×128×64 K step: 512 clocks" in printed        # Lab 9's 260 ns at 1980 MHz
+    assert round(512 / 1.98) == 259
+    occupancy = _cell(path, "l05-occupancy")
+    assert f"{128 * 24 + 256 * 240:,} of the SM's {65536:,}" in occupancy and (128 * 24 + 256 * 240) // 384 == 168
+    assert "TPC" in _text(path) and "usual argument" not in _text(path)
+
+
+def test_lesson07_block_striped_variants_invariants_and_the_stream_k_bridge():
+    path = "lessons/07_sequence_barriers.ipynb"
+    text = _text(path)
+    assert "2 × 2 = 4 mbarriers, 32 bytes" in text
+    assert "every cursor is made for a ring of the barrier's own" in text
+    variants = _cell(path, "l07-x07")
+    for needle in ("**element by", "`half2` pairs", "`StripedAccessType`", "reduce-max", "at least 16 bits",
+                   "red.global.add.s32"):
+        assert needle in variants, needle
+    lines = [ln for ln in _run("import numpy as np\n" + _cell(path, "l07-x08")).splitlines() if ln.startswith("order")]
+    ints = {ln.split(": ", 1)[1].split(", fp32")[0] for ln in lines}
+    fp32 = {ln.split("fp32 add ")[1] for ln in lines}
+    assert len(lines) == 2 and len(ints) == 1 and len(fp32) == 2, lines
+    bridge = _cell(path, "l07-bridge") if any(c.get("id") == "l07-bridge" for c in _nb(path).cells) else text
+    for name in ("WorkTileInfo", "k_tile_count", "k_tile_remaining", "sk_units_", "sk_tiles_", "big_units_",
+                 "min_iters_per_sk_unit_", "divmod_sk_groups_", "max_sk_groups_", "reduction_workspace_"):
+        assert name in bridge, name
+    assert "the reverse order" in bridge and "whole tiles before the Stream-K waves" not in bridge
