@@ -211,3 +211,33 @@ def test_lesson07_block_striped_variants_invariants_and_the_stream_k_bridge():
                  "min_iters_per_sk_unit_", "divmod_sk_groups_", "max_sk_groups_", "reduction_workspace_"):
         assert name in bridge, name
     assert "the reverse order" in bridge and "whole tiles before the Stream-K waves" not in bridge
+
+
+def test_not_every_cta_gets_the_same_work_and_nondeterministic_still_waits_for_the_first_split():
+    from helpers.hopper import streamk
+
+    lengths = [e - b for b, e in (streamk.stream_k_range(c, 66, 68 * 20) for c in range(66))]
+    assert lengths[0] == max(lengths) and lengths[-1] < lengths[0]          # the remainder falls at the end
+    assert 0 in [e - b for b, e in (streamk.stream_k_range(c, 66, 70) for c in range(66))]
+    text = _text("lessons/07_sequence_barriers.ipynb")
+    assert "Every CTA does the same amount of work" not in text and "`big_units_`" in text
+    assert "drops the wait.\n" not in text and "*first* split has stored its partial sums" in text
+    assert "66 equal, contiguous ranges" not in _text("solutions/lab9_streamk.ipynb")
+
+
+def test_one_number_for_lab5s_shared_memory_and_causes_said_as_consistent_with():
+    src = (ROOT / "bench/kernels/lab5_epilogue.cu").read_text()
+    assert "SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024" in src and 4 * 48 + 32 + 1 == 225
+    for path in ("solutions/lab5_epilogue.ipynb", "lessons/06_epilogue.ipynb"):
+        assert "224 KiB of shared memory" not in _text(path), path
+    assert "the kernel asks for 225 KiB" in _text("solutions/lab5_epilogue.ipynb")
+    assert "consistent with the L2 (no hit rates were measured)" in _text("lessons/07_sequence_barriers.ipynb")
+    assert "consistent with the\nbytes (not measured directly)" in _text("solutions/lab8_pingpong.ipynb")
+    capture = "\n".join(json.loads((DATA / "streamk_h100.json").read_text())["summary"])
+    assert "2× the co-resident clusters: completed" in capture and "relaxed flag: 0 of 20" in capture
+    words = _cell("lessons/07_sequence_barriers.ipynb", "l07-45b")
+    assert "did **not** reproduce two hazards" in words and "`__ldcg`" in words
+    fixup = json.loads((DATA / "fixup_h100.json").read_text())["summary"]
+    red, chain = (float(re.search(r"(\d+) TFLOP/s", next(s for s in fixup if s.startswith("1024×1024×16384, " + k)))
+                        .group(1)) for k in ("ordered red", "ordered load-add-store"))
+    assert red > chain and "the faster of the two ordered forms" in words
