@@ -241,3 +241,21 @@ def test_one_number_for_lab5s_shared_memory_and_causes_said_as_consistent_with()
     red, chain = (float(re.search(r"(\d+) TFLOP/s", next(s for s in fixup if s.startswith("1024×1024×16384, " + k)))
                         .group(1)) for k in ("ordered red", "ordered load-add-store"))
     assert red > chain and "the faster of the two ordered forms" in words
+
+
+_VAGUE = re.compile(r"circulates|easy to meet|usual argument|usually summed up|often written|are both said|one meets",
+                    re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("lessons/*.ipynb"),
+                                                                            *ROOT.glob("solutions/*.ipynb")]))
+def test_no_vague_attribution(path):
+    for cell in _nb(path).cells:
+        found = _VAGUE.search(cell.source)
+        assert not found, f"{path} {cell.get('id')}: {found.group(0)!r}"
+
+
+def test_lesson02_sentences_that_lost_their_subject_have_one_again():
+    text = _text("lessons/02_mbarrier.ipynb")
+    assert "```\nand says itself" not in text and "```\nand explains" not in text
+    assert "which calls itself *conceptual*" in text and "Its comments explain the `+ 1`" in text
