@@ -259,3 +259,13 @@ def test_lesson02_sentences_that_lost_their_subject_have_one_again():
     text = _text("lessons/02_mbarrier.ipynb")
     assert "```\nand says itself" not in text and "```\nand explains" not in text
     assert "which calls itself *conceptual*" in text and "Its comments explain the `+ 1`" in text
+
+
+def test_the_empty_count_formula_holds_for_any_cluster_of_more_than_one_block():
+    text = _text("lessons/05_kernel_design.ipynb")
+    assert "(width + height − 1) blocks × the consumer warpgroups" in text
+    for (w, h), count in (((2, 1), 4), ((2, 2), 6), ((4, 1), 8), ((1, 2), 4)):
+        # the blocks whose loads land in block (0, 0): its row and its column, itself once
+        senders = {(x, 0) for x in range(w)} | {(0, y) for y in range(h)}
+        assert len(senders) * 2 == count == (w + h - 1) * 2
+    assert "For 2×1 that is 2 × 2 = 4, for 2×2 it is 3 × 2 = 6" in text
