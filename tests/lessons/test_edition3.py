@@ -269,3 +269,9 @@ def test_the_empty_count_formula_holds_for_any_cluster_of_more_than_one_block():
         senders = {(x, 0) for x in range(w)} | {(0, y) for y in range(h)}
         assert len(senders) * 2 == count == (w + h - 1) * 2
     assert "For 2×1 that is 2 × 2 = 4, for 2×2 it is 3 × 2 = 6" in text
+
+
+def test_lesson01_says_loads_take_negative_coordinates_and_stores_fault():
+    stores = json.loads((DATA / "tma_stores.json").read_text())["cases"]
+    assert all(c["fault"] for c in stores if min(c["coords"]) < 0)
+    assert "a store at negative\ncoordinates faults" in _text("lessons/01_tma.ipynb")
