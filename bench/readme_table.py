@@ -40,8 +40,10 @@ ROWS = [
     (9, "Stream-K over the last waves", "lab9"),
 ]
 SQUARES = ((4096, 4096, 4096), (8192, 8192, 8192))
-#: the shape set's runs (bench/shapes.py on the H100); the newest with a geometric mean per group is quoted
-SHAPE_RUNS = "*shapes*-h100.json"
+#: the shape set's runs (bench/shapes.py) on each GPU: the newest with a geometric mean per group is quoted, per GPU
+SHAPE_RUNS = ("*shapes*-h100.json", "*shapes*-h200.json")
+#: the ladder's run on each further GPU, beside the one in ladder.json (the newest file matching wins)
+OTHER_LADDERS = ("*-ladder-h200.json",)
 QUANTIZED = (1024, 1024, 16384)
 
 
@@ -60,65 +62,105 @@ def cell(s: dict | None) -> str:
     return f"{tflops} ({s['ratio']:.2f}×)"
 
 
-def table(ladder: dict[str, Any], lab2: dict[str, Any] | None) -> str:
-    stored = ladder.get("rungs", {})
-    rungs = {key: stored.get(stored_key(key, ladder) or "", {}) for *_, key in ROWS if key}
-    lines = [BEGIN, "| lab | your kernel after it | TFLOP/s at 4096³ (× cuBLAS) | at 8192³ |", "|---|---|---:|---:|"]
-    for lab, what, key in ROWS:
-        if key == "lab2":
-            s = lab2.get("lab2_4096") if lab2 else None
-            cells = [cell(s and {"tflops": s["tflops"], "ratio": s["ratio"]}) + ("¹" if s else ""), "—"]
-        elif key:
-            cells = [cell(s) if (s := _at(rungs.get(key, {}), sq)) else "not measured yet" for sq in SQUARES]
-        else:
-            cells = ["—", "—"]
-        if key == "lab9":
-            q9, q7 = _at(rungs.get("lab9", {}), QUANTIZED), _at(rungs.get("lab7", {}), QUANTIZED)
-            if q9 and q7:
-                what += f" (1024×1024×16384: {cell(q9)} vs Lab 7 {cell(q7)})"
-        lines.append(f"| {lab} | {what} | {cells[0]} | {cells[1]} |")
-    how = ("interleaved with cuBLAS (median of the per-round ratios, [min–max])"
-           if any(s.get("ratio_range") for e in rungs.values() for s in e.get("speed", []))
-           else "each kernel beside cuBLAS in the same run")
+def _short(ladder: dict[str, Any]) -> str:
+    """H100, H200, ...: the part a run's ``gpu`` field names."""
+    import re
+
+    m = re.search(r"\b(GH200|H\d{2,3})\b", str(ladder.get("gpu", "")).upper())
+    return m.group(1) if m else str(ladder.get("gpu", "GPU"))
+
+
+def other_ladders(results: Path = ROOT / "bench" / "results") -> list[dict[str, Any]]:
+    """The newest ladder run on each GPU of :data:`OTHER_LADDERS`, with its file name as ``source``."""
+    out = []
+    for pattern in OTHER_LADDERS:
+        runs = sorted(results.glob(pattern))
+        if runs:
+            run = json.loads(runs[-1].read_text())
+            run.setdefault("source", f"bench/results/{runs[-1].name}")
+            out.append(run)
+    return out
+
+
+def _measured_on(ladder: dict[str, Any]) -> str:
     driver = ".".join(map(str, ladder.get("driver_cuda", [])))
-    gpu_name, cublas = ladder.get('gpu', '?'), ladder.get('cublas', '?')
-    lines += ["", f"Measured on an {gpu_name} (driver CUDA {driver}, cuBLAS {cublas}), "
-              f"{ladder.get('date', '?')}, by `make bench` (`bench/ladder.py`): {how}, same output type, random normal "
-              f"bf16 inputs, SM clock logged (`{ladder.get('source', LADDER.name)}`). The H100 is power-bound, so "
-              "cuBLAS itself varies from run to run; compare only within one run."]
+    text = (f"{_short(ladder)} columns: an {ladder.get('gpu', '?')} (driver CUDA {driver}, cuBLAS "
+            f"{ladder.get('cublas', '?')}), {ladder.get('date', '?')} (`{ladder.get('source', LADDER.name)}`)")
     floor = [f"{'×'.join(map(str, n['shape']))}: {n['ratio']:.3f} [{n['ratio_range'][0]:.3f}–{n['ratio_range'][1]:.3f}]"
              for n in ladder.get("noise_floor", []) if n.get("ratio_range")]
     if floor:
-        lines[-1] += f" What a ratio is worth: cuBLAS against itself, measured the same way, gave {'; '.join(floor)}."
+        text += f"; cuBLAS against itself there: {'; '.join(floor)}"
+    return text + "."
+
+
+def table(ladder: dict[str, Any], lab2: dict[str, Any] | None, others: list[dict[str, Any]] | None = None) -> str:
+    runs = [ladder] + list(others or [])
+    rungs_of = []
+    for run in runs:
+        stored = run.get("rungs", {})
+        rungs_of.append({key: stored.get(stored_key(key, run) or "", {}) for *_, key in ROWS if key})
+    head = " | ".join(f"{_short(r)}: TFLOP/s at {sq[0]}³ (× cuBLAS)" if i == 0 else f"{_short(r)}: at {sq[0]}³"
+                      for r in runs for i, sq in enumerate(SQUARES))
+    lines = [BEGIN, f"| lab | your kernel after it | {head} |", "|---|---|" + "---:|" * (2 * len(runs))]
+    for lab, what, key in ROWS:
+        cells = []
+        for j, rungs in enumerate(rungs_of):
+            if key == "lab2":
+                s = lab2.get("lab2_4096") if lab2 and j == 0 else None
+                cells += [cell(s and {"tflops": s["tflops"], "ratio": s["ratio"]}) + ("¹" if s else ""), "—"]
+            elif key:
+                cells += [cell(s) if (s := _at(rungs.get(key, {}), sq)) else "not measured yet" for sq in SQUARES]
+            else:
+                cells += ["—", "—"]
+        if key == "lab9":
+            notes = []
+            for run, rungs in zip(runs, rungs_of, strict=True):
+                q9, q7 = _at(rungs.get("lab9", {}), QUANTIZED), _at(rungs.get("lab7", {}), QUANTIZED)
+                if q9 and q7:
+                    notes.append(f"{_short(run)}: {cell(q9)} vs Lab 7 {cell(q7)}")
+            if notes:
+                what += f" (1024×1024×16384, {'; '.join(notes)})"
+        lines.append(f"| {lab} | {what} | {' | '.join(cells)} |")
+    how = ("interleaved with cuBLAS (median of the per-round ratios, [min–max])"
+           if any(s.get("ratio_range") for e in rungs_of[0].values() for s in e.get("speed", []))
+           else "each kernel beside cuBLAS in the same run")
+    lines += ["", f"Each pair of columns is one run on one GPU, by `make bench` (`bench/ladder.py`): {how}, same output "
+              "type, random normal bf16 inputs, SM clock logged. Hopper GPUs are power-bound under a long GEMM, so "
+              "cuBLAS itself varies from run to run: compare only within one run, never one GPU's figure with "
+              "another's. " + " ".join(_measured_on(r) for r in runs)]
     if lab2:
         day = str(lab2.get("meta", {}).get("date", ""))[:10]
-        lines[-1] += f" ¹ Lab 2 measured on {day} by `tools/h100/lab_speeds.py` (`bench/results/{LAB2.name}`)."
-    if shapes := shapes_line():
+        lines[-1] += (f" ¹ Lab 2 measured on an H100 on {day} by `tools/h100/lab_speeds.py` "
+                      f"(`bench/results/{LAB2.name}`).")
+    for shapes in shapes_lines():
         lines += ["", shapes]
     lines.append(END)
     return "\n".join(lines)
 
 
-def shapes_line(results: Path = ROOT / "bench" / "results") -> str:
-    """One sentence on the newest shape-set run: the kernel chosen per shape, as a geometric mean over the set and
-    per group of shapes, beside cuBLAS against itself."""
-    runs = [p for p in sorted(results.glob(SHAPE_RUNS)) if "geomean" in json.loads(p.read_text())]
-    if not runs:
-        return ""
-    newest = max(runs, key=lambda p: json.loads(p.read_text()).get("date", ""))
-    run = json.loads(newest.read_text())
-    g = run["geomean"]
-    steady_key = run.get("steady_key")
-    steady = g.get(steady_key, {}).get("chosen") if steady_key else None
-    groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items()
-                       if name not in ("all", steady_key) and v.get("chosen"))
-    bimodal = ", ".join("×".join(map(str, s)) for s in run.get("cublas_bimodal", []))
-    without = (f" (**{steady:.3f}×** without {bimodal}, where cuBLAS's own time is bimodal)" if steady else "")
-    return (f"Over a set of {len(run['shapes'])} shapes (squares, the GEMMs of a transformer layer at 512, 2048 and "
-            f"8192 tokens, wave-quantized shapes), the kernel `gpu.matmul` chose for each in that run ran at a "
-            f"geometric mean of **{g['all']['chosen']:.3f}×** cuBLAS{without} ({groups}; cuBLAS against itself "
-            f"{g['all']['noise']:.3f}×), "
-            f"interleaved the same way, {run.get('date', '?')} (`bench/results/{newest.name}`).")
+def shapes_lines(results: Path = ROOT / "bench" / "results") -> list[str]:
+    """One sentence per GPU on its newest shape-set run: the kernel chosen per shape, as a geometric mean over the set
+    and per group of shapes, beside cuBLAS against itself."""
+    out = []
+    for pattern in SHAPE_RUNS:
+        runs = [p for p in sorted(results.glob(pattern)) if "geomean" in json.loads(p.read_text())]
+        if not runs:
+            continue
+        newest = max(runs, key=lambda p: json.loads(p.read_text()).get("date", ""))
+        run = json.loads(newest.read_text())
+        g = run["geomean"]
+        steady_key = run.get("steady_key")
+        steady = g.get(steady_key, {}).get("chosen") if steady_key else None
+        groups = "; ".join(f"{name} {v['chosen']:.3f}×" for name, v in g.items()
+                           if name not in ("all", steady_key) and v.get("chosen"))
+        bimodal = ", ".join("×".join(map(str, s)) for s in run.get("cublas_bimodal", []))
+        without = (f" (**{steady:.3f}×** without {bimodal}, where cuBLAS's own time is bimodal)" if steady else "")
+        out.append(f"On the {_short(run)} ({run.get('gpu', '?')}): over a set of {len(run['shapes'])} shapes (squares, "
+                   f"the GEMMs of a transformer layer at 512, 2048 and 8192 tokens, wave-quantized shapes), the kernel "
+                   f"`gpu.matmul` chose for each in that run ran at a geometric mean of **{g['all']['chosen']:.3f}×** "
+                   f"cuBLAS{without} ({groups}; cuBLAS against itself {g['all']['noise']:.3f}×), interleaved the same "
+                   f"way, {run.get('date', '?')} (`bench/results/{newest.name}`).")
+    return out
 
 
 def render_readme(text: str, block: str) -> str:
@@ -133,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 when README.md differs from the results")
     args = p.parse_args(argv)
     lab2 = json.loads(LAB2.read_text()) if LAB2.exists() else None
-    new = render_readme(README.read_text(), table(json.loads(LADDER.read_text()), lab2))
+    new = render_readme(README.read_text(), table(json.loads(LADDER.read_text()), lab2, other_ladders()))
     if args.check:
         if new != README.read_text():
             print("README.md's table differs from bench/results: run python bench/readme_table.py")

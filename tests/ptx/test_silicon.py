@@ -1,5 +1,6 @@
-"""Truth from silicon: the committed comparison of every course kernel on an H100 and on the executor
-(tests/data/ptx_vs_h100.json, made by tools/h100/executor_vs_h100.py) says bit-identical everywhere."""
+"""Truth from silicon: the committed comparisons of every course kernel on a Hopper GPU and on the executor
+(tests/data/ptx_vs_<gpu>.json, one per part it was checked against, made by tools/h100/executor_vs_h100.py) say
+bit-identical everywhere."""
 
 from __future__ import annotations
 
@@ -8,20 +9,25 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "ptx_vs_h100.json"
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: the parts the executor was checked against, each with its own file
+PARTS = ("h100", "h200")
 
 
-@pytest.fixture(scope="module")
-def fixture() -> dict:
-    if not FIXTURE.exists():
-        pytest.skip("no H100 comparison committed yet: run tools/h100/executor_vs_h100.py on an H100 and commit "
-                    "$OUT/ptx_vs_h100.json as tests/data/ptx_vs_h100.json")
-    return json.loads(FIXTURE.read_text())
+@pytest.fixture(scope="module", params=PARTS)
+def fixture(request) -> dict:
+    path = DATA / f"ptx_vs_{request.param}.json"
+    if not path.exists():
+        pytest.skip(f"no comparison on the {request.param.upper()} committed yet: run tools/h100/executor_vs_h100.py "
+                    f"there and commit $OUT/{path.name} as tests/data/{path.name}")
+    data = json.loads(path.read_text())
+    data["part"] = request.param.upper()
+    return data
 
 
-def test_fixture_comes_from_an_h100(fixture: dict) -> None:
+def test_fixture_comes_from_the_gpu_it_is_named_after(fixture: dict) -> None:
     meta = fixture["meta"]
-    assert "H100" in meta["gpu"] and meta["driver_cuda_version"] and meta["date"]
+    assert fixture["part"] in meta["gpu"] and meta["driver_cuda_version"] and meta["date"]
     assert meta["made_by"] == "tools/h100/executor_vs_h100.py"
 
 
@@ -98,7 +104,7 @@ def test_the_executor_refuses_what_the_h100_refused(fixture: dict) -> None:
     import importlib.util
     import os
 
-    spec = importlib.util.spec_from_file_location("executor_vs_h100", FIXTURE.parents[2] / "tools" / "h100" /
+    spec = importlib.util.spec_from_file_location("executor_vs_h100", DATA.parents[1] / "tools" / "h100" /
                                                   "executor_vs_h100.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

@@ -31,6 +31,7 @@ from helpers.course import carry, grading
 from helpers.course.checks import _common as C
 from helpers.course.hints import answer, hint
 from helpers.course.widgets import registers
+from helpers.gpu.hardware import this_gpu
 from helpers.hopper import pipeline as pl
 
 __all__ = [
@@ -839,7 +840,7 @@ def _gpu_shapes(rng: Any, spec: KernelSpec, stages: int) -> list[tuple[int, int,
         n = 64 * int(rng.integers(20, 70))
         k = 64 * int(rng.integers(2, 12))
         blocks = -(-m // spec.bm) * -(-n // spec.bn)
-        if m != n and k != n and blocks > 2 * 132:
+        if m != n and k != n and blocks > 2 * this_gpu().sms:
             shapes.append((m, n, k))
     return shapes
 

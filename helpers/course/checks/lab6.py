@@ -21,11 +21,15 @@ import numpy as np
 
 from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
+from helpers.hopper import parts as _parts
 from helpers.hopper import scheduler
 
 from . import lab5
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream
 from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+
+#: the H100 SXM's SMs, the worker count of the cases named after it
+_SMS = _parts.PROFILES["h100-sxm"].sms
 
 __all__ = [
     "KERNEL_NAME",
@@ -189,7 +193,9 @@ def check_block_tiles(block_tiles: Callable[[int, int, int], list[int]]) -> None
     all blocks every tile exactly once (fewer tiles than blocks, a partial last wave included)."""
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the persistent loop", seed=rng.seed) as c:
-        cases = [(132, 512), (132, 2048), (132, 16), (132, 132), (132, 600), (3, 1), (1, 7), (5, 0)]
+        sxm, pcie, h20 = (_parts.PROFILES[k].sms for k in ("h100-sxm", "h100-pcie", "h20"))
+        cases = [(sxm, 512), (sxm, 2048), (sxm, 16), (sxm, sxm), (sxm, 600), (pcie, 512), (h20, 600), (3, 1), (1, 7),
+                 (5, 0)]
         cases += [(int(rng.integers(2, 140)), int(rng.integers(1, 1200))) for _ in range(4)]
         for blocks, tiles in cases:
             what = f"{blocks} blocks, {tiles} tiles"
@@ -239,7 +245,7 @@ def check_block_tiles(block_tiles: Callable[[int, int, int], list[int]]) -> None
 #: wave, and a wave that ends exactly at the last tile
 BOUNDARY_WAVES = [(scheduler.row_major(6, 8), 8, 2, 1024), (scheduler.row_major(6, 8), 8, 0, 512),
                   (scheduler.column_major(7, 5), 7, 1, 768), (scheduler.row_major(5, 7), 4, 8, 640),
-                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(18, 9, 8), 132, 1, 2048)]
+                  (scheduler.grouped(4, 6, 2), 8, 2, 512), (scheduler.grouped(18, 9, 8), _SMS, 1, 2048)]
 
 
 def _panel_bytes(tm_count: int, tn_count: int, K: int) -> tuple[int, int]:
@@ -262,9 +268,9 @@ def check_wave_footprint(wave_footprint: Callable[[np.ndarray, int, int, int], t
     (each 128-row panel of A and 256-row panel of B once), on grouped, row-major and Hilbert orders."""
     rng = grading.fresh_rng()
     with grading.check("Lab 6 · the L2 footprint of a wave", seed=rng.seed) as c:
-        cases = [(scheduler.grouped(64, 32, 8), 132, 0, 8192), (scheduler.row_major(32, 16), 132, 0, 4096),
-                 (scheduler.grouped(32, 16, 8), 132, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
-                 (scheduler.grouped(10, 3, 8), 132, 0, 512)]
+        cases = [(scheduler.grouped(64, 32, 8), _SMS, 0, 8192), (scheduler.row_major(32, 16), _SMS, 0, 4096),
+                 (scheduler.grouped(32, 16, 8), _SMS, 3, 4096), (scheduler.hilbert(12, 20), 30, 2, 2048),
+                 (scheduler.grouped(10, 3, 8), _SMS, 0, 512)]
         cases += BOUNDARY_WAVES
         for _ in range(3):
             tm, tn = int(rng.integers(2, 40)), int(rng.integers(2, 40))

@@ -5,7 +5,7 @@ co-resident cluster, on the course's PTX executor on three clusters and small sh
 and final splits and whole pairs; timed beside Lab 7 and cuBLAS on the H100 only).
 
 Conventions: the work unit is a cluster's pair of 128×256 tiles (256×256 of C), K in 64-wide steps. The model's
-"CTA" is a cluster; ``ctas`` is how many run at once (66 on an H100).
+"CTA" is a cluster; ``ctas`` is how many run at once (the resident pairs of blocks: ``helpers.hopper.parts``).
 
 The kernel graded is the student's own: their Lab 7 kernel (read from lab7_clusters.ipynb beside this notebook, put
 together with their Labs 6, 5 and 4 as Lab 7 graded it, and checked quickly with Lab 7's check; the course's Lab 7
@@ -26,10 +26,14 @@ import numpy as np
 
 from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
+from helpers.hopper import parts as _parts
 from helpers.hopper import streamk as sk
 from helpers.hopper import striped
 
 from ._common import Opening
+
+#: the parts the cases below are named after
+_SXM, _PCIE, _H20 = (_parts.PROFILES[k] for k in ("h100-sxm", "h100-pcie", "h20"))
 
 __all__ = [
     "check_iteration_space", "check_stream_k_pieces", "check_work_list", "check_striped", "check_fixup_plan",
@@ -123,8 +127,10 @@ PARTITION_EDGES = [
     (4, 3, 3, "rounding up leaves the last CTA nothing"),
     (5, 2, 8, "ranges starting inside tiles"),
     (3, 7, 4, "ranges crossing several tiles"),
-    (66, 16, 256, "1024×1024×16384 on an H100"),
-    (66, 68, 128, "1024×4352×8192 on an H100"),
+    (_SXM.resident(2), 16, 256, "1024×1024×16384 on an H100 SXM"),
+    (_SXM.resident(2), 68, 128, "1024×4352×8192 on an H100 SXM"),
+    (_PCIE.resident(2), 68, 128, "1024×4352×8192 on an H100 PCIe"),
+    (_H20.resident(2), 16, 256, "1024×1024×16384 on an H20"),
 ]
 
 
@@ -233,10 +239,12 @@ HYBRID_EDGES = [
     (5, 16, 3, "three waves and one tile"),
     (4, 16, 2, "a multiple of the CTAs: the Stream-K wave is whole tiles too"),
     (1, 4, 3, "one CTA"),
-    (66, 16, 256, "1024×1024×16384 on an H100"),
-    (66, 68, 128, "1024×4352×8192 on an H100"),
-    (66, 256, 64, "4096³ on an H100"),
-    (66, 1024, 128, "8192³ on an H100"),
+    (_SXM.resident(2), 16, 256, "1024×1024×16384 on an H100 SXM"),
+    (_SXM.resident(2), 68, 128, "1024×4352×8192 on an H100 SXM"),
+    (_SXM.resident(2), 256, 64, "4096³ on an H100 SXM"),
+    (_SXM.resident(2), 1024, 128, "8192³ on an H100 SXM"),
+    (_PCIE.resident(2), 256, 64, "4096³ on an H100 PCIe"),
+    (_H20.resident(2), 1024, 128, "8192³ on an H20"),
 ]
 
 

@@ -29,8 +29,8 @@ class ClusterSummary:
     l2_bytes: int
     l2_bytes_without: int
     co_resident: tuple[int, int] | None  # (clusters, SMs busy) on the GPU here (or the emulated part)
-    sms: int = 132
-    part: str = "H100 SXM"
+    sms: int = 0
+    part: str = ""
 
     @property
     def saving(self) -> float:
