@@ -146,34 +146,58 @@ def _find(exercise: str, path: Path) -> Exercise | str:
             + (f", e.g. {', '.join(repr(k) for k in known[:6])}" if known else ""))
 
 
-def hint_text(exercise: str, tier: int = 0, path: Path = DATA) -> str:
-    """The text ``hint(exercise, tier)`` prints."""
+def _part_name(ex: Exercise, n: int) -> str:
+    first = ex.regions[n - 1].hints[0]
+    return f"part {n} of {len(ex.regions)} ({first[:60]}{'…' if len(first) > 60 else ''})"
+
+
+def hint_text(exercise: str, tier: int = 0, path: Path = DATA, part: int | None = None) -> str:
+    """The text ``hint(exercise, tier, part=part)`` prints. An exercise of several parts gives tier 0 of every part
+    (what to do), and its later tiers one part at a time: each part's hints go from the idea to where to look to the
+    shape of its answer, and a student stuck on one part should not read the next part's."""
     ex = _find(exercise, path)
     if isinstance(ex, str):
         return ex
     if tier < 0:
         return "hints are numbered from 0 (what to do) upwards"
-    lines = []
     many = len(ex.regions) > 1
-    for n, region in enumerate(ex.regions, 1):
-        where = f"part {n} of {len(ex.regions)} ({region.hints[0][:60]}{'…' if len(region.hints[0]) > 60 else ''})"
+    if part is not None and not 1 <= part <= len(ex.regions):
+        return f"{ex.id} has {len(ex.regions)} part{'s' if many else ''}: part is 1" + (
+            f" to {len(ex.regions)}" if many else "")
+    title = "What to do" if tier == 0 else f"Hint {tier}"
+    if many and part is None and tier > 0:
+        out = [f"{title} · {ex.id} has {len(ex.regions)} parts; ask for the one you are on:"]
+        out += [f"  {_part_name(ex, n)}: {ex.lab}.hint('{ex.id}', {tier}, part={n})"
+                for n in range(1, len(ex.regions) + 1)]
+        return "\n".join(out)
+    numbers = [part] if part is not None else list(range(1, len(ex.regions) + 1))
+    lines = []
+    for n in numbers:
+        region = ex.regions[n - 1]
         if tier < len(region.hints):
             text = region.hints[tier]
         else:
             text = f"no hint {tier} for this part: its last hint is {len(region.hints) - 1}"
-        lines.append((f"{where}: " if many else "") + text)
-    title = "What to do" if tier == 0 else f"Hint {tier}"
+        lines.append((f"{_part_name(ex, n)}: " if many else "") + text)
     out = [f"{title} · {ex.id}"] + [f"  {line}" for line in lines]
-    if tier + 1 < ex.tiers:
+    if many and part is None:  # tier 0 of every part
+        out.append(f"More, one part at a time: {ex.lab}.hint('{ex.id}', 1, part=1) … part={len(ex.regions)}")
+    elif part is not None and many:
+        if tier + 1 < len(ex.regions[part - 1].hints):
+            out.append(f"More: {ex.lab}.hint('{ex.id}', {tier + 1}, part={part})")
+        else:
+            out.append(f"That was the last hint for this part. The answer: {ex.lab}.answer('{ex.id}')")
+    elif tier + 1 < ex.tiers:
         out.append(f"More: {ex.lab}.hint('{ex.id}', {tier + 1})")
     else:
         out.append(f"That was the last hint. The answer: {ex.lab}.answer('{ex.id}')")
     return "\n".join(out)
 
 
-def hint(exercise: str, tier: int = 0, *, path: Path = DATA) -> None:
-    """Print hint ``tier`` of an exercise (0: what to do; 1, 2: more specific). Nothing is graded on hints."""
-    print(hint_text(exercise, tier, path))
+def hint(exercise: str, tier: int = 0, *, part: int | None = None, path: Path = DATA) -> None:
+    """Print hint ``tier`` of an exercise (0: what to do; 1, 2: more specific), of one ``part`` where the exercise
+    has several. Nothing is graded on hints."""
+    print(hint_text(exercise, tier, path, part))
 
 
 def answer_text(exercise: str, sure: bool = False, path: Path = DATA) -> str:

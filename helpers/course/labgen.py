@@ -125,14 +125,14 @@ def _region(lines: list[str], where: str, language: str) -> SolutionRegion:
         raise GenerationError(f"{where}: hint tiers {sorted(hints)} have a gap (HINT, HINT 1, HINT 2, …)",
                               "number the hints HINT, HINT 1, HINT 2, … without a gap")
     region = SolutionRegion(hints, body, language)
-    for tier in (0, 1):
-        if tier in hints:
-            leaked = hints_mod.leaked_lines(hints[tier], region.solution)
-            if leaked:
-                name = "HINT" if tier == 0 else "HINT 1"
-                raise GenerationError(f"{where}: '# {name}:' gives the answer away: it contains the solution line "
-                                      f"{leaked[0]!r} (hints 0 and 1 say what to do and where to look, not the code)",
-                                      f"say in words what '# {name}:' asks for; keep the code in the region")
+    for tier in sorted(hints):
+        leaked = hints_mod.leaked_lines(hints[tier], region.solution)
+        if leaked:
+            name = "HINT" if tier == 0 else f"HINT {tier}"
+            raise GenerationError(f"{where}: '# {name}:' gives the answer away: it contains the solution line "
+                                  f"{leaked[0]!r} (hints say what to do, where to look and the shape of the answer, "
+                                  "never its code)",
+                                  f"say in words what '# {name}:' asks for; keep the code in the region")
     return region
 
 

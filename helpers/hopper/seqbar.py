@@ -30,7 +30,7 @@ from .mbarrier import BarrierState, Deadlock, MBarrier, MBarrierError
 
 __all__ = [
     "Cursor", "SequenceBarrier", "SeqBarError", "OrderViolation", "Lapped", "SeqStep", "SeqBarStepper",
-    "run_programs", "pingpong_programs", "Section", "handoff",
+    "run_programs", "pingpong_programs", "Section", "handoff", "handoff_on_gpu",
 ]
 
 
@@ -397,3 +397,25 @@ def handoff(participant_count: int, arrivals: int) -> str:
     return (f"{arrivals} arrival(s) on a slot initialised with {participant_count}: {completed} phases complete "
             f"instead of one{early}: the turns ahead are handed out before their owners arrive, and the parity "
             "bit can no longer tell the laps apart")
+
+
+def handoff_on_gpu(participant_count: int, threads: int, warp: int = 32) -> str:
+    """What ``threads`` threads, each running ``mbarrier.arrive`` (count 1) once, do to a slot initialised with
+    ``participant_count`` on an H100, where the lanes of one warp that arrive together count as one arrival of all
+    of theirs (``tests/data/mbarrier_warp_arrivals_h100.json``): an arrival larger than what the phase still
+    awaits traps the kernel. ``handoff`` is the model's view, one thread at a time."""
+    who = f"{threads} thread{'' if threads == 1 else 's'} on a slot initialised with {participant_count}"
+    pending, completed = participant_count, 0
+    for first in range(0, threads, warp):
+        lanes = min(warp, threads - first)
+        if lanes > pending:
+            return (f"{who}: warp {first // warp}'s {lanes} lanes arrive at once, {lanes - pending} more than the "
+                    "phase awaits: the kernel traps (CUDA_ERROR_LAUNCH_FAILED)")
+        pending -= lanes
+        if pending == 0:
+            completed, pending = completed + 1, participant_count
+    if completed == 0:
+        return f"{who}: the phase never completes ({pending} more needed), so the next group waits forever"
+    if completed == 1 and pending == participant_count:
+        return f"{who}: one phase completes, one turn"
+    return f"{who}: {completed} phases complete instead of one"

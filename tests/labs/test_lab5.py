@@ -142,7 +142,7 @@ def test_kernel_stub_says_what_to_do_and_how_to_ask_for_more(stub):
 
 def test_hint_and_answer_entry_points(capsys):
     lab5.hint("lab5-kernel")
-    lab5.hint("lab5-kernel", 1)
+    lab5.hint("lab5-kernel", 1, part=2)
     lab5.hint("lab5-round", 2)
     lab5.answer("lab5-kernel")
     lab5.answer("lab5-kernel", sure=True)

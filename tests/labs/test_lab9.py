@@ -450,7 +450,7 @@ def test_hint_and_answer_entry_points(capsys):
     lab9.answer("lab9-fixup")
     lab9.answer("lab9-kernel", sure=True)
     out = capsys.readouterr().out
-    assert "What to do · lab9-kernel" in out and "part 5 of 5" in out and "More: lab9.hint('lab9-kernel', 1)" in out
+    assert "What to do · lab9-kernel" in out and "part 5 of 5" in out and "lab9.hint('lab9-kernel', 1, part=1)" in out
     assert "Hint 2 · lab9-fixup" in out and "That was the last hint" in out and "sure=True" in out
     assert "hopper::flag_store_release(flag, order + 1);" in out.split("The answer · lab9-kernel")[1]
 

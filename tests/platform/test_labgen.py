@@ -186,7 +186,7 @@ TIERED = '''def area(w, h):
     ### BEGIN SOLUTION
     # HINT: multiply the two sides (the lesson's first section)
     # HINT 1: width times height, nothing else
-    # HINT 2: the answer is one return statement: return w * h
+    # HINT 2: the answer is one return statement of the product
     return w * h
     ### END SOLUTION
 '''
@@ -228,10 +228,11 @@ def test_stub_carries_tier_0_and_how_to_ask_for_more(tmp_path):
         assert secret not in text, secret
 
 
-@pytest.mark.parametrize("tier", ["HINT", "HINT 1"])
+@pytest.mark.parametrize("tier", ["HINT", "HINT 1", "HINT 2"])
 def test_a_hint_holding_a_solution_line_is_refused(tmp_path, tier):
-    leaky = TIERED.replace(f"# {tier}: " + ("multiply the two sides" if tier == "HINT" else "width times height"),
-                           f"# {tier}: write return w * h")
+    said = {"HINT": "multiply the two sides", "HINT 1": "width times height",
+            "HINT 2": "the answer is one return statement of the product"}[tier]
+    leaky = TIERED.replace(f"# {tier}: {said}", f"# {tier}: write return w * h")
     sol = _tiered_course(tmp_path, leaky)
     with pytest.raises(labgen.GenerationError, match=f"'# {tier}:' gives the answer away.*return"):
         labgen.student_version(sol)
@@ -248,7 +249,7 @@ def test_the_leak_rule_ignores_whitespace_and_backticks_and_short_lines():
 
 @pytest.mark.parametrize("source, message", [
     (TIERED.replace("# HINT 1:", "# HINT 3:"), "gap"),
-    (TIERED.replace("# HINT 2: the answer is one return statement: return w * h", "# HINT 1: again"), "two"),
+    (TIERED.replace("# HINT 2: the answer is one return statement of the product", "# HINT 1: again"), "two"),
 ])
 def test_hint_tiers_must_be_numbered_without_gaps(tmp_path, source, message):
     with pytest.raises(labgen.GenerationError, match=message):

@@ -120,8 +120,9 @@ participants = Quiz(
     "on the next warpgroup's order slot. What count must `mbarrier.init` give each slot?",
     answer=128,
     hint="one phase, one turn: how many arrivals does one turn bring?",
-    explanation="128: the phase must complete once per turn, when the last of the 128 threads arrives. With 1, each "
-    "thread's arrival completes a phase of its own (128 turns handed out at once); with 2 (one per warpgroup) "
-    "the first two threads hand the turn on before the others are done",
+    explanation="128: the phase must complete once per turn, when the last of the 128 threads arrives. With 1 or 2 "
+    "the H100 traps at the first warp's arrive: its 32 lanes arrive together, more than the phase awaits (the "
+    "Python model, taking one thread at a time, would instead hand out extra turns early); with 256 the phase "
+    "never completes",
     wrong=(1, 2, 4, 256),
 )
