@@ -11,8 +11,8 @@ import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers.course import labgen
-from helpers.hopper import wgmma
 from helpers.course.checks import lab3
+from helpers.hopper import wgmma
 
 
 def _stub() -> dict:

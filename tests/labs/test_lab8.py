@@ -441,7 +441,8 @@ def test_the_speed_floor_was_measured_for_lab8():
     labs = json.loads(fixture.read_text())["labs"] if fixture.exists() else {}
     if "lab8" not in labs:
         pytest.skip("Lab 8 is not in tests/data/speed_floor_h100.json yet: on an H100, `SPEED_FLOOR_LABS=lab8 "
-                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to tests/data/")
+                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to "
+                    "tests/data/")
     entry = labs["lab8"]
     assert "H100" in entry["gpu"] and entry["driver"] and entry["date"] and entry["rounds"] >= 9, entry
     assert set(entry["shapes"]) == {"×".join(map(str, s)) for s in lab8.SQUARE + lab8.SHORT_K}
