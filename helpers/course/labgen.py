@@ -518,6 +518,45 @@ def _mark_fix(rel: str, index: int, role: str, grade_id: str, points: float | No
     return f"{AUTHOR} mark {rel} {index} --{role}{worth} --id {grade_id}"
 
 
+def _committed_ids(root: Path, rel: str) -> dict[str, str] | None:
+    """cell id -> grade_id of the notebook as the last commit has it; None outside git or for a new notebook."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        nb = nbformat.reads(done.stdout, as_version=4)
+    except Exception:  # noqa: BLE001 - an unreadable old version blames nobody
+        return None
+    return {c.get("id", ""): (c.metadata.get("nbgrader") or {}).get("grade_id") for c in nb.cells}
+
+
+def _duplicate(rel: str, nb: nbformat.NotebookNode, first: int, second: int, gid: str,
+               committed: dict[str, str] | None) -> Problem:
+    """Two cells with one grade id: the one that is new since the last commit gets the new id; where git cannot say
+    which is new, both are named and the author chooses."""
+    def fix(i: int) -> str:
+        meta = nb.cells[i].metadata.get("nbgrader") or {}
+        role = _role(meta)
+        if role == "plain":
+            return f"{AUTHOR} mark {rel} {i} --plain"
+        return _mark_fix(rel, i, role, f"{gid}-2", meta.get("points") if role in ("check", "written") else None)
+
+    had = [committed is not None and committed.get(nb.cells[i].get("id", "")) == gid for i in (first, second)]
+    if had == [True, False]:
+        return Problem(rel, second, f"uses the id of cell {first}, which had it in the last commit: ids are unique "
+                       "in a notebook (nbgrader stops at the second)", fix(second) + " (or another new id)", gid)
+    if had == [False, True]:
+        return Problem(rel, first, f"uses the id of cell {second}, which had it in the last commit: ids are unique "
+                       "in a notebook (nbgrader stops at the second)", fix(first) + " (or another new id)", gid)
+    return Problem(rel, second, f"uses the id of cell {first}: ids are unique in a notebook (nbgrader stops at the "
+                   "second); give the cell you added a new id", f"{fix(second)}, or {fix(first)}", gid)
+
+
 def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int]]:
     """The mistakes of one solution notebook, and its exercises (exercise id -> cell of its answer)."""
     rel = path.relative_to(root).as_posix()
@@ -534,6 +573,7 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
     answers: dict[str, int] = {}
     checks: dict[str, int] = {}
     regions = 0
+    committed: dict[str, str] | None | bool = False  # read from git only when two cells share an id
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader") or {}
         gid = meta.get("grade_id")
@@ -576,9 +616,9 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
             say(f"grade_id {gid!r} has characters nbgrader refuses",
                 "use letters, digits, '-', '_' and '.', starting with a letter or digit")
         if gid in ids:
-            say(f"uses the id of cell {ids[gid]}: ids are unique in a notebook (nbgrader stops at the second)",
-                _mark_fix(rel, i, role, f"{gid}-2" if role != "plain" else gid,
-                          meta.get("points") if role in ("check", "written") else None) + " (or another new id)")
+            if committed is False:
+                committed = _committed_ids(root, rel)
+            problems.append(_duplicate(rel, nb, ids[gid], i, gid, committed))
         ids.setdefault(gid, i)
         if role in ("check", "written"):
             points = meta.get("points")

@@ -352,3 +352,26 @@ def test_check_reports_a_stale_lab_and_list_flags_the_mistakes(tmp_path, capsys)
     assert author.main(["list", str(sol)]) == 0
     out = capsys.readouterr().out
     assert "✗ solutions/lab0_tiny.ipynb, cell 3 (lab0-double): uses the id of cell 2" in out
+
+
+def test_a_duplicate_id_blames_the_cell_that_is_new_since_the_last_commit(tmp_path, capsys):
+    """An exercise pasted above an older one with the older one's id: the new cell gets the new id, whatever its
+    position; the older exercise keeps its id (and its pairing with its answer)."""
+    import subprocess
+
+    root = _lab_course(tmp_path)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, timeout=30)
+    path = root / "solutions" / "lab0_tiny.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    pasted = nbformat.v4.new_code_cell("lab0.check_double(double)")
+    pasted.metadata["nbgrader"] = dict(CHECK_META, points=1)
+    nb.cells.insert(2, pasted)  # before the older check: first by position
+    nbformat.write(nb, path)
+    assert author.main(["check", "--root", str(root), "--no-labs"]) == 1
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("✗ ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("✗ solutions/lab0_tiny.ipynb, cell 2 (lab0-double): uses the id of cell 4, which had "
+                               "it in the last commit"), lines[0]
+    assert lines[0].endswith("mark solutions/lab0_tiny.ipynb 2 --check --points 1 --id lab0-double-2 (or another "
+                             "new id)") and " 4 --check" not in lines[0]
