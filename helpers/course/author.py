@@ -37,9 +37,9 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
-
 from helpers.course import labgen
+
+nbformat = labgen.lazy_import("nbformat")
 
 __all__ = ["ROLES", "AuthorError", "find_cell", "mark", "role_of", "describe", "new_exercise", "new_widget",
            "WIDGET_REGISTRY", "main"]

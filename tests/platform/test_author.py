@@ -279,15 +279,24 @@ def test_new_widget_registers_it_where_the_widget_tests_and_gallery_look(tmp_pat
 
 
 # ------------------------------------------------------------------------------------------ author check
-LAB_ANSWER = 'def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    return 2 * x\n    ### END SOLUTION\n'
+LAB_ANSWER = ('def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    # HINT 1: an int doubled is an int\n'
+              '    return 2 * x\n    ### END SOLUTION\n')
+GRADER = """from helpers.course import grading
+
+
+def check_double(double):
+    with grading.check("Lab 0 · double") as c:
+        for x in (2, 5):
+            c.equal(f"double({x})", grading.call_student(double, x), 2 * x)
+"""
 
 
 def _lab_course(root, *, answer=LAB_ANSWER, answer_id="lab0-double-answer", check_meta=None,
-                call="lab0.check_double(double)"):
+                call="lab0.check_double(double)", grader=GRADER, outputs=()):
     """A one-exercise course: solutions/lab0_tiny.ipynb, its grader module, and labs/ generated when it can be."""
     for part in ("solutions", "labs", "lessons", "helpers/course/checks"):
         (root / part).mkdir(parents=True, exist_ok=True)
-    (root / "helpers/course/checks/lab0.py").write_text("def check_double(f):\n    assert f(2) == 4\n")
+    (root / "helpers/course/checks/lab0.py").write_text(grader)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Lab 0"),
                 nbformat.v4.new_code_cell("from helpers.course.checks import lab0"),
@@ -297,6 +306,9 @@ def _lab_course(root, *, answer=LAB_ANSWER, answer_id="lab0-double-answer", chec
                                             "grade_id": answer_id, "schema_version": 3}
     nb.cells[3].metadata["nbgrader"] = check_meta or {"grade": True, "solution": False, "locked": True,
                                                       "grade_id": "lab0-double", "points": 1, "schema_version": 3}
+    for i in outputs:
+        nb.cells[i].outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ Lab 0 · double\n")]
+        nb.cells[i].execution_count = 3
     nbformat.write(nb, root / "solutions" / "lab0_tiny.ipynb")
     return root
 
@@ -315,7 +327,7 @@ CHECK_META = {"grade": True, "solution": False, "locked": True, "grade_id": "lab
 
 @pytest.mark.parametrize("mistake, course, needles", [
     ("a region with no # HINT: line", dict(answer=LAB_ANSWER.replace("    # HINT: times two\n", "")),
-     ["cell 2 (lab0-double-answer): line 4: the solution region has no '# HINT: …' line", "fix: add a line"]),
+     ["cell 2 (lab0-double-answer): line 5: the solution region has no '# HINT: …' line", "fix: add a line"]),
     ("an answer cell left unmarked", dict(answer_id=None),
      ["cell 2: has a solution region but is not marked as an answer", "hints are left out of labs.json",
       "fix: python -m helpers.course.author mark solutions/lab0_tiny.ipynb 2 --answer --id lab0-double-answer"]),
@@ -328,13 +340,31 @@ CHECK_META = {"grade": True, "solution": False, "locked": True, "grade_id": "lab
      ["cell 3 (lab0-double): calls lab0.check_dubble, which helpers/course/checks/lab0.py does not define"]),
     ("an answer whose check has another id", dict(check_meta=dict(CHECK_META, grade_id="lab0-twice", points=1)),
      ["cell 2 (lab0-double-answer): no check cell has the id 'lab0-double'"]),
+    ("a solution in a plain cell, no markers", dict(answer="def double(x):\n    return 2 * x\n", answer_id=None),
+     ["cell 3 (lab0-double): a check cell with no answer cell", "is in plain cell 2", "make labs gives it to students",
+      "then python -m helpers.course.author mark solutions/lab0_tiny.ipynb 2 --answer --id lab0-double-answer"]),
+    ("a grader that passes the stub", dict(grader=GRADER.replace("c.equal(", "c.ok(").replace(
+        ", grading.call_student(double, x), 2 * x)", ")")),
+     ["cell 3 (lab0-double): check_double passes the stub students start from and an answer returning None",
+      "fix: compare what the answer must be"]),
+    ("a grader that compares nothing", dict(grader=GRADER.replace(
+        'c.equal(f"double({x})", grading.call_student(double, x), 2 * x)', "grading.call_student(double, x)")),
+     ["cell 3 (lab0-double): check_double compares nothing on an answer returning None"]),
+    ("a grader that raises for an odd answer", dict(grader=GRADER.replace(
+        "grading.call_student(double, x), 2 * x)", "grading.call_student(double, x) + 0, 2 * x)")),
+     ["check_double raises TypeError on an answer returning None instead of failing with its report",
+      "fix: call the student's function with grading.call_student"]),
+    ("outputs committed", dict(outputs=(1, 3)),
+     ["solutions/lab0_tiny.ipynb: has outputs committed (cells 1, 3)", "fix: make strip"]),
+    ("a region without tier 1", dict(answer=LAB_ANSWER.replace("    # HINT 1: an int doubled is an int\n", "")),
+     ["cell 2 (lab0-double-answer): a solution region has no '# HINT 1: …' line", "fix: add a line '# HINT 1: "]),
 ])
 def test_check_reports_each_mistake_in_one_plain_line(tmp_path, capsys, mistake, course, needles):
     root = _lab_course(tmp_path, **course)
     assert author.main(["check", "--root", str(root)]) == 1, mistake
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("✗ ")]
-    assert len(lines) == 1 and lines[0].startswith("✗ solutions/lab0_tiny.ipynb, cell "), err
+    assert len(lines) == 1 and lines[0].startswith("✗ solutions/lab0_tiny.ipynb"), err
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert "Traceback" not in err
