@@ -174,8 +174,11 @@ def _run(root, *args: str, timeout: int = 600):
 
 def _ruff_codes(root) -> str:
     """The rule codes ruff reports in the two files a scaffold appends to, sorted (line numbers left out)."""
-    done = _run(root, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-                "helpers/course/checks/lab1.py", "tests/labs/test_lab1.py")
+    return _ruff_codes_of(root, "helpers/course/checks/lab1.py", "tests/labs/test_lab1.py")
+
+
+def _ruff_codes_of(root, *files: str) -> str:
+    done = _run(root, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", *files)
     return "\n".join(sorted(line.split(": ")[1].split(" ")[0] for line in done.stdout.splitlines() if ": " in line
                             and line.startswith(("helpers", "tests"))))
 
@@ -259,23 +262,33 @@ def test_new_exercise_refuses_in_one_line_and_writes_nothing(tmp_path, capsys, a
 
 
 def test_new_widget_registers_it_where_the_widget_tests_and_gallery_look(tmp_path, capsys):
+    """Beside a widget registered before it (the registry is not assumed empty): its module, its heading and cell in
+    the lesson, its registration, and a test of its pure function, all green."""
     root = _course_copy(tmp_path)
+    registry = root / author.WIDGET_REGISTRY
+    registry.write_text(json.dumps({"bank": {"module": "tiles", "function": "tile_grid_widget"}}))
     assert author.main(["new-widget", "chunk_order", "--lesson", "01", "--after", "3", "--root", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "tests/platform/widgets.json: chunk_order registered" in out and "lessons/01_tma.ipynb: cell 4" in out
+    assert "tests/platform/widgets.json: chunk_order registered" in out
+    assert "lessons/01_tma.ipynb: cell 4 is its heading, cell 5 shows it" in out
+    assert "tests/platform/test_widget_chunk_order.py: tests of chunk_order_slots()" in out
     lesson = nbformat.read(root / "lessons" / "01_tma.ipynb", as_version=4)
-    assert lesson.cells[4].source.endswith("chunk_order.chunk_order_widget()")
-    assert json.loads((root / author.WIDGET_REGISTRY).read_text())["chunk_order"]["function"] == "chunk_order_widget"
+    assert lesson.cells[4].source.startswith("## Widget: chunk order") and lesson.cells[4].cell_type == "markdown"
+    assert lesson.cells[5].source.endswith("chunk_order.chunk_order_widget()")
+    assert set(json.loads(registry.read_text())) == {"bank", "chunk_order"}
     done = _run(root, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/platform/test_widgets.py", "-k",
-                "chunk_order")
+                "chunk_order", "tests/platform/test_widget_chunk_order.py")
     passed = re.search(r"(\d+) passed", done.stdout)
-    assert done.returncode == 0 and passed and int(passed.group(1)) >= 2, done.stdout + done.stderr  # each widget test
+    assert done.returncode == 0 and passed and int(passed.group(1)) >= 4, done.stdout + done.stderr  # each widget test
     gallery = _run(root, "-c", "import sys; sys.path.insert(0, 'tests/platform'); import widget_gallery as g; "
                    "print(g.GALLERY['chunk_order']); print(g.SETUP.splitlines()[-1])")
-    assert gallery.stdout.split("\n")[:2] == ["chunk_order.chunk_order_widget()",
-                                              "from helpers.course.widgets import chunk_order"], gallery.stderr
+    cell, imports = gallery.stdout.split("\n")[:2]
+    assert cell == "chunk_order.chunk_order_widget()", gallery.stderr
+    assert imports.startswith("from helpers.course.widgets import ") and "chunk_order" in imports.split(" import ")[1]
     assert author.main(["new-widget", "chunk_order", "--root", str(root)]) == 1
     assert "exists" in capsys.readouterr().err
+    assert _ruff_codes_of(root, "helpers/course/widgets/chunk_order.py", "tests/platform/test_widget_chunk_order.py") \
+        == ""
 
 
 # ------------------------------------------------------------------------------------------ author check
@@ -405,3 +418,22 @@ def test_a_duplicate_id_blames_the_cell_that_is_new_since_the_last_commit(tmp_pa
                                "it in the last commit"), lines[0]
     assert lines[0].endswith("mark solutions/lab0_tiny.ipynb 2 --check --points 1 --id lab0-double-2 (or another "
                              "new id)") and " 4 --check" not in lines[0]
+
+
+def test_new_exercise_follows_the_labs_own_headings_and_step_table(tmp_path, capsys):
+    """Lab 6 numbers its parts "## 3 · …" (Lab 1 "## Exercise 3 · …") and opens with a step table: the scaffold
+    writes its heading the lab's way and adds its row to the table, and names what to renumber."""
+    root = tmp_path / "course"
+    for name in ("solutions/lab6_persistent.ipynb", "helpers/course/checks/lab6.py", "tests/labs/test_lab6.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes((labgen.ROOT / name).read_bytes())
+    assert author.main(["new-exercise", "lab6", "tile-bytes", "--after", "lab6-footprint", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    nb = nbformat.read(root / "solutions" / "lab6_persistent.ipynb", as_version=4)
+    at = author.find_cell(nb, "lab6-footprint")
+    assert nb.cells[at + 1].source.startswith("## 4 · Tile bytes\n")
+    rows = [ln for ln in nb.cells[0].source.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4", "4"]
+    assert rows[3].startswith("| 4 | `tile_bytes`: the bytes of a bf16 tile |")
+    assert "cell 0's step table has a row for step 4" in out
+    assert re.search(r"renumber the headings of cells \d+ and the step table's later rows", out), out
