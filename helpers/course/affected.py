@@ -11,8 +11,17 @@ commits since REF changed. Each changed file maps to the tests that exercise it:
 - ``helpers/course/checks/labN.py`` runs ``tests/labs/test_labN.py``; a quiz module its lesson's tests; a widget
   the widget tests; ``docs/*.md`` the tests that read it; the Makefile the guide's test.
 
-Every run starts with ``author check`` (the authoring mistakes, in seconds) and ruff on the changed Python files.
-``make test`` remains the whole suite, for before a merge.
+Within a file, only what changed since the last commit (or since ``--since REF``) runs where that can be told:
+the test functions added or edited in a test module; the tests that name a grader function added or edited in
+``helpers/course/checks/labN.py``; for a solution notebook, the tests that name the functions and graders of its
+added or edited cells (and the lab's notebook-wide rules: exercises, tiered hints, stubs), and, instead of the
+whole notebooks, those cells with what they need (the imports, the cells defining the names they use, the checks of
+an answer) run in the solution and in the student lab, judged by the rules of ``make validate``. A change outside
+functions (a module's constants, a cell without an id, a new file) runs the whole module or notebook.
+
+Every step runs, whichever failed before it: ``author check`` (the authoring mistakes, in seconds), ruff on the
+changed Python files, pytest, the notebooks; the last lines say which failed. ``make test`` remains the whole suite,
+for before a merge.
 
 ::
 
@@ -28,6 +37,8 @@ import ast
 import re
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +58,20 @@ class Plan:
     notebooks: set[str] = field(default_factory=set)  # file stems, for ``labgen.validate(only=…)``
     python: set[str] = field(default_factory=set)
     unmapped: list[str] = field(default_factory=list)
+    #: test module -> the test functions to run (a module absent here runs whole)
+    only_tests: dict[str, set[str]] = field(default_factory=dict)
+    #: notebook stem -> the ids of the changed code cells (a notebook absent here runs whole)
+    only_cells: dict[str, set[str]] = field(default_factory=dict)
+
+    def pytest_args(self) -> list[str]:
+        """The test modules and test functions (``path::name``) to hand to pytest."""
+        args = []
+        for test in sorted(self.tests):
+            if test in self.only_tests:
+                args += [f"{test}::{name}" for name in sorted(self.only_tests[test])]
+            else:
+                args.append(test)
+        return args
 
 
 def changed_files(root: Path = ROOT, since: str | None = None) -> list[str]:
@@ -108,6 +133,126 @@ def _lesson_tests(root: Path, number: str) -> set[str]:
     return found
 
 
+def _at(root: Path, ref: str, path: str) -> str | None:
+    """The text of ``path`` at git revision ``ref``; None where it does not exist there."""
+    done = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, capture_output=True, text=True, timeout=60)
+    return done.stdout if done.returncode == 0 else None
+
+
+def changed_functions(root: Path, path: str, ref: str) -> set[str] | None:
+    """The top-level functions of module ``path`` added or edited since ``ref``; None when anything else changed
+    (or the file is new, or does not parse): then all of it counts as changed."""
+    old = _at(root, ref, path)
+    try:
+        trees = [ast.parse(old), ast.parse((root / path).read_text())] if old is not None else None
+    except (OSError, SyntaxError):
+        return None
+    if trees is None:
+        return None
+    parts = []
+    for tree in trees:
+        functions = {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        rest = [ast.dump(n) for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        parts.append((functions, rest))
+    (before, rest_before), (after, rest_after) = parts
+    if rest_before != rest_after:
+        return None
+    return {name for name, body in after.items() if before.get(name) != body}
+
+
+def changed_cells(root: Path, path: str, ref: str) -> set[str] | None:
+    """The ids of the code cells of notebook ``path`` added or edited since ``ref``; None when the notebook is new
+    there or a cell has no id."""
+    nbformat = labgen.nbformat
+    old = _at(root, ref, path)
+    if old is None:
+        return None
+    try:
+        cells = [nbformat.reads(old, as_version=4).cells, nbformat.read(root / path, as_version=4).cells]
+    except Exception:  # noqa: BLE001 - unreadable: the whole notebook
+        return None
+    if any(not c.get("id") for nb in cells for c in nb):
+        return None
+    before = {c["id"]: (c.cell_type, c.source, c.metadata.get("nbgrader")) for c in cells[0]}
+    return {c["id"] for c in cells[1] if c.cell_type == "code"
+            and before.get(c["id"]) != (c.cell_type, c.source, c.metadata.get("nbgrader"))}
+
+
+#: the lab tests' notebook-wide rules (tests/labs/hinttools.py): they run for any change to a lab's notebook
+NOTEBOOK_RULES = ("assert_tiered", "assert_stubs_show_tier_0_only", "graded_ids", "notebook_exercises",
+                  "notebook_regions", "lab_exercises")
+
+
+def _tests_naming(root: Path, test: str, names: set[str]) -> set[str]:
+    """The test functions of module ``test`` whose source names one of ``names``."""
+    try:
+        text = (root / test).read_text()
+        tree = ast.parse(text)
+    except (OSError, SyntaxError):
+        return set()
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            words = set(re.findall(r"[A-Za-z_][\w-]*", ast.get_source_segment(text, node) or ""))
+            if words & names:
+                found.add(node.name)
+    return found
+
+
+def _cell_names(root: Path, path: str, ids: set[str], lab: str) -> set[str]:
+    """The function names, graders and grade ids of the cells ``ids`` of a solution notebook."""
+    nb = labgen.nbformat.read(root / path, as_version=4)
+    names: set[str] = set()
+    for cell in nb.cells:
+        if cell.get("id") not in ids:
+            continue
+        names |= labgen._top_level_names(cell.source)
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid:
+            names.add(gid.removesuffix("-answer"))
+        for grader, args, _ in labgen._grader_calls(cell.source, lab):
+            names |= {grader, *args}
+    return names
+
+
+def narrow(p: Plan, changed: list[str], root: Path, ref: str) -> Plan:
+    """Within the files of plan ``p``, only what changed since ``ref`` (see the module's docstring)."""
+    whole: set[str] = set()
+    picked: dict[str, set[str]] = {}
+
+    def pick(test: str, names: set[str] | None) -> None:
+        if names is None:
+            whole.add(test)
+        else:
+            picked.setdefault(test, set()).update(names)
+
+    for path in changed:
+        if not (root / path).exists():
+            continue
+        if path.startswith("tests/") and re.fullmatch(r"test_.*\.py", Path(path).name):
+            pick(path, changed_functions(root, path, ref))
+        elif m := re.fullmatch(r"helpers/course/checks/(lab\d+)\.py", path):
+            functions = changed_functions(root, path, ref)
+            for test in sorted(root.glob(f"tests/labs/test_{m.group(1)}*.py")):
+                rel = test.relative_to(root).as_posix()
+                if rel in p.tests:
+                    pick(rel, None if functions is None else _tests_naming(root, rel, functions))
+        elif m := re.fullmatch(r"solutions/((lab\d+)_\w+)\.ipynb", path):
+            ids = changed_cells(root, path, ref)
+            test = f"tests/labs/test_{m.group(2)}.py"
+            if ids is None:
+                pick(test, None)
+                continue
+            p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
+            names = _cell_names(root, path, ids, m.group(2)) | set(NOTEBOOK_RULES)
+            pick(test, _tests_naming(root, test, names))
+    for test, names in picked.items():
+        if test not in whole and test in p.tests:
+            p.only_tests[test] = names
+    p.tests = {t for t in p.tests if t not in p.only_tests or p.only_tests[t]}
+    return p
+
+
 def plan(changed: list[str], root: Path = ROOT) -> Plan:
     """Map changed files to what they touch."""
     p = Plan()
@@ -156,38 +301,92 @@ def plan(changed: list[str], root: Path = ROOT) -> Plan:
     return p
 
 
+def _validate(root: Path, p: Plan) -> list[tuple[str, bool]]:
+    """Run the plan's notebooks (a solution's changed cells and what they need, in the solution and its student lab;
+    other notebooks whole), two at a time; one (name, passed) per notebook, after its lines are printed."""
+    nbformat = labgen.nbformat
+    jobs: list[tuple[Path, str, set[str] | None]] = []
+    for stem in sorted(p.notebooks):
+        for path, kind in labgen.notebooks(root=root):
+            if path.stem == stem:
+                ids = p.only_cells.get(stem)
+                if ids is not None and kind in ("solution", "lab"):
+                    solution = nbformat.read(root / "solutions" / path.name, as_version=4)
+                    ids = labgen.cell_slice(solution, ids)
+                jobs.append((path, kind, ids if kind in ("solution", "lab") else None))
+
+    def one(job: tuple[Path, str, set[str] | None]) -> labgen.NotebookResult:
+        path, kind, ids = job
+        if ids is None:
+            res = labgen.NotebookResult(path, kind)
+            t0 = time.time()
+            try:
+                res.cells = labgen.execute(path, course=root)
+                res.problems = labgen.judge(path, kind, res.cells)
+            except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
+                res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
+            res.seconds = time.time() - t0
+            return res
+        return labgen.validate_cells(path, kind, ids, root)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, jobs))
+    said = []
+    for (path, kind, ids), r in zip(jobs, results, strict=True):
+        rel = path.relative_to(root).as_posix()
+        what = f"{len(ids)} cells" if ids is not None else "whole"
+        if r.problems:
+            print(f"FAIL {rel} ({kind}, {what}, {r.seconds:.0f} s)")
+            for problem in r.problems:
+                print(f"     - {problem}")
+        else:
+            graded = sum(c.graded for c in r.cells)
+            verdict = {"lab": f"{graded} graded checks fail on the stubs", "solution": f"{graded} graded checks pass",
+                       "lesson": f"{len(r.cells)} code cells run clean"}[kind]
+            print(f"ok   {rel} ({kind}, {what}: {verdict}; {r.seconds:.0f} s)")
+        said.append((rel, not r.problems))
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.course.affected", description=__doc__.split("\n")[0])
     parser.add_argument("--since", help="also what the commits since this git revision changed (e.g. main)")
+    parser.add_argument("--whole", action="store_true", help="whole test modules and notebooks, not only what "
+                        "changed in them")
     parser.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
     args = parser.parse_args(argv)
+    t0 = time.time()
     changed = changed_files(ROOT, args.since)
     if not changed:
         print("nothing changed (git status is clean): nothing to test; `--since main` adds the commits since main")
         return 0
     p = plan(changed, ROOT)
+    if not args.whole:
+        p = narrow(p, changed, ROOT, args.since or "HEAD")
+    tests = p.pytest_args()
     print(f"{len(changed)} changed file{'s' if len(changed) != 1 else ''}: {', '.join(changed)}")
     print(f"  ruff on {len(p.python)} Python file{'s' if len(p.python) != 1 else ''}; pytest on "
-          f"{', '.join(sorted(p.tests)) or 'no test module'}; validate {', '.join(sorted(p.notebooks)) or 'nothing'}")
+          f"{', '.join(tests) or 'no test'}; validate "
+          + (", ".join(f"{s} ({len(p.only_cells[s])} changed cells)" if s in p.only_cells else s
+                       for s in sorted(p.notebooks)) or "nothing"))
     if p.unmapped:
         print(f"  no test maps to {', '.join(p.unmapped)} (`make test` runs everything)")
     if args.dry_run:
         return 0
-    if labgen.report(labgen.lint(ROOT)):
-        return 1
+    steps: list[tuple[str, bool]] = [("make check", labgen.report(labgen.lint(ROOT)) == 0)]
     python = sys.executable
     if p.python:
         done = subprocess.run([python, "-m", "ruff", "check", *sorted(p.python)], cwd=ROOT)
-        if done.returncode != 0:
-            return done.returncode
-    if p.tests:
-        done = subprocess.run([python, "-m", "pytest", "-q", *sorted(p.tests)], cwd=ROOT)
-        if done.returncode not in (0, 5):  # 5: every test deselected or skipped
-            return done.returncode
-    failed = 0
-    for stem in sorted(p.notebooks):
-        failed |= labgen.validate(only=stem, root=ROOT)
-    return failed
+        steps.append(("ruff", done.returncode == 0))
+    if tests:
+        done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT)
+        steps.append(("pytest", done.returncode in (0, 5)))  # 5: every test deselected or skipped
+    steps += _validate(ROOT, p)
+    failed = [name for name, ok in steps if not ok]
+    print(f"{'✗' if failed else '✓'} make test-fast, {time.time() - t0:.0f} s: "
+          + (f"{len(failed)} of {len(steps)} steps failed: {', '.join(failed)}" if failed
+             else f"all {len(steps)} steps passed"))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

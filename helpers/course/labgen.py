@@ -1005,6 +1005,11 @@ def execute(path: Path, timeout: int = 900, save_to: Path | None = None,
     if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
         save_to.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")
+    return _cell_results(nb)
+
+
+def _cell_results(nb: nbformat.NotebookNode) -> list[CellResult]:
+    """One result per code cell of an executed notebook (its index, whether graded, its first error)."""
     results = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -1049,6 +1054,45 @@ def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
         if c.error and not c.graded and not c.error.startswith(allowed):
             problems.append(f"cell {c.index} raised {c.error}: only stubs may fail in a student notebook")
     return problems
+
+
+def cell_slice(nb: nbformat.NotebookNode, seeds: set[str]) -> set[str]:
+    """The ids of the code cells a run of cells ``seeds`` (cell ids) needs: the notebook's first code cell (its
+    imports), the seeds, the graded checks that use a name a seed defines (an answer's check), and, backwards, every
+    earlier code cell defining a name one of those uses."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if not code:
+        return set()
+    keep = {c.get("id") for c in code if c.get("id") in seeds} | {code[0].get("id")}
+    defined = set().union(*(_top_level_names(c.source) for c in code if c.get("id") in keep))
+    for c in code:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution") and _used_names(c.source) & defined:
+            keep.add(c.get("id"))
+    needed: set[str] = set()
+    for c in reversed(code):
+        if c.get("id") in keep:
+            needed |= _used_names(c.source)
+        elif _top_level_names(c.source) & needed:
+            keep.add(c.get("id"))
+            needed |= _used_names(c.source)
+    return keep
+
+
+def validate_cells(path: Path, kind: str, cell_ids: set[str], root: Path = ROOT) -> NotebookResult:
+    """Run only the code cells ``cell_ids`` of a notebook (every Markdown cell kept), in order, in a fresh kernel,
+    and judge them by the rules of ``make validate``: what ``make test-fast`` runs for a change to a few cells."""
+    t0 = time.time()
+    res = NotebookResult(path, kind)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if c.cell_type != "code" or c.get("id") in cell_ids]
+    try:
+        res.cells = _cell_results(run_notebook(nb, path.parent, course=root))  # beside the notebook, as it runs
+        res.problems = judge(path, kind, res.cells)
+    except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
+        res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
+    res.seconds = time.time() - t0
+    return res
 
 
 def notebooks(kinds: Iterable[str] = ("lesson", "solution", "lab"), root: Path = ROOT) -> list[tuple[Path, str]]:
