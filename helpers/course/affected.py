@@ -139,9 +139,19 @@ def _at(root: Path, ref: str, path: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _inert(node: ast.stmt) -> bool:
+    """An import, ``__all__ = …`` or a docstring: a statement no test needs to run again for."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        return True
+    return isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]
+
+
 def changed_functions(root: Path, path: str, ref: str) -> set[str] | None:
     """The top-level functions of module ``path`` added or edited since ``ref``; None when anything else changed
-    (or the file is new, or does not parse): then all of it counts as changed."""
+    (or the file is new, or does not parse): then all of it counts as changed. Imports, ``__all__`` and docstrings
+    change no behaviour of their own."""
     old = _at(root, ref, path)
     try:
         trees = [ast.parse(old), ast.parse((root / path).read_text())] if old is not None else None
@@ -152,7 +162,8 @@ def changed_functions(root: Path, path: str, ref: str) -> set[str] | None:
     parts = []
     for tree in trees:
         functions = {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-        rest = [ast.dump(n) for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        rest = [ast.dump(n) for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                and not _inert(n)]
         parts.append((functions, rest))
     (before, rest_before), (after, rest_after) = parts
     if rest_before != rest_after:
@@ -199,6 +210,26 @@ def _tests_naming(root: Path, test: str, names: set[str]) -> set[str]:
     return found
 
 
+def _widget_tests(root: Path, test: str, module: str) -> set[str] | None:
+    """The widget tests of one widget module: each test parametrized over the widget table, for the widgets the
+    registry (tests/platform/widgets.json) gives from that module, and the tests naming the module; None (the whole
+    module) when the module is not registered."""
+    import json
+
+    registry = root / "tests" / "platform" / "widgets.json"
+    names = [n for n, e in (json.loads(registry.read_text()) if registry.exists() else {}).items()
+             if e.get("module") == module]
+    if not names:
+        return None
+    tree = ast.parse((root / test).read_text())
+    found = _tests_naming(root, test, {module})
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any("parametrize" in ast.unparse(d) and "WIDGETS" in ast.unparse(d)
+                                                     for d in node.decorator_list):
+            found |= {f"{node.name}[{n}]" for n in names}
+    return found
+
+
 def _cell_names(root: Path, path: str, ids: set[str], lab: str) -> set[str]:
     """The function names, graders and grade ids of the cells ``ids`` of a solution notebook."""
     nb = labgen.nbformat.read(root / path, as_version=4)
@@ -237,6 +268,14 @@ def narrow(p: Plan, changed: list[str], root: Path, ref: str) -> Plan:
                 rel = test.relative_to(root).as_posix()
                 if rel in p.tests:
                     pick(rel, None if functions is None else _tests_naming(root, rel, functions))
+        elif m := re.fullmatch(r"helpers/course/widgets/(\w+)\.py", path):
+            test = "tests/platform/test_widgets.py"
+            if test in p.tests:
+                pick(test, _widget_tests(root, test, m.group(1)))
+        elif m := re.fullmatch(r"lessons/(\d\d_\w+)\.ipynb", path):
+            ids = changed_cells(root, path, ref)
+            if ids is not None:
+                p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
         elif m := re.fullmatch(r"solutions/((lab\d+)_\w+)\.ipynb", path):
             ids = changed_cells(root, path, ref)
             test = f"tests/labs/test_{m.group(2)}.py"
@@ -310,10 +349,10 @@ def _validate(root: Path, p: Plan) -> list[tuple[str, bool]]:
         for path, kind in labgen.notebooks(root=root):
             if path.stem == stem:
                 ids = p.only_cells.get(stem)
-                if ids is not None and kind in ("solution", "lab"):
-                    solution = nbformat.read(root / "solutions" / path.name, as_version=4)
-                    ids = labgen.cell_slice(solution, ids)
-                jobs.append((path, kind, ids if kind in ("solution", "lab") else None))
+                if ids is not None:  # a lab's cells and what they need, as the solution has them
+                    source = root / "solutions" / path.name if kind in ("solution", "lab") else path
+                    ids = labgen.cell_slice(nbformat.read(source, as_version=4), ids)
+                jobs.append((path, kind, ids))
 
     def one(job: tuple[Path, str, set[str] | None]) -> labgen.NotebookResult:
         path, kind, ids = job
