@@ -387,6 +387,10 @@ def _validate(root: Path, p: Plan) -> list[tuple[str, bool]]:
     return said
 
 
+def _cells(n: int) -> str:
+    return f"{n} changed cell{'s' if n != 1 else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.course.affected", description=__doc__.split("\n")[0])
     parser.add_argument("--since", help="also what the commits since this git revision changed (e.g. main)")
@@ -406,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(changed)} changed file{'s' if len(changed) != 1 else ''}: {', '.join(changed)}")
     print(f"  ruff on {len(p.python)} Python file{'s' if len(p.python) != 1 else ''}; pytest on "
           f"{', '.join(tests) or 'no test'}; validate "
-          + (", ".join(f"{s} ({len(p.only_cells[s])} changed cells)" if s in p.only_cells else s
+          + (", ".join(f"{s} ({_cells(len(p.only_cells[s]))})" if s in p.only_cells else s
                        for s in sorted(p.notebooks)) or "nothing"))
     if p.unmapped:
         print(f"  no test maps to {', '.join(p.unmapped)} (`make test` runs everything)")
