@@ -1172,16 +1172,21 @@ c.Execute.timeout = 900
 
 def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_release: bool = True) -> int:
     """Copy each solution (its cells that may fail tagged, as in labs/) into ``nbgrader/source/<lab>/`` and run
-    ``nbgrader generate_assignment`` on it."""
+    ``nbgrader generate_assignment`` on it. Run again over a course with a gradebook (hub/setup.sh does on every
+    run), it brings each assignment up to date with solutions/: a corrected check or new points reach the gradebook
+    and release/. nbgrader refuses to add or remove cells of an assignment students have submitted: that lab's
+    source stays as it was graded, the refusal is said in one line, the other labs go on, and the result is 1."""
     import subprocess
 
     course = target or root / "nbgrader"
     names = [sol.stem for sol in _solutions(root)]
+    before: dict[str, str | None] = {}
     for sol in _solutions(root):
         dest = course / "source" / sol.stem
         dest.mkdir(parents=True, exist_ok=True)
         nb = nbformat.read(sol, as_version=4)
         tag_cells_that_may_fail(nb)  # the released notebook's Run All goes on past a failing check too
+        before[sol.stem] = (dest / sol.name).read_text() if (dest / sol.name).exists() else None
         nbformat.write(nb, dest / sol.name)
     (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course)))
     print(f"laid out {len(names)} assignments in {course}")
@@ -1189,14 +1194,24 @@ def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_rele
         return 0
     # nbgrader calls `alembic` by name: put this environment's scripts first on PATH
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    failed = 0
     for n in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", n, "--force"]
         done = subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            print(done.stdout + done.stderr, file=sys.stderr)
-            return done.returncode
-        print(f"nbgrader generate_assignment {n}: release/{n}/ written")
-    return 0
+        if done.returncode == 0:
+            print(f"nbgrader generate_assignment {n}: release/{n}/ written")
+            continue
+        failed = 1
+        output = done.stdout + done.stderr
+        if "Cannot add or remove cells" in output and before[n] is not None:
+            (course / "source" / n / f"{n}.ipynb").write_text(before[n])
+            subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)  # its release/ as graded
+            print(f"✗ {n}: kept as graded: students have submitted it, and nbgrader refuses to add or remove cells of "
+                  "an assignment with submissions — put the new exercise in a lab not yet collected (or a new "
+                  "assignment); corrected checks and points go through", file=sys.stderr)
+        else:
+            print(output, file=sys.stderr)
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
