@@ -247,49 +247,54 @@ def _cell_names(root: Path, path: str, ids: set[str], lab: str) -> set[str]:
 
 
 def narrow(p: Plan, changed: list[str], root: Path, ref: str) -> Plan:
-    """Within the files of plan ``p``, only what changed since ``ref`` (see the module's docstring)."""
+    """Within the files of plan ``p``, only what changed since ``ref`` (see the module's docstring). Each changed
+    file narrows the tests it brings in; a test another change brings in runs whole."""
     whole: set[str] = set()
     picked: dict[str, set[str]] = {}
-
-    def pick(test: str, names: set[str] | None) -> None:
-        if names is None:
-            whole.add(test)
-        else:
-            picked.setdefault(test, set()).update(names)
-
     for path in changed:
-        if not (root / path).exists():
-            continue
-        if path.startswith("tests/") and re.fullmatch(r"test_.*\.py", Path(path).name):
-            pick(path, changed_functions(root, path, ref))
-        elif m := re.fullmatch(r"helpers/course/checks/(lab\d+)\.py", path):
-            functions = changed_functions(root, path, ref)
-            for test in sorted(root.glob(f"tests/labs/test_{m.group(1)}*.py")):
-                rel = test.relative_to(root).as_posix()
-                if rel in p.tests:
-                    pick(rel, None if functions is None else _tests_naming(root, rel, functions))
-        elif m := re.fullmatch(r"helpers/course/widgets/(\w+)\.py", path):
-            test = "tests/platform/test_widgets.py"
-            if test in p.tests:
-                pick(test, _widget_tests(root, test, m.group(1)))
-        elif m := re.fullmatch(r"lessons/(\d\d_\w+)\.ipynb", path):
-            ids = changed_cells(root, path, ref)
-            if ids is not None:
-                p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
-        elif m := re.fullmatch(r"solutions/((lab\d+)_\w+)\.ipynb", path):
-            ids = changed_cells(root, path, ref)
-            test = f"tests/labs/test_{m.group(2)}.py"
-            if ids is None:
-                pick(test, None)
-                continue
-            p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
-            names = _cell_names(root, path, ids, m.group(2)) | set(NOTEBOOK_RULES)
-            pick(test, _tests_naming(root, test, names))
-    for test, names in picked.items():
-        if test not in whole and test in p.tests:
-            p.only_tests[test] = names
+        own = plan([path], root).tests & p.tests
+        names = _narrowed(p, path, own, root, ref, changed) if (root / path).exists() else {}
+        for test in own:
+            if names.get(test) is None:
+                whole.add(test)
+            else:
+                picked.setdefault(test, set()).update(names[test])
+    p.only_tests = {t: n for t, n in picked.items() if t not in whole}
     p.tests = {t for t in p.tests if t not in p.only_tests or p.only_tests[t]}
     return p
+
+
+def _narrowed(p: Plan, path: str, tests: set[str], root: Path, ref: str,
+              changed: list[str]) -> dict[str, set[str] | None]:
+    """For one changed file, test module -> the test functions it needs (None: all of them)."""
+    name = Path(path).name
+    if path.startswith("tests/") and re.fullmatch(r"test_.*\.py", name):
+        return {path: changed_functions(root, path, ref)}
+    if re.fullmatch(r"helpers/course/checks/lab\d+\.py", path):  # graders: their tests call them by name
+        functions = changed_functions(root, path, ref)
+        module = _module_name(path)
+        return {t: None if functions is None or module not in _imports(root / t) else
+                _tests_naming(root, t, functions) for t in tests}
+    if m := re.fullmatch(r"helpers/course/widgets/(\w+)\.py", path):
+        return {t: _widget_tests(root, t, m.group(1)) if t == "tests/platform/test_widgets.py" else None
+                for t in tests}
+    if m := re.fullmatch(r"lessons/(\d\d_\w+)\.ipynb", path):
+        ids = changed_cells(root, path, ref)
+        if ids is not None:
+            p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
+        return {}
+    if (m := re.fullmatch(r"labs/((lab\d+)_\w+)\.ipynb", path)) and f"solutions/{name}" in changed:
+        lab_test = f"tests/labs/test_{m.group(2)}.py"  # generated: its solution's change says what runs
+        return {t: set() if t == lab_test else None for t in tests}
+    if m := re.fullmatch(r"solutions/((lab\d+)_\w+)\.ipynb", path):
+        ids = changed_cells(root, path, ref)
+        if ids is None:
+            return {}
+        p.only_cells[m.group(1)] = p.only_cells.get(m.group(1), set()) | ids
+        names = _cell_names(root, path, ids, m.group(2)) | set(NOTEBOOK_RULES)
+        lab_test = f"tests/labs/test_{m.group(2)}.py"
+        return {t: _tests_naming(root, t, names) if t == lab_test else None for t in tests}
+    return {}
 
 
 def plan(changed: list[str], root: Path = ROOT) -> Plan:
