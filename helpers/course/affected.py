@@ -259,8 +259,8 @@ def narrow(p: Plan, changed: list[str], root: Path, ref: str) -> Plan:
                 whole.add(test)
             else:
                 picked.setdefault(test, set()).update(names[test])
-    p.only_tests = {t: n for t, n in picked.items() if t not in whole}
-    p.tests = {t for t in p.tests if t not in p.only_tests or p.only_tests[t]}
+    p.only_tests = {t: n for t, n in picked.items() if t not in whole and n}
+    p.tests = {t for t in p.tests if t in whole or t in p.only_tests or t not in picked}
     return p
 
 
