@@ -98,7 +98,7 @@ nbgrader: $(DEV_VENV)/.dev-installed
 	$(DPY) -m helpers.course.labgen nbgrader
 
 clean:
-	rm -rf $(VENV) $(DEV_VENV) .pytest_cache .ruff_cache test-artifacts nbgrader
+	rm -rf $(VENV) $(DEV_VENV) .pytest_cache .ruff_cache .cache test-artifacts nbgrader
 
 # A class on one machine: JupyterHub with the course for every account, nbgrader's exchange, autograding as an
 # unprivileged account (docs/hub.md). Needs root (sudo); settings: HOPPER_HUB_* (e.g. HOPPER_HUB_STUDENTS="a b").

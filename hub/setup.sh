@@ -95,13 +95,15 @@ fi
 HOME_I=$(getent passwd "$INSTRUCTOR" | cut -d: -f6)
 COURSE="$HOME_I/$COURSE_ID-grading"
 say "the instructor's nbgrader course in $COURSE"
-if [ ! -f "$COURSE/gradebook.db" ]; then
-  (cd / && "$PY" -c 'import sys; from pathlib import Path; from helpers.course import labgen
-sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])))' "$CLONE" "$COURSE")
-  for user in $STUDENTS; do
-    (cd "$COURSE" && "$PY" -m nbgrader db student add "$user" >/dev/null 2>&1)
-  done
-fi
+# every run lays solutions/ out again and regenerates the assignments, the gradebook kept: a corrected check or
+# an exercise added to a lab nobody has submitted reaches the class; a lab with submissions keeps its cells
+# (nbgrader refuses to add or remove them), said in one line (docs/hub.md, "Changes during the term")
+(cd / && "$PY" -c 'import sys; from pathlib import Path; from helpers.course import labgen
+sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])))' "$CLONE" "$COURSE") \
+  || say "some assignments kept as graded (above): the others are up to date"
+for user in $STUDENTS; do
+  (cd "$COURSE" && "$PY" -m nbgrader db student add "$user" >/dev/null 2>&1)
+done
 cat > "$COURSE/nbgrader_config_hub.py" <<CONFIG
 # Written by hub/setup.sh: autograding runs each submission in a sandboxed kernel as $GRADER (docs/hub.md).
 from helpers.course.autograde import autograde_preprocessors, formgrader, gradebook

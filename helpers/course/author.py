@@ -37,9 +37,9 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
-
 from helpers.course import labgen
+
+nbformat = labgen.lazy_import("nbformat")
 
 __all__ = ["ROLES", "AuthorError", "find_cell", "mark", "role_of", "describe", "new_exercise", "new_widget",
            "WIDGET_REGISTRY", "main"]
@@ -154,7 +154,7 @@ def mark(nb: nbformat.NotebookNode, index: int, role: str, grade_id: str | None 
 # ---------------------------------------------------------------------------------------------------------
 WIDGET_REGISTRY = Path("tests") / "platform" / "widgets.json"
 
-SPEC = """## Exercise {number} · {title}
+SPEC = """## {prefix}{number} · {title}
 
 **Write** `{fn}(rows, cols)`: the bytes of a `rows × cols` tile of bf16 elements, which is what one TMA load of
 that box brings into shared memory. The check below tries fresh sizes each run."""
@@ -279,6 +279,30 @@ def {name}_widget(row: int = 1) -> WidgetBox:
 '''
 
 
+WIDGET_HEADING = """## Widget: {title_lower}
+
+Move the slider: each bar is a 16-byte slot of shared memory, its height the chunk of the row that lands there."""
+
+WIDGET_TEST = '''"""{title}: what the widget draws, tested without a browser (``helpers.course.widgets.{name}``)."""
+
+from __future__ import annotations
+
+from helpers.course.widgets import {modules}
+
+
+def test_{fn}_puts_each_chunk_where_the_128B_swizzle_does():
+    """Slot s of box row r holds chunk s XOR (r mod 8), as the emulator's TMA writes it."""
+    for row in range(16):
+        assert [int(c) for c in {name}.{fn}(row)] == [s ^ (row % 8) for s in range(8)], row
+
+
+def test_{name}_widget_draws_the_row_it_starts_on():
+    box = {name}.{name}_widget(row=3)
+    bars = figure._figures(box)[0].data[0]
+    assert [int(y) for y in bars.y] == [int(c) for c in {name}.{fn}(3)]
+'''
+
+
 def _python_name(text: str, what: str) -> str:
     if not text.isidentifier() or keyword.iskeyword(text):
         raise AuthorError(f"{what} {text!r} is not a Python name: letters, digits and '_', not starting with a digit")
@@ -325,6 +349,27 @@ def _ensure_imports(text: str, wanted: dict[str, str]) -> tuple[str, bool]:
     return "".join(lines), True
 
 
+def _add_step_row(nb: nbformat.NotebookNode, number: int, writes: str, graded: str) -> int | None:
+    """Add step ``number`` to the lab's step table (``| step | you write | graded on |`` in its opening cells),
+    after the row of the step before it; returns the cell's index, or None when the lab has no such table."""
+    for i, cell in enumerate(nb.cells[:6]):
+        lines = cell.source.split("\n")
+        head = next((n for n, ln in enumerate(lines) if re.match(r"\|\s*step\s*\|", ln)), None)
+        if cell.cell_type != "markdown" or head is None:
+            continue
+        at = head + 2  # after the header and its |---| line
+        for n in range(head + 2, len(lines)):
+            m = re.match(r"\|\s*(\d+)\s*\|", lines[n])
+            if not m:
+                break
+            if int(m.group(1)) < number:
+                at = n + 1
+        lines.insert(at, f"| {number} | {writes} | {graded} |")
+        cell.source = "\n".join(lines)
+        return i
+    return None
+
+
 def new_exercise(lab: str, exercise: str, after: str, points: float = 1, *, function: str | None = None,
                  title: str | None = None, root: Path = labgen.ROOT) -> list[str]:
     """Scaffold a working exercise in ``lab``: three cells after cell ``after`` of its solution notebook (the
@@ -369,12 +414,15 @@ def new_exercise(lab: str, exercise: str, after: str, points: float = 1, *, func
     lab_title = f"Lab {lab[3:]}" if re.fullmatch(r"lab\d+", lab) else lab
     words = exercise[len(lab) + 1:].replace("-", " ").replace("_", " ").replace(".", " ")
     title = title or words[:1].upper() + words[1:]
-    headings = [(i, int(m.group(1))) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
-                and (m := re.match(r"#+\s*Exercise\s+(\d+)", c.source))]
+    numbered = [(i, m) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                and (m := re.match(r"##\s+(Exercise\s+)?(\d+)\s+·", c.source))]
+    headings = [(i, int(m.group(2))) for i, m in numbered]
+    prefix = "" if numbered and not any(m.group(1) for _, m in numbered) else "Exercise "  # the lab's own style
     number = max((n for i, n in headings if i <= index), default=0) + 1
-    later = [i + 3 for i, _ in headings if i > index]
+    later = [i + 3 for i, n in headings if i > index and n >= number]
     cell_id = re.sub(r"[^A-Za-z0-9_-]", "-", exercise)[:56]
-    spec = nbformat.v4.new_markdown_cell(SPEC.format(number=number, title=title, fn=fn))
+    spec = nbformat.v4.new_markdown_cell(SPEC.format(prefix=prefix, number=number, title=title, fn=fn))
+    table_at = _add_step_row(nb, number, f"`{fn}`: the bytes of a bf16 tile", "fixed and random sizes, exactly")
     answer = nbformat.v4.new_code_cell(ANSWER.format(fn=fn))
     imported = any(f"from helpers.course.checks import {lab}" in c.source or
                    re.search(rf"from helpers\.course\.checks import .*\b{lab}\b", c.source)
@@ -406,9 +454,12 @@ def new_exercise(lab: str, exercise: str, after: str, points: float = 1, *, func
             (" — imports added: run ruff check --fix on it" if added else ""),
             f"{tests_py.relative_to(root).as_posix()}: test_{fn}_… (the solution passes, the stub fails, three "
             "named wrong answers fail on every one of 200 seeds)"]
+    if table_at is not None:
+        said.append(f"{rel}: cell {table_at}'s step table has a row for step {number}")
     if later:
         said.append(f"{rel}: the exercises after it keep their numbers: renumber the headings of cells "
-                    f"{', '.join(map(str, later))}")
+                    f"{', '.join(map(str, later))}" + (" and the step table's later rows" if table_at is not None
+                                                        else ""))
     return said
 
 
@@ -419,8 +470,10 @@ def new_widget(name: str, *, lesson: str | None = None, after: str | None = None
     browser gallery; with ``lesson`` (e.g. ``01``), a cell showing it after cell ``after`` of that lesson."""
     name = _python_name(name, "widget name")
     path = root / "helpers" / "course" / "widgets" / f"{name}.py"
-    if path.exists():
-        raise AuthorError(f"{path.relative_to(root)} exists: pick another name")
+    test_path = root / "tests" / "platform" / f"test_widget_{name}.py"
+    for taken in (path, test_path):
+        if taken.exists():
+            raise AuthorError(f"{taken.relative_to(root)} exists: pick another name")
     registry_path = root / WIDGET_REGISTRY
     registry = json.loads(registry_path.read_text()) if registry_path.exists() else {}
     if name in registry:
@@ -438,19 +491,25 @@ def new_widget(name: str, *, lesson: str | None = None, after: str | None = None
         notebook = found[0]
         nb = nbformat.read(notebook, as_version=4)
         index = find_cell(nb, after)
+        heading = nbformat.v4.new_markdown_cell(WIDGET_HEADING.format(title_lower=title[:1].lower() + title[1:]))
         cell = nbformat.v4.new_code_cell(f"from helpers.course.widgets import {name}\n\n{name}.{name}_widget()")
-        cell.id = f"widget-{name}"[:64]
-        nb.cells.insert(index + 1, cell)
+        heading.id, cell.id = f"widget-{name}-heading"[:64], f"widget-{name}"[:64]
+        nb.cells[index + 1:index + 1] = [heading, cell]
     path.write_text(WIDGET.format(name=name, fn=fn, title=title))
+    test_path.parent.mkdir(parents=True, exist_ok=True)
+    test_path.write_text(WIDGET_TEST.format(name=name, fn=fn, title=title, modules=", ".join(sorted(["figure", name]))))
     registry[name] = {"module": name, "function": f"{name}_widget"}
     registry_path.parent.mkdir(parents=True, exist_ok=True)
     registry_path.write_text(json.dumps(dict(sorted(registry.items())), indent=1) + "\n")
     said = [f"{path.relative_to(root).as_posix()}: {fn}() (what is drawn, from the emulator) and {name}_widget()",
             f"{WIDGET_REGISTRY.as_posix()}: {name} registered (tests/platform/test_widgets.py checks its style and "
-            "first drawing; the browser test draws it in a 900-pixel column)"]
+            "first drawing; the browser test draws it in a 900-pixel column)",
+            f"{test_path.relative_to(root).as_posix()}: tests of {fn}() (what is drawn) and of the widget's first "
+            "drawing"]
     if notebook is not None:
         nbformat.write(nb, notebook)
-        said.append(f"{notebook.relative_to(root).as_posix()}: cell {index + 1} shows it")
+        said.append(f"{notebook.relative_to(root).as_posix()}: cell {index + 1} is its heading, cell {index + 2} "
+                    "shows it")
     return said
 
 

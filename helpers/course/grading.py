@@ -322,6 +322,9 @@ def check(title: str, *, seed: int | None = None) -> Iterator[Check]:
             raise
         raise failure from None
     n = len(c.passed)
+    if n == 0:  # a grader that compared nothing has judged nothing: never a pass
+        raise CheckFailed(f"{FAIL} {title}: the check compared nothing, so it cannot pass (a mistake in the course's "
+                          "grader: tell your instructor)")
     _say(f"{PASS} {title}: " + ("the check passed" if n == 1 else f"all {n} checks passed"))
 
 

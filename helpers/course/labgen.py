@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -43,10 +44,26 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import nbformat
+from types import ModuleType
 
 from helpers.course import hints as hints_mod
+
+
+def lazy_import(name: str) -> ModuleType:
+    """Module ``name``, imported on its first use: nbformat's import takes seconds on a busy machine, and a warm
+    ``make check`` needs none of it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+nbformat = lazy_import("nbformat")
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ".labgen.json"
@@ -381,6 +398,67 @@ def _solutions(root: Path) -> list[Path]:
     return sorted((root / "solutions").glob("*.ipynb"))
 
 
+#: what `make check` found in files it has seen, by a hash of their contents and of the course's code (git-ignored)
+MEMO = Path(".cache") / "make-check.json"
+
+
+class _Memo:
+    """Results that depend only on files' contents, kept between runs: a warm ``make check`` re-reads what changed
+    and nothing else. A key is a hash of the inputs and of the code that judged them: the generator's modules for
+    the labs, every module of ``helpers/`` but the labs' grader modules for a notebook's mistakes (its own lab's
+    grader module is one of its inputs); only clean results are kept."""
+
+    GENERATOR = ("labgen.py", "hints.py", "carry.py")
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / MEMO
+        try:
+            self.old = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.old = {}
+        self.new: dict[str, object] = {}
+        code, generator = hashlib.sha256(), hashlib.sha256()
+        for module in sorted((root / "helpers").rglob("*.py")):
+            rel = module.relative_to(root).as_posix()
+            if re.fullmatch(r"helpers/course/checks/lab\d+\.py", rel):
+                continue
+            code.update(rel.encode() + b"\0" + module.read_bytes())
+            if rel.removeprefix("helpers/course/") in self.GENERATOR:
+                generator.update(rel.encode() + b"\0" + module.read_bytes())
+        self.code, self.generator = code.hexdigest(), generator.hexdigest()
+
+    def key(self, kind: str, *files: Path) -> str:
+        """A hash of ``files`` and of the code that judges them (the generator's alone for the generated labs)."""
+        code = self.generator if kind in ("student", "lab-data", "lesson") else self.code
+        h = hashlib.sha256(f"{kind}\0{code}".encode())
+        for f in files:
+            h.update(b"\0" + (f.read_bytes() if f.exists() else b"(missing)"))
+        return h.hexdigest()
+
+    def get(self, key: str) -> object | None:
+        value = self.old.get(key)
+        if value is not None:
+            self.new[key] = value
+        return value
+
+    def put(self, key: str, value: object) -> None:
+        self.new[key] = value
+
+    def save(self) -> None:
+        kept = {**self.old, **self.new}
+        if len(kept) > 1000:  # old contents pile up: keep what this run used
+            kept = self.new
+        if kept == self.old:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(kept, sort_keys=True))
+            tmp.replace(self.path)
+        except OSError:  # a read-only checkout: no memo, the same answers
+            pass
+
+
 def generate(force: bool = False, root: Path = ROOT) -> int:
     """Write labs/ from solutions/ and print each lab it changed. A lab the student edited is kept; the new version
     goes beside it."""
@@ -425,22 +503,37 @@ def generate(force: bool = False, root: Path = ROOT) -> int:
 def stale(root: Path = ROOT) -> list[str]:
     """What is out of date in labs/ (and the hints file) compared with what solutions/ generates; empty when
     nothing is."""
+    return _stale(root, _Memo(root))
+
+
+def _stale(root: Path, memo: _Memo) -> list[str]:
+    """:func:`stale`, with what was generated before from the same contents read from ``memo``."""
     problems = []
     labs = root / "labs"
     manifest = _read_manifest(labs)
     for sol in _solutions(root):
         target = labs / sol.name
-        text = student_version(sol)
-        if not target.exists():
+        key = memo.key("student", sol)
+        digest = memo.get(key)
+        if digest is None:
+            digest = _digest(student_version(sol))
+        current = _digest(target.read_text()) if target.exists() else None
+        if current is None:
             problems.append(f"{target.relative_to(root)} is missing")
-        elif target.read_text() != text:
+        elif current != digest:
             problems.append(f"{target.relative_to(root)} differs from what solutions/{sol.name} generates")
-        elif manifest.get(sol.name) != _digest(text):
+        elif manifest.get(sol.name) != digest:
             problems.append(f"labs/{MANIFEST} does not record labs/{sol.name} as generated (the next `make labs` "
                             "after a change to its solution would keep it as a lab edited by hand)")
+        else:
+            memo.put(key, digest)
     data = root / LAB_DATA
-    if not data.exists() or data.read_text() != lab_data_text(root):
+    key = memo.key("lab-data", *_solutions(root))
+    want = memo.get(key) or _digest(lab_data_text(root))
+    if not data.exists() or _digest(data.read_text()) != want:
         problems.append(f"{LAB_DATA} differs from what solutions/ generates (the hints)")
+    else:
+        memo.put(key, want)
     for lab in sorted(labs.glob("*.ipynb")):
         if lab.name.endswith(".new.ipynb"):
             continue
@@ -513,9 +606,83 @@ def _defined_names(module: Path) -> set[str] | None:
     return names
 
 
-def _mark_fix(rel: str, index: int, role: str, grade_id: str, points: float | None = None) -> str:
+def _top_level_defs(source: str) -> set[str]:
+    """The functions a cell defines at its top level; empty when it does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _grader_calls(source: str, lab: str) -> list[tuple[str, list[str], bool]]:
+    """The grader calls of a check cell: (grader name, the names passed as positional arguments, whether every
+    argument is a plain name), for each top-level ``lab.check_…(…)`` call."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    calls = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == lab):
+            names = [a.id for a in call.args if isinstance(a, ast.Name)]
+            plain = len(names) == len(call.args) and not call.keywords
+            calls.append((call.func.attr, names, plain))
+    return calls
+
+
+def _graded_names(source: str, lab: str) -> list[str]:
+    return [name for _, names, _ in _grader_calls(source, lab) for name in names]
+
+
+def _mark_fix(rel: str, index: int | str, role: str, grade_id: str, points: float | None = None) -> str:
     worth = "" if points is None else f" --points {points:g}"
     return f"{AUTHOR} mark {rel} {index} --{role}{worth} --id {grade_id}"
+
+
+def _committed_ids(root: Path, rel: str) -> dict[str, str] | None:
+    """cell id -> grade_id of the notebook as the last commit has it; None outside git or for a new notebook."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        nb = nbformat.reads(done.stdout, as_version=4)
+    except Exception:  # noqa: BLE001 - an unreadable old version blames nobody
+        return None
+    return {c.get("id", ""): (c.metadata.get("nbgrader") or {}).get("grade_id") for c in nb.cells}
+
+
+def _duplicate(rel: str, nb: nbformat.NotebookNode, first: int, second: int, gid: str,
+               committed: dict[str, str] | None) -> Problem:
+    """Two cells with one grade id: the one that is new since the last commit gets the new id; where git cannot say
+    which is new, both are named and the author chooses."""
+    def fix(i: int) -> str:
+        meta = nb.cells[i].metadata.get("nbgrader") or {}
+        role = _role(meta)
+        if role == "plain":
+            return f"{AUTHOR} mark {rel} {i} --plain"
+        return _mark_fix(rel, i, role, f"{gid}-2", meta.get("points") if role in ("check", "written") else None)
+
+    had = [committed is not None and committed.get(nb.cells[i].get("id", "")) == gid for i in (first, second)]
+    if had == [True, False]:
+        return Problem(rel, second, f"uses the id of cell {first}, which had it in the last commit: ids are unique "
+                       "in a notebook (nbgrader stops at the second)", fix(second) + " (or another new id)", gid)
+    if had == [False, True]:
+        return Problem(rel, first, f"uses the id of cell {second}, which had it in the last commit: ids are unique "
+                       "in a notebook (nbgrader stops at the second)", fix(first) + " (or another new id)", gid)
+    return Problem(rel, second, f"uses the id of cell {first}: ids are unique in a notebook (nbgrader stops at the "
+                   "second); give the cell you added a new id", f"{fix(second)}, or {fix(first)}", gid)
 
 
 def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int]]:
@@ -534,6 +701,16 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
     answers: dict[str, int] = {}
     checks: dict[str, int] = {}
     regions = 0
+    committed: dict[str, str] | None | bool = False  # read from git only when two cells share an id
+    defined_here: dict[str, int] = {}  # function name -> the plain code cell that defines it
+    unmarked = 0  # cells with a solution region but no answer marking
+    with_outputs = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.get("outputs")
+                                                                                  or c.get("execution_count"))]
+    if with_outputs:
+        problems.append(Problem(rel, None, f"has outputs committed (cell{'s' if len(with_outputs) > 1 else ''} "
+                                f"{', '.join(map(str, with_outputs[:8]))}{' …' if len(with_outputs) > 8 else ''}): "
+                                "course notebooks are committed without them",
+                                "make strip (or Edit → Clear Outputs of All Cells in JupyterLab, then save)"))
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader") or {}
         gid = meta.get("grade_id")
@@ -544,16 +721,25 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
             problems.append(Problem(rel, i, what, fix, gid))
 
         where = f"{rel}, cell {i}"
+        found: list[SolutionRegion] = []
         try:
-            _, n = _clear_regions(cell.source, where, markdown=not code)
+            _, n = _clear_regions(cell.source, where, markdown=not code, found=found)
         except GenerationError as exc:
             say(str(exc)[len(where):].lstrip(",: "), exc.fix)
             n = cell.source.count(BEGIN)
         regions += n
+        for region in found:
+            if region.language != "markdown" and 1 not in region.hints:
+                say("a solution region has no '# HINT 1: …' line: students who are stuck ask for it "
+                    f"({lab}.hint(ID, 1)), and the lab's tests require it",
+                    "add a line '# HINT 1: <where to look, in words>' under the region's '# HINT:' line")
+        if code and role == "plain":
+            defined_here |= {name: i for name in _top_level_defs(cell.source) if name not in defined_here}
         if n and role == "check":
             say("a check cell holds a solution region (nbgrader shows a check cell whole and locked)",
                 "move the region into the answer cell above it")
         elif n and role == "plain":
+            unmarked += 1
             follower = next((c for c in nb.cells[i + 1:] if c.cell_type == "code"), None)
             next_id = (follower.metadata.get("nbgrader") or {}).get("grade_id") if follower is not None else None
             suggested = f"{next_id}-answer" if next_id and not next_id.endswith("-answer") else f"{lab}-NAME-answer"
@@ -576,9 +762,9 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
             say(f"grade_id {gid!r} has characters nbgrader refuses",
                 "use letters, digits, '-', '_' and '.', starting with a letter or digit")
         if gid in ids:
-            say(f"uses the id of cell {ids[gid]}: ids are unique in a notebook (nbgrader stops at the second)",
-                _mark_fix(rel, i, role, f"{gid}-2" if role != "plain" else gid,
-                          meta.get("points") if role in ("check", "written") else None) + " (or another new id)")
+            if committed is False:
+                committed = _committed_ids(root, rel)
+            problems.append(_duplicate(rel, nb, ids[gid], i, gid, committed))
         ids.setdefault(gid, i)
         if role in ("check", "written"):
             points = meta.get("points")
@@ -601,6 +787,25 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
                     say(f"calls {lab}.{name}, which {checks_py.as_posix()} does not define",
                         f"write {name} there ({AUTHOR} new-exercise writes a grader with its tests), or correct "
                         "the name")
+    paired = unmarked == 0 and all(exercise in checks for exercise in answers)  # else already said
+    for gid, i in checks.items():
+        graded_names = _graded_names(nb.cells[i].source, lab)
+        if gid not in answers and paired:
+            holder = next((defined_here[n] for n in graded_names if n in defined_here), None)
+            at = f"cell {holder}" if holder is not None else "the cell that holds the solution"
+            problems.append(Problem(rel, i, "a check cell with no answer cell (its id with '-answer'): the solution it "
+                                    f"passes on {'is in plain ' + at if holder is not None else 'is not fenced'}, "
+                                    "and make labs gives it to students as it is",
+                                    f"fence the solution in {at} with '{BEGIN}' / '{END}' and a '# HINT:' line, then "
+                                    + _mark_fix(rel, holder if holder is not None else "CELL", "answer",
+                                                f"{gid}-answer"), gid))
+        elif gid in answers:
+            for name in graded_names:
+                if name in defined_here:
+                    problems.append(Problem(rel, defined_here[name], f"a plain cell defines {name}(), which check "
+                                            f"{gid} grades: make labs gives students this solution as it is",
+                                            f"move it into answer cell {answers[gid]}, inside its solution region "
+                                            "(or give this one another name)"))
     for exercise, i in answers.items():
         if exercise not in checks:
             problems.append(Problem(rel, i, f"no check cell has the id {exercise!r}: an answer's id is its check's "
@@ -613,6 +818,8 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
     if not checks and not problems:
         problems.append(Problem(rel, None, "has no graded check cell",
                                 f"mark one: {AUTHOR} mark {rel} CELL --check --points 1 --id {lab}-NAME"))
+    if not problems:
+        problems += _probe_graders(rel, nb, lab, root, checks, answers)
     if not problems:
         try:
             from nbgrader.nbgraderformat import MetadataValidator
@@ -627,6 +834,37 @@ def _lint_solution(path: Path, root: Path) -> tuple[list[Problem], dict[str, int
     return problems, answers
 
 
+FIX_PASSES = ("compare what the answer must be, case by case (c.equal, c.true, c.array): the stub and a wrong value "
+              "then fail")
+FIX_RAISES = ("call the student's function with grading.call_student and judge what it returns with c.equal / c.true "
+              "inside grading.check (a value of the wrong type then fails with the report, not a traceback)")
+
+
+def _probe_graders(rel: str, nb: nbformat.NotebookNode, lab: str, root: Path, checks: dict[str, int],
+                   answers: dict[str, int]) -> list[Problem]:
+    """Each grader that takes the answer cell's Python functions, run on the stub and on odd answers
+    (helpers.course.graderprobe): it must fail cleanly on every one."""
+    from helpers.course import graderprobe
+
+    problems: list[Problem] = []
+    module = None
+    for gid, i in checks.items():
+        if gid not in answers:
+            continue
+        answer = nb.cells[answers[gid]].source
+        stub, _ = _clear_regions(answer, f"{rel}, cell {answers[gid]}", markdown=False, exercise=gid, lab=lab)
+        for grader, names, plain in _grader_calls(nb.cells[i].source, lab):
+            if not plain or not names or not set(names) <= set(graderprobe.answer_functions(answer)):
+                continue
+            module = module or graderprobe.grader_module(root, lab)
+            if module is None:
+                return problems
+            for finding in graderprobe.probe(module, grader, answer, names, stub):
+                fix = FIX_RAISES if " raises " in finding or " no verdict " in finding else FIX_PASSES
+                problems.append(Problem(rel, i, finding, fix, gid))
+    return problems
+
+
 def lint(root: Path = ROOT, *, labs: bool = True, only: str | None = None) -> list[Problem]:
     """Every authoring mistake that can be found without running a notebook, in seconds: solution regions and
     hints, cells' nbgrader roles, ids and points, check cells calling graders that do not exist, an exercise id
@@ -634,9 +872,15 @@ def lint(root: Path = ROOT, *, labs: bool = True, only: str | None = None) -> li
     contains it."""
     problems: list[Problem] = []
     owner: dict[str, str] = {}
+    memo = _Memo(root)
     for sol in _solutions(root):
-        found, exercises = _lint_solution(sol, root)
-        problems += found
+        key = memo.key("lint", sol, root / "helpers" / "course" / "checks" / f"{hints_mod.lab_of(sol.name)}.py")
+        exercises = memo.get(key)
+        if exercises is None:
+            found, exercises = _lint_solution(sol, root)
+            problems += found
+            if not found:
+                memo.put(key, exercises)
         rel = sol.relative_to(root).as_posix()
         for exercise, i in exercises.items():
             if exercise in owner:
@@ -645,20 +889,26 @@ def lint(root: Path = ROOT, *, labs: bool = True, only: str | None = None) -> li
                                         "give one of them an id starting with its own lab", f"{exercise}-answer"))
             owner.setdefault(exercise, rel)
     for lesson in sorted((root / "lessons").glob("*.ipynb")):
+        key = memo.key("lesson", lesson)
+        if memo.get(key):
+            continue
         try:
             nbformat.validate(nbformat.read(lesson, as_version=4))
         except Exception as exc:  # noqa: BLE001 - one plain line
             problems.append(Problem(lesson.relative_to(root).as_posix(), None, f"is not a valid notebook "
                                     f"({type(exc).__name__}: {str(exc).splitlines()[0]})",
                                     "restore it with git, or open and save it in JupyterLab"))
+        else:
+            memo.put(key, True)
     if labs and not any(p.path.startswith("solutions/") for p in problems):
-        for line in stale(root):
+        for line in _stale(root, memo):
             problems.append(Problem(line.split(" ", 1)[0], None, line.split(" ", 1)[1],
                                     "make labs (labs/ is generated from solutions/)"))
         for new in sorted((root / "labs").glob("*.new.ipynb")):
             problems.append(Problem(new.relative_to(root).as_posix(), None, "waits beside the lab it would replace "
                                     "(the lab there was edited by hand)", "compare the two, keep one, delete the "
                                     "other (or python -m helpers.course.labgen generate --force)"))
+    memo.save()
     if only:
         problems = [p for p in problems if only in Path(p.path).name]
     return problems
@@ -755,6 +1005,11 @@ def execute(path: Path, timeout: int = 900, save_to: Path | None = None,
     if save_to is not None:  # keep the executed notebook (e.g. to read a GPU run's figures)
         save_to.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, save_to / f"{path.parent.name}-{path.name}")
+    return _cell_results(nb)
+
+
+def _cell_results(nb: nbformat.NotebookNode) -> list[CellResult]:
+    """One result per code cell of an executed notebook (its index, whether graded, its first error)."""
     results = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -799,6 +1054,45 @@ def judge(path: Path, kind: str, cells: list[CellResult]) -> list[str]:
         if c.error and not c.graded and not c.error.startswith(allowed):
             problems.append(f"cell {c.index} raised {c.error}: only stubs may fail in a student notebook")
     return problems
+
+
+def cell_slice(nb: nbformat.NotebookNode, seeds: set[str]) -> set[str]:
+    """The ids of the code cells a run of cells ``seeds`` (cell ids) needs: the notebook's first code cell (its
+    imports), the seeds, the graded checks that use a name a seed defines (an answer's check), and, backwards, every
+    earlier code cell defining a name one of those uses."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if not code:
+        return set()
+    keep = {c.get("id") for c in code if c.get("id") in seeds} | {code[0].get("id")}
+    defined = set().union(*(_top_level_names(c.source) for c in code if c.get("id") in keep))
+    for c in code:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution") and _used_names(c.source) & defined:
+            keep.add(c.get("id"))
+    needed: set[str] = set()
+    for c in reversed(code):
+        if c.get("id") in keep:
+            needed |= _used_names(c.source)
+        elif _top_level_names(c.source) & needed:
+            keep.add(c.get("id"))
+            needed |= _used_names(c.source)
+    return keep
+
+
+def validate_cells(path: Path, kind: str, cell_ids: set[str], root: Path = ROOT) -> NotebookResult:
+    """Run only the code cells ``cell_ids`` of a notebook (every Markdown cell kept), in order, in a fresh kernel,
+    and judge them by the rules of ``make validate``: what ``make test-fast`` runs for a change to a few cells."""
+    t0 = time.time()
+    res = NotebookResult(path, kind)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if c.cell_type != "code" or c.get("id") in cell_ids]
+    try:
+        res.cells = _cell_results(run_notebook(nb, path.parent, course=root))  # beside the notebook, as it runs
+        res.problems = judge(path, kind, res.cells)
+    except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
+        res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
+    res.seconds = time.time() - t0
+    return res
 
 
 def notebooks(kinds: Iterable[str] = ("lesson", "solution", "lab"), root: Path = ROOT) -> list[tuple[Path, str]]:
@@ -878,16 +1172,21 @@ c.Execute.timeout = 900
 
 def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_release: bool = True) -> int:
     """Copy each solution (its cells that may fail tagged, as in labs/) into ``nbgrader/source/<lab>/`` and run
-    ``nbgrader generate_assignment`` on it."""
+    ``nbgrader generate_assignment`` on it. Run again over a course with a gradebook (hub/setup.sh does on every
+    run), it brings each assignment up to date with solutions/: a corrected check or new points reach the gradebook
+    and release/. nbgrader refuses to add or remove cells of an assignment students have submitted: that lab's
+    source stays as it was graded, the refusal is said in one line, the other labs go on, and the result is 1."""
     import subprocess
 
     course = target or root / "nbgrader"
     names = [sol.stem for sol in _solutions(root)]
+    before: dict[str, str | None] = {}
     for sol in _solutions(root):
         dest = course / "source" / sol.stem
         dest.mkdir(parents=True, exist_ok=True)
         nb = nbformat.read(sol, as_version=4)
         tag_cells_that_may_fail(nb)  # the released notebook's Run All goes on past a failing check too
+        before[sol.stem] = (dest / sol.name).read_text() if (dest / sol.name).exists() else None
         nbformat.write(nb, dest / sol.name)
     (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course)))
     print(f"laid out {len(names)} assignments in {course}")
@@ -895,14 +1194,24 @@ def nbgrader_layout(root: Path = ROOT, target: Path | None = None, generate_rele
         return 0
     # nbgrader calls `alembic` by name: put this environment's scripts first on PATH
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    failed = 0
     for n in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", n, "--force"]
         done = subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            print(done.stdout + done.stderr, file=sys.stderr)
-            return done.returncode
-        print(f"nbgrader generate_assignment {n}: release/{n}/ written")
-    return 0
+        if done.returncode == 0:
+            print(f"nbgrader generate_assignment {n}: release/{n}/ written")
+            continue
+        failed = 1
+        output = done.stdout + done.stderr
+        if "Cannot add or remove cells" in output and before[n] is not None:
+            (course / "source" / n / f"{n}.ipynb").write_text(before[n])
+            subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)  # its release/ as graded
+            print(f"✗ {n}: kept as graded: students have submitted it, and nbgrader refuses to add or remove cells of "
+                  "an assignment with submissions — put the new exercise in a lab not yet collected (or a new "
+                  "assignment); corrected checks and points go through", file=sys.stderr)
+        else:
+            print(output, file=sys.stderr)
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:

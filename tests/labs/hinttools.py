@@ -18,10 +18,44 @@ def lab_exercises(lab: str) -> dict[str, hints.Exercise]:
     return {k: v for k, v in hints.exercises().items() if v.lab == lab}
 
 
-def assert_tiered(lab: str, ids: list[str]) -> None:
-    """Exactly these exercises; every region has tiers 0 and 1, and neither gives a line of its solution away."""
+def solution_notebook(lab: str) -> str:
+    """The file name of a lab's solution notebook (``lab6`` -> ``lab6_persistent.ipynb``)."""
+    (found,) = sorted((ROOT / "solutions").glob(f"{lab}_*.ipynb"))
+    return found.name
+
+
+def notebook_exercises(notebook: str) -> list[str]:
+    """The exercises of a solution notebook, in order: the ids of its answer cells without '-answer'. Tests read them
+    from the notebook, so an exercise an instructor adds is covered without editing the tests."""
+    nb = nbformat.read(ROOT / "solutions" / notebook, as_version=4)
+    gids = [c.metadata.get("nbgrader", {}).get("grade_id", "") for c in nb.cells if c.cell_type == "code"]
+    return [hints.exercise_id(g) for g in gids if g.endswith("-answer")]
+
+
+def graded_ids(notebook: str) -> list[str]:
+    """The grade ids of a solution notebook's graded cells, in order."""
+    nb = nbformat.read(ROOT / "solutions" / notebook, as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def notebook_regions(notebook: str) -> int:
+    """The number of code solution regions in a solution notebook's answer cells."""
+    nb = nbformat.read(ROOT / "solutions" / notebook, as_version=4)
+    return sum(c.source.count("### BEGIN SOLUTION") for c in nb.cells if c.cell_type == "code"
+               and c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("-answer"))
+
+
+def assert_in_order(found: list[str], steps: list[str]) -> None:
+    """``steps`` all appear in ``found`` in this order (other entries, such as an added exercise, may sit between)."""
+    at = [found.index(s) if s in found else -1 for s in steps]
+    assert -1 not in at and at == sorted(at), (found, steps)
+
+
+def assert_tiered(lab: str) -> None:
+    """The lab's exercises, as its solution notebook has them; every region has tiers 0 and 1, and neither gives a
+    line of its solution away."""
     table = lab_exercises(lab)
-    assert sorted(table) == sorted(ids)
+    assert sorted(table) == sorted(notebook_exercises(solution_notebook(lab)))
     for ex in table.values():
         for region in ex.regions:
             assert len(region.hints) >= 2, (ex.id, region.hints[0])

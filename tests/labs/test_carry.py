@@ -176,7 +176,8 @@ def test_carried_merges_on_the_course_kernel(tmp_path):
     lab = _lines(("  C[0] = x + y;\n", "  store(C, x + y);\n"))
     made = carry.carried(_prev(lambda t: None), lab, here=tmp_path, quiet=True)
     assert "int x = 1;  // mine" in made.kernel and "store(C, x + y);" in made.kernel
-    assert made.whose("Lab 10", "mainloop") == "your kernel (your Lab 9 mainloop + Lab 10's change + your Lab 10 regions)"
+    assert made.whose("Lab 10", "mainloop") == ("your kernel (your Lab 9 mainloop + Lab 10's change + your Lab 10 "
+                                                "regions)")
 
 
 # ------------------------------------------------------------------------------------------- a step carried in a lab

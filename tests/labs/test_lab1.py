@@ -12,8 +12,8 @@ import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers.course import labgen
-from helpers.hopper import tensormap, tma
 from helpers.course.checks import lab1
+from helpers.hopper import tensormap, tma
 
 
 # ------------------------------------------------------------------------------------------ solutions and stubs

@@ -12,8 +12,8 @@ from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
 
 from helpers import gpu
 from helpers.course import labgen
-from helpers.hopper import wgmma
 from helpers.course.checks import lab3
+from helpers.hopper import wgmma
 
 
 def _stub() -> dict:

@@ -17,12 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gpu_lab5679 import caught_where, lab5_run_only
-from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
+from hinttools import (
+    assert_stubs_show_tier_0_only,
+    assert_tiered,
+    code_of,
+    comments_outside_regions,
+    lab_exercises,
+    notebook_regions,
+)
 
-from helpers.hopper import epilogue
 from helpers.course import grading, labgen
 from helpers.course.checks import lab5
 from helpers.course.checks._common import saved_variable
+from helpers.hopper import epilogue
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "lab5_epilogue.ipynb"
@@ -117,12 +124,12 @@ def test_stub_kernel_names_its_regions(stub):
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab5", ["lab5-fused", "lab5-image", "lab5-kernel", "lab5-layout", "lab5-order", "lab5-round"])
+    assert_tiered("lab5")
     assert len(lab_exercises("lab5")["lab5-kernel"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab5_epilogue.ipynb", "lab5") == 8
+    assert assert_stubs_show_tier_0_only("lab5_epilogue.ipynb", "lab5") == notebook_regions("lab5_epilogue.ipynb")
 
 
 def test_kernel_comments_do_not_describe_the_regions(sol):
@@ -360,8 +367,8 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
         "no fence": (_swap(src, "      hopper::fence_proxy_async();        // these", "      // these"),
                      "unfenced-store"),
         "fence after the barrier": (_swap(
-            src, "      hopper::fence_proxy_async();        // these generic stores, before the TMA (async proxy) reads "
-                 "them\n      hopper::named_bar_sync(1 + c, 128);  // every",
+            src, "      hopper::fence_proxy_async();        // these generic stores, before the TMA (async proxy) "
+                 "reads them\n      hopper::named_bar_sync(1 + c, 128);  // every",
             "      hopper::named_bar_sync(1 + c, 128);\n      hopper::fence_proxy_async();  // every"),
             "fence-after-barrier"),
         "no wait_group.read": (_swap(src, "        if (t == 0) hopper::tma_store_wait_read<1>();\n", ""),
@@ -427,7 +434,8 @@ def test_kernel_solution_runs_on_the_h100(sol):
 @pytest.mark.parametrize("name", list(lab5_run_only(SOLUTION_SRC)))
 def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     src, needles, every_time = lab5_run_only(sol["LAB5_SRC"])[name]
-    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, caught_where(every_time), *needles)
+    grading.assert_rejects(lambda s: lab5.check_epilogue_kernel(s, benchmark=False), src, caught_where(every_time),
+                           *needles)
 
 
 # ------------------------------------------------------------------------------------------- on the PTX executor

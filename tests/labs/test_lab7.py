@@ -1,10 +1,10 @@
-"""Lab 7 (clusters and multicast on Lab 6's persistent kernel) graders, both ways: the solution passes; the stubs
-and the named plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The
-cluster model itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel with
-one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
+"""Lab 7 (clusters and multicast on Lab 6's persistent kernel) graders, both ways: the solution passes; the stubs and
+the named plausible wrong answers fail, each on every one of 200 seeds, with a hint naming the mistake. The cluster
+model itself rejects every wrong protocol on 200 random problems. The kernel's wrong versions are the solution kernel
+with one change each: those the PTX shows are rejected statically, those only a run shows are run on the course's PTX
 executor (two clusters, several pairs each). Also here: the tiered hints (the stubs show tier 0 only; the kernel's
-comments do not give the barrier counts away). The kernel is graded on the solutions' wrappers of Labs 1 and 2; no
-Lab 6 notebook is beside the tests, so the course's Lab 6 kernel stands in (test_lab7_carry.py covers a student's).
+comments do not give the barrier counts away). The kernel is graded on the solutions' wrappers of Labs 1 and 2; no Lab 6
+notebook is beside the tests, so the course's Lab 6 kernel stands in (test_lab7_carry.py covers a student's).
 
 Tests marked ``gpu`` run the kernels on an H100 (``pytest -m gpu tests/labs/test_lab7.py``).
 """
@@ -19,7 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gpu_lab5679 import caught_where, lab7_run_only, rejects_naming
-from hinttools import assert_stubs_show_tier_0_only, assert_tiered, code_of, comments_outside_regions, lab_exercises
+from hinttools import (
+    assert_stubs_show_tier_0_only,
+    assert_tiered,
+    comments_outside_regions,
+    lab_exercises,
+    notebook_regions,
+)
 
 from helpers.course import carry, grading, labgen
 from helpers.course.checks import lab5, lab7
@@ -138,13 +144,13 @@ def test_the_notebook_kernel_computes_the_bench_kernels_bits(sol, wrappers, monk
 
 # ------------------------------------------------------------------------------------------- tiered hints
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab7", ["lab7-counts", "lab7-kernel", "lab7-multicast", "lab7-release"])
+    assert_tiered("lab7")
     assert len(lab_exercises("lab7")["lab7-kernel"].regions) == 7
     assert len(lab_exercises("lab7")["lab7-multicast"].regions) == 2
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == 12
+    assert assert_stubs_show_tier_0_only("lab7_clusters.ipynb", "lab7") == notebook_regions("lab7_clusters.ipynb")
 
 
 def test_kernel_comments_do_not_give_the_counts_away(sol):

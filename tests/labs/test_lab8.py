@@ -24,7 +24,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gpu_lab5679 import lab8_run_only, names_all
-from hinttools import assert_stubs_show_tier_0_only, assert_tiered, comments_outside_regions, lab_exercises
+from hinttools import (
+    assert_in_order,
+    assert_stubs_show_tier_0_only,
+    assert_tiered,
+    comments_outside_regions,
+    graded_ids,
+    lab_exercises,
+    notebook_regions,
+)
 from labtools import rejected_by_the_run, rejects, swap
 
 from helpers.course import carry, grading, labgen
@@ -126,19 +134,16 @@ def test_kernel_comments_do_not_give_the_answers_away():
 
 
 def test_notebook_has_a_graded_check_per_step():
-    nb = json.loads(SOLUTION.read_text())
-    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
-              if c["metadata"].get("nbgrader", {}).get("grade")]
-    assert graded == ["lab8-cursor", "lab8-kernel"]
+    assert_in_order(graded_ids(SOLUTION.name), ["lab8-cursor", "lab8-kernel"])
 
 
 def test_every_exercise_has_tiered_hints():
-    assert_tiered("lab8", ["lab8-cursor", "lab8-kernel"])
+    assert_tiered("lab8")
     assert len(lab_exercises("lab8")["lab8-kernel"].regions) == 9
 
 
 def test_the_stubs_show_tier_0_only():
-    assert assert_stubs_show_tier_0_only("lab8_pingpong.ipynb", "lab8") == 10
+    assert assert_stubs_show_tier_0_only("lab8_pingpong.ipynb", "lab8") == notebook_regions("lab8_pingpong.ipynb")
 
 
 def test_opening_shows_the_diff_from_lab7_and_its_figures():
@@ -441,7 +446,8 @@ def test_the_speed_floor_was_measured_for_lab8():
     labs = json.loads(fixture.read_text())["labs"] if fixture.exists() else {}
     if "lab8" not in labs:
         pytest.skip("Lab 8 is not in tests/data/speed_floor_h100.json yet: on an H100, `SPEED_FLOOR_LABS=lab8 "
-                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to tests/data/")
+                    "SPEED_FLOOR_ROUNDS=9 bash tools/h100/run.sh speed_floor` writes it to $OUT; copy it to "
+                    "tests/data/")
     entry = labs["lab8"]
     assert "H100" in entry["gpu"] and entry["driver"] and entry["date"] and entry["rounds"] >= 9, entry
     assert set(entry["shapes"]) == {"×".join(map(str, s)) for s in lab8.SQUARE + lab8.SHORT_K}

@@ -1,6 +1,6 @@
-"""The ladder at the end of Labs 3 and 5 to 9 (Lab 4 has its own): the course's kernels of the lab and the lab before as the H100 measured
-them, then the student's own kernel as the lab's check timed it in this session, beside the course's kernel timed in
-the same run; "not timed" until the check has run on an H100."""
+"""The ladder at the end of Labs 3 and 5 to 9 (Lab 4 has its own): the course's kernels of the lab and the lab before as
+the H100 measured them, then the student's own kernel as the lab's check timed it in this session, beside the course's
+kernel timed in the same run; "not timed" until the check has run on an H100."""
 
 from __future__ import annotations
 

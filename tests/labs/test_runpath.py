@@ -1,5 +1,5 @@
-"""The one run path of the CUDA checks (helpers.course.checks._common): where it runs, what a run's failure says, and the PTX
-as the explanation of a run (Explanation)."""
+"""The one run path of the CUDA checks (helpers.course.checks._common): where it runs, what a run's failure says, and
+the PTX as the explanation of a run (Explanation)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def _finding(c: grading.Check) -> None:
 def test_where_says_emulator_or_gpu(monkeypatch, executor):
     assert C.where() in ("ran on the emulator (no sm_90 GPU; hazard mode)",
                          "ran on the emulator (HELPERS_EXECUTOR=force; hazard mode)")
-    assert C.where(hazards=False) in ("ran on the emulator (no sm_90 GPU)", "ran on the emulator (HELPERS_EXECUTOR=force)")
+    assert C.where(hazards=False) in ("ran on the emulator (no sm_90 GPU)",
+                                      "ran on the emulator (HELPERS_EXECUTOR=force)")
     assert "not timed: the emulator does not time kernels" in C.where(timing=True)
     from helpers import gpu
 

@@ -174,8 +174,11 @@ def _run(root, *args: str, timeout: int = 600):
 
 def _ruff_codes(root) -> str:
     """The rule codes ruff reports in the two files a scaffold appends to, sorted (line numbers left out)."""
-    done = _run(root, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-                "helpers/course/checks/lab1.py", "tests/labs/test_lab1.py")
+    return _ruff_codes_of(root, "helpers/course/checks/lab1.py", "tests/labs/test_lab1.py")
+
+
+def _ruff_codes_of(root, *files: str) -> str:
+    done = _run(root, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", *files)
     return "\n".join(sorted(line.split(": ")[1].split(" ")[0] for line in done.stdout.splitlines() if ": " in line
                             and line.startswith(("helpers", "tests"))))
 
@@ -259,35 +262,54 @@ def test_new_exercise_refuses_in_one_line_and_writes_nothing(tmp_path, capsys, a
 
 
 def test_new_widget_registers_it_where_the_widget_tests_and_gallery_look(tmp_path, capsys):
+    """Beside a widget registered before it (the registry is not assumed empty): its module, its heading and cell in
+    the lesson, its registration, and a test of its pure function, all green."""
     root = _course_copy(tmp_path)
+    registry = root / author.WIDGET_REGISTRY
+    registry.write_text(json.dumps({"bank": {"module": "tiles", "function": "tile_grid_widget"}}))
     assert author.main(["new-widget", "chunk_order", "--lesson", "01", "--after", "3", "--root", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "tests/platform/widgets.json: chunk_order registered" in out and "lessons/01_tma.ipynb: cell 4" in out
+    assert "tests/platform/widgets.json: chunk_order registered" in out
+    assert "lessons/01_tma.ipynb: cell 4 is its heading, cell 5 shows it" in out
+    assert "tests/platform/test_widget_chunk_order.py: tests of chunk_order_slots()" in out
     lesson = nbformat.read(root / "lessons" / "01_tma.ipynb", as_version=4)
-    assert lesson.cells[4].source.endswith("chunk_order.chunk_order_widget()")
-    assert json.loads((root / author.WIDGET_REGISTRY).read_text())["chunk_order"]["function"] == "chunk_order_widget"
+    assert lesson.cells[4].source.startswith("## Widget: chunk order") and lesson.cells[4].cell_type == "markdown"
+    assert lesson.cells[5].source.endswith("chunk_order.chunk_order_widget()")
+    assert set(json.loads(registry.read_text())) == {"bank", "chunk_order"}
     done = _run(root, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/platform/test_widgets.py", "-k",
-                "chunk_order")
+                "chunk_order", "tests/platform/test_widget_chunk_order.py")
     passed = re.search(r"(\d+) passed", done.stdout)
-    assert done.returncode == 0 and passed and int(passed.group(1)) >= 2, done.stdout + done.stderr  # each widget test
+    assert done.returncode == 0 and passed and int(passed.group(1)) >= 4, done.stdout + done.stderr  # each widget test
     gallery = _run(root, "-c", "import sys; sys.path.insert(0, 'tests/platform'); import widget_gallery as g; "
                    "print(g.GALLERY['chunk_order']); print(g.SETUP.splitlines()[-1])")
-    assert gallery.stdout.split("\n")[:2] == ["chunk_order.chunk_order_widget()",
-                                              "from helpers.course.widgets import chunk_order"], gallery.stderr
+    cell, imports = gallery.stdout.split("\n")[:2]
+    assert cell == "chunk_order.chunk_order_widget()", gallery.stderr
+    assert imports.startswith("from helpers.course.widgets import ") and "chunk_order" in imports.split(" import ")[1]
     assert author.main(["new-widget", "chunk_order", "--root", str(root)]) == 1
     assert "exists" in capsys.readouterr().err
+    assert _ruff_codes_of(root, "helpers/course/widgets/chunk_order.py", "tests/platform/test_widget_chunk_order.py") \
+        == ""
 
 
 # ------------------------------------------------------------------------------------------ author check
-LAB_ANSWER = 'def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    return 2 * x\n    ### END SOLUTION\n'
+LAB_ANSWER = ('def double(x):\n    ### BEGIN SOLUTION\n    # HINT: times two\n    # HINT 1: an int doubled is an int\n'
+              '    return 2 * x\n    ### END SOLUTION\n')
+GRADER = """from helpers.course import grading
+
+
+def check_double(double):
+    with grading.check("Lab 0 · double") as c:
+        for x in (2, 5):
+            c.equal(f"double({x})", grading.call_student(double, x), 2 * x)
+"""
 
 
 def _lab_course(root, *, answer=LAB_ANSWER, answer_id="lab0-double-answer", check_meta=None,
-                call="lab0.check_double(double)"):
+                call="lab0.check_double(double)", grader=GRADER, outputs=()):
     """A one-exercise course: solutions/lab0_tiny.ipynb, its grader module, and labs/ generated when it can be."""
     for part in ("solutions", "labs", "lessons", "helpers/course/checks"):
         (root / part).mkdir(parents=True, exist_ok=True)
-    (root / "helpers/course/checks/lab0.py").write_text("def check_double(f):\n    assert f(2) == 4\n")
+    (root / "helpers/course/checks/lab0.py").write_text(grader)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Lab 0"),
                 nbformat.v4.new_code_cell("from helpers.course.checks import lab0"),
@@ -297,6 +319,9 @@ def _lab_course(root, *, answer=LAB_ANSWER, answer_id="lab0-double-answer", chec
                                             "grade_id": answer_id, "schema_version": 3}
     nb.cells[3].metadata["nbgrader"] = check_meta or {"grade": True, "solution": False, "locked": True,
                                                       "grade_id": "lab0-double", "points": 1, "schema_version": 3}
+    for i in outputs:
+        nb.cells[i].outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ Lab 0 · double\n")]
+        nb.cells[i].execution_count = 3
     nbformat.write(nb, root / "solutions" / "lab0_tiny.ipynb")
     return root
 
@@ -315,7 +340,7 @@ CHECK_META = {"grade": True, "solution": False, "locked": True, "grade_id": "lab
 
 @pytest.mark.parametrize("mistake, course, needles", [
     ("a region with no # HINT: line", dict(answer=LAB_ANSWER.replace("    # HINT: times two\n", "")),
-     ["cell 2 (lab0-double-answer): line 4: the solution region has no '# HINT: …' line", "fix: add a line"]),
+     ["cell 2 (lab0-double-answer): line 5: the solution region has no '# HINT: …' line", "fix: add a line"]),
     ("an answer cell left unmarked", dict(answer_id=None),
      ["cell 2: has a solution region but is not marked as an answer", "hints are left out of labs.json",
       "fix: python -m helpers.course.author mark solutions/lab0_tiny.ipynb 2 --answer --id lab0-double-answer"]),
@@ -328,13 +353,31 @@ CHECK_META = {"grade": True, "solution": False, "locked": True, "grade_id": "lab
      ["cell 3 (lab0-double): calls lab0.check_dubble, which helpers/course/checks/lab0.py does not define"]),
     ("an answer whose check has another id", dict(check_meta=dict(CHECK_META, grade_id="lab0-twice", points=1)),
      ["cell 2 (lab0-double-answer): no check cell has the id 'lab0-double'"]),
+    ("a solution in a plain cell, no markers", dict(answer="def double(x):\n    return 2 * x\n", answer_id=None),
+     ["cell 3 (lab0-double): a check cell with no answer cell", "is in plain cell 2", "make labs gives it to students",
+      "then python -m helpers.course.author mark solutions/lab0_tiny.ipynb 2 --answer --id lab0-double-answer"]),
+    ("a grader that passes the stub", dict(grader=GRADER.replace("c.equal(", "c.ok(").replace(
+        ", grading.call_student(double, x), 2 * x)", ")")),
+     ["cell 3 (lab0-double): check_double passes the stub students start from and an answer returning None",
+      "fix: compare what the answer must be"]),
+    ("a grader that compares nothing", dict(grader=GRADER.replace(
+        'c.equal(f"double({x})", grading.call_student(double, x), 2 * x)', "grading.call_student(double, x)")),
+     ["cell 3 (lab0-double): check_double compares nothing on an answer returning None"]),
+    ("a grader that raises for an odd answer", dict(grader=GRADER.replace(
+        "grading.call_student(double, x), 2 * x)", "grading.call_student(double, x) + 0, 2 * x)")),
+     ["check_double raises TypeError on an answer returning None instead of failing with its report",
+      "fix: call the student's function with grading.call_student"]),
+    ("outputs committed", dict(outputs=(1, 3)),
+     ["solutions/lab0_tiny.ipynb: has outputs committed (cells 1, 3)", "fix: make strip"]),
+    ("a region without tier 1", dict(answer=LAB_ANSWER.replace("    # HINT 1: an int doubled is an int\n", "")),
+     ["cell 2 (lab0-double-answer): a solution region has no '# HINT 1: …' line", "fix: add a line '# HINT 1: "]),
 ])
 def test_check_reports_each_mistake_in_one_plain_line(tmp_path, capsys, mistake, course, needles):
     root = _lab_course(tmp_path, **course)
     assert author.main(["check", "--root", str(root)]) == 1, mistake
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("✗ ")]
-    assert len(lines) == 1 and lines[0].startswith("✗ solutions/lab0_tiny.ipynb, cell "), err
+    assert len(lines) == 1 and lines[0].startswith("✗ solutions/lab0_tiny.ipynb"), err
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert "Traceback" not in err
@@ -352,3 +395,45 @@ def test_check_reports_a_stale_lab_and_list_flags_the_mistakes(tmp_path, capsys)
     assert author.main(["list", str(sol)]) == 0
     out = capsys.readouterr().out
     assert "✗ solutions/lab0_tiny.ipynb, cell 3 (lab0-double): uses the id of cell 2" in out
+
+
+def test_a_duplicate_id_blames_the_cell_that_is_new_since_the_last_commit(tmp_path, capsys):
+    """An exercise pasted above an older one with the older one's id: the new cell gets the new id, whatever its
+    position; the older exercise keeps its id (and its pairing with its answer)."""
+    import subprocess
+
+    root = _lab_course(tmp_path)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, timeout=30)
+    path = root / "solutions" / "lab0_tiny.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    pasted = nbformat.v4.new_code_cell("lab0.check_double(double)")
+    pasted.metadata["nbgrader"] = dict(CHECK_META, points=1)
+    nb.cells.insert(2, pasted)  # before the older check: first by position
+    nbformat.write(nb, path)
+    assert author.main(["check", "--root", str(root), "--no-labs"]) == 1
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("✗ ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("✗ solutions/lab0_tiny.ipynb, cell 2 (lab0-double): uses the id of cell 4, which had "
+                               "it in the last commit"), lines[0]
+    assert lines[0].endswith("mark solutions/lab0_tiny.ipynb 2 --check --points 1 --id lab0-double-2 (or another "
+                             "new id)") and " 4 --check" not in lines[0]
+
+
+def test_new_exercise_follows_the_labs_own_headings_and_step_table(tmp_path, capsys):
+    """Lab 6 numbers its parts "## 3 · …" (Lab 1 "## Exercise 3 · …") and opens with a step table: the scaffold
+    writes its heading the lab's way and adds its row to the table, and names what to renumber."""
+    root = tmp_path / "course"
+    for name in ("solutions/lab6_persistent.ipynb", "helpers/course/checks/lab6.py", "tests/labs/test_lab6.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes((labgen.ROOT / name).read_bytes())
+    assert author.main(["new-exercise", "lab6", "tile-bytes", "--after", "lab6-footprint", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    nb = nbformat.read(root / "solutions" / "lab6_persistent.ipynb", as_version=4)
+    at = author.find_cell(nb, "lab6-footprint")
+    assert nb.cells[at + 1].source.startswith("## 4 · Tile bytes\n")
+    rows = [ln for ln in nb.cells[0].source.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4", "4"]
+    assert rows[3].startswith("| 4 | `tile_bytes`: the bytes of a bf16 tile |")
+    assert "cell 0's step table has a row for step 4" in out
+    assert re.search(r"renumber the headings of cells \d+ and the step table's later rows", out), out

@@ -623,7 +623,7 @@ def check_arrival_counts(arrival_counts: Callable[..., Any], init_problems: Call
             got = _call(c, what, arrival_counts, wg, cl, mc)
             try:
                 pair = tuple(int(x) for x in got)
-            except TypeError:
+            except (TypeError, ValueError):  # not a pair of numbers (None, a float, a string)
                 pair = None
             want = pipeline.arrival_counts(wg, cl, mc)
             if pair is None or len(pair) != 2:
