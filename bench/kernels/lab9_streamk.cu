@@ -25,7 +25,10 @@
 // owned by exactly one thread).
 // LAB9_BN sets the tile width: 256 (the default, 128 × 256 tiles, m64n256k16) or 128 (128 × 128 tiles,
 // m64n128k16, 64 accumulators a thread, 6 stages instead of 4), which makes twice as many pairs for the shapes
-// whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape).
+// whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape), or 64, 32 or 16
+// (m64n64k16 .. m64n16k16: the narrow tiles of a C with few columns, e.g. Cᵀ = B·Aᵀ of a GEMM with a small M,
+// A and B swapped); below 64 columns the epilogue stages 64 × BN sub-tiles unswizzled (the C map's box is BN wide,
+// without swizzle) instead of 64 × 64 ones with 128-byte swizzle.
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
@@ -36,7 +39,7 @@
 #define LAB9_GROUP 8   // pairs along M in one raster group
 #endif
 #ifndef LAB9_BN
-#define LAB9_BN 256    // tile width: 256 (128 × 256 tiles) or 128 (128 × 128 tiles)
+#define LAB9_BN 256    // tile width: 256 (128 × 256 tiles), 128, 64, 32 or 16
 #endif
 #ifndef LAB9_PRODUCER_TAIL
 #define LAB9_PRODUCER_TAIL 0  // 1: the cluster barriers without a GPU-wide memory barrier: the first arrives .relaxed,
@@ -44,10 +47,11 @@
 
 namespace lab9 {
 constexpr int BM = 128, BN = LAB9_BN, BK = 64, CONSUMERS = 2, CLUSTER = 2;
-static_assert(BN == 256 || BN == 128, "LAB9_BN is 256 or 128");
+static_assert(BN == 256 || BN == 128 || BN == 64 || BN == 32 || BN == 16, "LAB9_BN is 256, 128, 64, 32 or 16");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int B_HALF = B_BYTES / CLUSTER;
-constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
+constexpr int B_HALF = B_BYTES / CLUSTER;  // a multiple of 1024 (the 128-byte swizzle's 8-row atom) from BN = 16
+// the epilogue's sub-tiles: 64 rows × SUB columns (64, 128-byte swizzled; narrower tiles: BN, unswizzled)
+constexpr int SUB = BN < 64 ? BN : 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
 constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
@@ -72,6 +76,18 @@ __device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const flo
     const int chunk = (j / 4) ^ (r % 8);
     *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
         __floats2bfloat162_rn(d[j], d[j + 1]);
+  }
+}
+
+// A 64 × W sub-tile (W = 16 or 32 columns, the thread's W / 2 accumulators) into a plain row-major buffer.
+template <int W>
+__device__ __forceinline__ void lab9_stage_narrow(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < W / 2; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int col = 8 * (j / 4) + 2 * (l % 4);
+    *reinterpret_cast<__nv_bfloat162*>(buf + r * (W * 2) + col * 2) = __floats2bfloat162_rn(d[j], d[j + 1]);
   }
 }
 
@@ -232,9 +248,9 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           hopper::named_bar_sync(3, 256);
           const float* first = workspace + ((long long)owner * CLUSTER + rank) * block_slot + mine_off;
           const long long next = CLUSTER * block_slot;  // the next cluster's slot, same block and element
-          // registers in flight per load batch: all 64 of a 128 × 128 tile's (3 % faster at 512×1024×4096 than 16),
-          // 8 of a 128 × 256 tile's (16 and 32 were no faster, and 32 spills)
-          constexpr int CHUNK = BN == 256 ? 8 : 64;
+          // registers in flight per load batch: all 64 of a 128 × 128 tile's (3 % faster at 512×1024×4096 than 16)
+          // and all of a narrower one's, 8 of a 128 × 256 tile's (16 and 32 were no faster, and 32 spills)
+          constexpr int CHUNK = BN == 256 ? 8 : BN / 2;
 #pragma unroll
           for (int j0 = 0; j0 < BN / 2; j0 += CHUNK) {
             float t[CHUNK];
@@ -269,13 +285,15 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 #endif
       }
 
-      // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA store, overlapping the next mainloop
+      // epilogue: registers → 64×64 bf16 sub-tiles, 128B-swizzled (narrow tiles: 64 × BN, plain) → TMA store,
+      // overlapping the next mainloop
 #pragma unroll
       for (int sub = 0; sub < BN / SUB; ++sub) {
         unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
-        lab9_stage_subtile(buf, d + 32 * sub, tid);
+        if constexpr (SUB == 64) lab9_stage_subtile(buf, d + 32 * sub, tid);
+        else lab9_stage_narrow<SUB>(buf, d, tid);
         hopper::fence_proxy_async();
         hopper::named_bar_sync(1 + c, 128);
         if (tid == 0) {

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,7 +46,8 @@ from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
-           "streamk_clusters", "resident_pairs", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style",
+           "streamk_clusters", "resident_pairs", "plan", "Plan", "swaps", "skinny_width", "SKINNY", "WIDTHS",
+           "SWAP_AB_UP_TO", "store_width", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style",
            "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW",
            "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
            "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
@@ -61,6 +62,12 @@ PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 25
 #: tile widths (columns of C per tile, the kernels' LAB7_BN and LAB9_BN): 128×256 tiles (wide, the labs' own) or
 #: 128×128 tiles (narrow)
 WIDE, NARROW = 256, 128
+#: the narrower tile widths of Lab 9's kernel (``LAB9_BN``), for a C with few columns: 128×64, 128×32, 128×16 tiles
+SKINNY = (64, 32, 16)
+#: tile widths each kernel compiles at
+WIDTHS = {"lab7": (WIDE, NARROW), "lab9": (WIDE, NARROW, *SKINNY)}
+#: A and B swap places (Cᵀ = B·Aᵀ) when M is at most this and smaller than N (see :func:`swaps`)
+SWAP_AB_UP_TO = 128
 #: The thresholds below were measured on the H100 SXM (132 SMs, 66 resident pairs of blocks) and are in the machine's
 #: own units (shares of a wave of clusters, K steps), so they carry over to parts with other counts.
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
@@ -137,18 +144,40 @@ def streamk_clusters(count: int, steps: int, active: int) -> int:
 
 
 class Choice(NamedTuple):
-    """What :func:`choose` picks for a shape: the kernel (``"lab7"`` or ``"lab9"``), its tile width (:data:`WIDE`
-    or :data:`NARROW`) and whether Lab 9's kernel runs Stream-K on every cluster (else whole pairs only)."""
+    """What :func:`choose` picks for a shape: the kernel (``"lab7"`` or ``"lab9"``), its tile width (:data:`WIDE`,
+    :data:`NARROW` or one of :data:`SKINNY`), whether Lab 9's kernel runs Stream-K on every cluster (else whole
+    pairs only), and whether A and B swap places (the kernel computes Cᵀ = B·Aᵀ, :func:`swaps`)."""
 
     kernel: str
     bn: int
     streamk: bool
+    swapped: bool = False
 
     @property
     def name(self) -> str:
-        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K) or ``lab7-128`` (narrow, whole
-        pairs)."""
-        return self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
+        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K), ``lab7-128`` (narrow, whole
+        pairs), ``lab9-16`` (128×16 tiles), and ``-swapAB`` after any of them when A and B swap places."""
+        base = self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
+        return base + ("-swapAB" if self.swapped else "")
+
+
+def swaps(m: int, n: int) -> bool:
+    """Whether ``gpu.matmul`` computes Cᵀ = B·Aᵀ instead of C = A·B: when M is at most :data:`SWAP_AB_UP_TO` and
+    smaller than N (decode and small batches: M = 1–128 tokens against N of thousands). The kernels' tiles are 128
+    rows (256 a pair of blocks) by 16–256 columns, so a small M wastes most of every tile's rows, while as the
+    tile's columns it fits a narrow tile (:func:`skinny_width`): 16 tokens are 16 of 256 rows, or all 16 columns
+    of a 128×16 tile. Provisional until measured: the rule expects the swapped launch (and the transposing copy of
+    C it needs) to beat the plain one for every such shape; bench/torch_matmul.py measures the small-M class."""
+    return m <= SWAP_AB_UP_TO and m < n
+
+
+def skinny_width(n: int) -> int | None:
+    """The tile width for a C of `n` columns where n ≤ 128: the narrowest of 16, 32, 64 and 128 that holds all of
+    them (100 → 128, 17 → 32, 1 → 16); None for wider C, whose width :func:`choose` picks by its waves."""
+    for bn in (*SKINNY[::-1], NARROW):
+        if n <= bn:
+            return bn
+    return None
 
 
 def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
@@ -179,24 +208,50 @@ def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
     saved 15 K steps or more (1024×4352×1024, 15.5 steps, 1.10×; 1024×1024×2048 at 128×128, 16.5, 1.02×;
     2560×4096×4096, 37, 1.08×; 8192×8192×2048, 15.5, 0.99×; 5120×5120×1024, 15, 1.00×) and lost wherever it saved
     13 or fewer (3072×3072×1024, 13 steps, 0.98×; 512×1024×1024 at 128×128, 12, 0.85×; 4352×4352×1024, 10, 0.94×;
-    3072×3072×512 0.88×; 4352×4352×256 0.86×)."""
+    3072×3072×512 0.88×; 4352×4352×256 0.86×).
+
+    Before both questions, the shape may be turned round and its C given narrow tiles (provisional rules, until
+    bench/torch_matmul.py's small-M and odd-size classes have measured them):
+
+    0. *Swap A and B* (:func:`swaps`): when M ≤ :data:`SWAP_AB_UP_TO` and M < N the kernel computes Cᵀ = B·Aᵀ,
+       an N×M product, and the questions below are asked of it.
+    0'. *Narrow C.* When the (possibly swapped) C has at most 128 columns, its tiles are as narrow as hold them
+       (:func:`skinny_width`: 128, 64, 32 or 16); below 128 only Lab 9's kernel has those widths. Such a GEMM
+       reads its wide operand once and does little arithmetic per byte (a decode GEMM is memory-bound), so it
+       wants every SM streaming: Stream-K (split-K for few pairs, :func:`streamk_clusters`) whenever the pairs fill
+       less than one wave of clusters, as well as where :func:`needs_streamk` says so. The expectation: as fast as
+       ``torch.matmul`` for M = 1–128 against N, K of 1024–16384, both at the memory bound."""
     clusters = clusters or resident_pairs()
-    twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
-    bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
+    swapped = swaps(m, n)
+    if swapped:
+        m, n = n, m
+    bn = skinny_width(n)
+    if bn is not None and bn < NARROW:
+        streamk = pairs(m, n, bn) < clusters or needs_streamk(m, n, k, clusters, bn)
+        return Choice("lab9", bn, streamk, swapped)
+    if bn is None:
+        twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
+        bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
     streamk = needs_streamk(m, n, k, clusters, bn)
-    return Choice("lab9" if streamk else "lab7", bn, streamk)
+    return Choice("lab9" if streamk else "lab7", bn, streamk, swapped)
+
+
+def store_width(bn: int) -> int:
+    """Columns of the epilogue's sub-tiles (64 rows each) at tile width `bn`: 64, or `bn` below 64."""
+    return min(64, bn)
 
 
 def stages(bn: int) -> int:
     """Ring stages of the kernels at tile width `bn`, as the kernels count them: what 227 KiB of shared memory holds
-    after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128)."""
+    after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128, 12 of 18 KiB at
+    16)."""
     stage = (128 * 64 + bn * 64) * 2
-    return (227 * 1024 - 1024 - 2 * 2 * 64 * 64 * 2) // stage
+    return (227 * 1024 - 1024 - 2 * 2 * 64 * store_width(bn) * 2) // stage
 
 
 def smem_bytes(bn: int = WIDE) -> int:
     """Dynamic shared memory of the kernels at tile width `bn`: the ring, the store buffers, the alignment slack."""
-    return stages(bn) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
+    return stages(bn) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * store_width(bn) * 2 + 1024
 
 
 _compiled: dict[str, Kernel] = {}
@@ -214,15 +269,15 @@ OPTIONS = {"lab7": ("-DLAB7_PRODUCER_TAIL=1",), "lab9": ("-DLAB9_PARALLEL_FIXUP=
 
 def kernel_options(style: str, bn: int = WIDE) -> tuple[str, ...]:
     """The NVRTC options of the course's final kernel of this style at tile width `bn`: :data:`OPTIONS`, and
-    ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` for narrow tiles."""
-    if bn not in (WIDE, NARROW) or style not in OPTIONS:
-        raise ValueError(f"the course's kernels (lab7, lab9) have tiles {WIDE} or {NARROW} wide; not {style} at {bn}")
+    ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` (64, 32, 16) for narrower tiles (:data:`WIDTHS`)."""
+    if style not in OPTIONS or bn not in WIDTHS[style]:
+        raise ValueError(f"the course's kernels have tiles {WIDTHS} wide; not {style} at {bn}")
     return OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
 
 
 def course_kernel(style: str, bn: int = WIDE) -> Kernel:
-    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDE` or :data:`NARROW`),
-    compiled with :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
+    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDTHS`), compiled with
+    :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
     options = kernel_options(style, bn)
     key = style if bn == WIDE else f"{style}/{bn}"
     if key not in _compiled:
@@ -297,7 +352,9 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
     bn = tile_width(kernel)
     smem = smem_bytes(bn)
     active = clusters or _clusters(kernel, smem)
-    maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)), tensor_map(c, (64, 64)))
+    sub = store_width(bn)
+    maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)),
+            tensor_map(c, (64, sub), swizzle=128 if sub == 64 else 0))
     dims = (np.int32(m), np.int32(n), np.int32(k))
     count = pairs(m, n, bn)
     if style == "lab7":
@@ -418,24 +475,26 @@ def _grid(total: int) -> int:
     return max(1, min(math.ceil(total / 256), 4 if executor_active() else 8 * this_gpu().sms))
 
 
-def _pack(src: Matrix) -> DeviceArray:
-    """A zero-padded, row-major bf16 copy of `src` with its row length rounded up to a multiple of 8."""
+def _pack(src: Matrix) -> tuple[DeviceArray, Launcher]:
+    """A zero-padded, row-major bf16 buffer for `src` with its row length rounded up to a multiple of 8, and the
+    launch that copies `src` into it."""
     rows, cols = src.shape
     ld = -(-cols // 8) * 8
     dst = DeviceArray((rows, ld), bfloat16)
     item = src.dtype.itemsize
-    prepare(_copy_kernel("pack", src.dtype), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
-            np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows), np.int32(cols),
-            dst, np.int32(ld))()
-    return dst
+    return dst, prepare(_copy_kernel("pack", src.dtype), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
+                        np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows),
+                        np.int32(cols), dst, np.int32(ld))
 
 
-def _unpack(src: DeviceArray, dst: Matrix) -> None:
+def _unpack(src: DeviceArray, dst: Matrix) -> Launcher:
+    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16, row-major) into `dst` (any
+    strides: a transposed view writes the transpose)."""
     rows, cols = dst.shape
     item = dst.dtype.itemsize
-    prepare(_copy_kernel("unpack", dst.dtype), _grid(rows * cols), 256, 0, src, np.int32(src.shape[1]),
-            np.int32(rows), np.int32(cols), np.uint64(dst.ptr), np.int64(dst.strides[0] // item),
-            np.int64(dst.strides[1] // item))()
+    return prepare(_copy_kernel("unpack", dst.dtype), _grid(rows * cols), 256, 0, src, np.int32(src.shape[1]),
+                   np.int32(rows), np.int32(cols), np.uint64(dst.ptr), np.int64(dst.strides[0] // item),
+                   np.int64(dst.strides[1] // item))
 
 
 def _as_matrix(x: Any, what: str) -> Matrix:
@@ -479,12 +538,46 @@ def _shapes(a: Any, b: Any) -> tuple[int, int, int]:
     return int(m), int(n), int(k)
 
 
-def _run(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Any) -> None:
+@dataclass
+class Plan:
+    """One ``gpu.matmul`` call's launches, prepared once: the copies into padded bf16 buffers (operands not usable
+    in place), the GEMM, the copy of C out of a padded or transposed buffer. Calling it enqueues them all on the
+    course stream, in order, without waiting; :meth:`on_stream` moves them to another stream (e.g. one that a
+    CUDA graph is capturing), so that the same launches can be replayed without Python between them."""
+
+    launchers: list[Any]
+    choice: Choice | None
+    result: Any
+    keep: list[Any] = field(default_factory=list, repr=False)  # buffers the tensor maps point into
+
+    def __call__(self) -> None:
+        for launch in self.launchers:
+            launch()
+
+    def on_stream(self, stream: Any) -> Plan:
+        """The same launches enqueued on `stream` (a CUstream or its handle as an int) from now on."""
+        for launch in self.launchers:
+            launch.retarget(stream)
+        return self
+
+
+def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Matrix,
+                   keep: list[Any]) -> tuple[list[Any], Choice | None]:
+    """The GEMM's launch (and the copy out of C's buffer where C cannot be stored in place): `kernel` as given, or
+    :func:`choose`'s kernel, swapping A and B (the kernel writes Cᵀ, N×M) where the choice says so."""
     if kernel is not None:
-        launcher(kernel, a, b_nk, c)()
-        return
-    choice = choose(m, n, k)
-    launcher(course_kernel(choice.kernel, choice.bn), a, b_nk, c, streamk=choice.streamk)()
+        choice, run = None, lambda x, y, z: launcher(kernel, x, y, z)
+    else:
+        choice = choose(m, n, k)
+        kern = course_kernel(choice.kernel, choice.bn)
+        run = lambda x, y, z: launcher(kern, x, y, z, streamk=choice.streamk)  # noqa: E731
+    if choice is not None and choice.swapped:
+        a, b_nk, c, m, n = b_nk, a, c.transposed(), n, m
+    if c.k_major():
+        return [run(a, b_nk, c)], choice
+    tmp = DeviceArray((m, -(-n // 8) * 8), bfloat16)
+    keep.append(tmp)
+    return [run(a, b_nk, tmp), _unpack(tmp, c)], choice
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:
@@ -515,34 +608,53 @@ def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, 
         bh = np.zeros((n, kp), bfloat16)
         bh[:, :k] = b.T.astype(bfloat16)
         da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), bfloat16)
-        _run(kernel, m, n, k, da, db, dc)
+        keep: list[Any] = []
+        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, bfloat16, dc), keep)
+        for launch in launches:
+            launch()
         wait()
         c[...] = dc.to_host()[:, :n].astype(c.dtype)
     return c
 
 
-def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Plan:
+    """``gpu.matmul``'s launches for GPU operands A (M×K) and B (K×N), prepared but not run (:class:`Plan`): its
+    ``result`` is C (`out`, or a new matrix of the inputs' kind and dtype), filled each time the plan is called.
+    For timing and CUDA graphs: ``matmul(a, b)`` is ``plan(a, b)()`` followed by a wait."""
+    m, n, k = _shapes(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        raise TypeError("plan takes GPU arrays; matmul also takes numpy arrays")
+    if str(a.dtype) != str(b.dtype):
+        raise TypeError(f"A and B must have the same dtype, got {a.dtype} and {b.dtype}")
     va, vb = _as_matrix(a, "A"), _as_matrix(b, "B")
     result = out if out is not None else _empty_like(a, (m, n))
     vc = _as_matrix(result, "out")
     if vc.shape != (m, n):
         raise ValueError(f"out must be {m}×{n}, got {vc.shape}")
+    keep: list[Any] = [va, vb, vc]
     if not m or not n:
-        return result
+        return Plan([], None, result, keep)
     if not k:  # an empty sum: C = 0
         from .arrays import zeros
 
-        _unpack(zeros((m, n), bfloat16), vc)
-        wait()
-        return result
+        zero = zeros((m, n), bfloat16)
+        return Plan([_unpack(zero, vc)], None, result, [*keep, zero])
+    launches = []
     b_nk = vb.transposed()
-    ua = va if va.k_major() else _pack(va)
-    ub = b_nk if b_nk.k_major() else _pack(b_nk)
-    if vc.k_major():
-        _run(kernel, m, n, k, ua, ub, vc)
-    else:
-        tmp = DeviceArray((m, -(-n // 8) * 8), bfloat16)
-        _run(kernel, m, n, k, ua, ub, tmp)
-        _unpack(tmp, vc)
+    ua, ub = va, b_nk
+    if not va.k_major():
+        ua, copy = _pack(va)
+        launches.append(copy)
+    if not b_nk.k_major():
+        ub, copy = _pack(b_nk)
+        launches.append(copy)
+    keep += [ua, ub]
+    gemm, choice = _gemm_launches(kernel, m, n, k, ua, ub, vc, keep)
+    return Plan(launches + gemm, choice, result, keep)
+
+
+def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+    p = plan(a, b, out=out, kernel=kernel)
+    p()
     wait()
-    return result
+    return p.result

@@ -213,13 +213,15 @@ def test_the_stream_k_launch_takes_the_even_split():
 def test_host_stages_and_shared_memory_are_the_kernels():
     """gemm.stages(bn) against the kernel's own STAGES, at both widths (a static_assert that NVRTC checks)."""
     src = (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
-    assert (mm.stages(256), mm.stages(128)) == (4, 6)
+    assert [mm.stages(bn) for bn in (256, 128, 64, 32, 16)] == [4, 6, 8, 10, 12]
     assert mm.smem_bytes(256) == mm.SMEM_BYTES and mm.smem_bytes(128) == 6 * 32 * 1024 + 32 * 1024 + 1024
-    for bn in (256, 128):
-        probe = src + f'\nstatic_assert(lab9::STAGES == {mm.stages(bn)} && lab9::BN == {bn}, "host and kernel");\n'
+    assert mm.smem_bytes(16) == 12 * 18 * 1024 + 2 * 2 * 64 * 16 * 2 + 1024 <= 227 * 1024
+    for bn in (256, 128, 64, 32, 16):
+        probe = src + (f'\nstatic_assert(lab9::STAGES == {mm.stages(bn)} && lab9::BN == {bn} && lab9::SUB == '
+                       f'{mm.store_width(bn)}, "host and kernel");\n')
         gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}",))
-    with pytest.raises(gpu.CompileError, match="LAB9_BN is 256 or 128"):
-        gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=64",))
+    with pytest.raises(gpu.CompileError, match="LAB9_BN is 256, 128, 64, 32 or 16"):
+        gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=48",))
 
 
 def test_tile_width_is_read_from_the_kernel():
@@ -245,7 +247,7 @@ def test_whole_pairs_launch_on_as_few_clusters_as_their_waves_need():
 
 @pytest.mark.parametrize(("shape", "launched"), [((130, 72, 1600), ("lab9", 128, True)),
                                                  ((300, 200, 100), ("lab7", 128, False)),
-                                                 ((1, 9, 3), ("lab7", 128, False))])
+                                                 ((1, 9, 3), ("lab9", 16, True))])
 def test_matmul_runs_the_choice(shape, launched, monkeypatch):
     """matmul launches what choose picks and gets the product right: 128×128 tiles, Stream-K where one pair's 25 K
     steps are worth splitting, whole pairs where K is a step or two."""
@@ -257,8 +259,66 @@ def test_matmul_runs_the_choice(shape, launched, monkeypatch):
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((m, k)).astype(gpu.bfloat16), rng.standard_normal((k, n)).astype(gpu.bfloat16)
     c = mm.matmul(a, b)
-    assert seen == [launched] and mm.choose(m, n, k)[:] == launched
+    assert seen == [launched] and mm.choose(m, n, k)[:3] == launched
     gpu.check_gemm(c, _ref(a, b), k)
+
+
+# ------------------------------------------------------------------------------------------------ small M: A and B swap
+@pytest.mark.parametrize(("mn", "swapped"), [((1, 4096), True), ((128, 4096), True), ((129, 4096), False),
+                                             ((64, 64), False), ((16, 8), False), ((256, 14336), False)])
+def test_a_and_b_swap_where_m_is_small_and_n_larger(mn, swapped):
+    assert mm.swaps(*mn) == swapped
+
+
+@pytest.mark.parametrize(("n", "bn"), [(1, 16), (16, 16), (17, 32), (33, 64), (64, 64), (65, 128), (128, 128),
+                                       (129, None)])
+def test_the_narrowest_tile_that_holds_c(n, bn):
+    assert mm.skinny_width(n) == bn
+
+
+@pytest.mark.parametrize(("mnk", "name"), [
+    ((1, 4096, 4096), "lab9-16-swapAB"),        # decode: 16 pairs of 256 × 16 on 66 clusters: split-K
+    ((8, 14336, 4096), "lab9-16-swapAB"),
+    ((17, 1024, 1024), "lab9-32-swapAB"),       # 4 pairs, 16 K steps: split-K all the same (memory-bound)
+    ((64, 16384, 16384), "lab9-64-swapAB"),
+    ((128, 4096, 4096), "lab9-128-swapAB"),     # 16 pairs of 256 × 128: Stream-K (the waves' rule)
+    ((128, 65536, 4096), "lab7-128-swapAB"),    # 256 narrow pairs, nearly full waves: whole pairs
+    ((4096, 16, 4096), "lab9-16"),              # N small already: narrow tiles, no swap
+    ((256, 4096, 4096), "lab9-128"),            # M = 256 fills a pair's rows: the rule as before
+])
+def test_the_choice_for_small_m(mnk, name):
+    assert mm.choose(*mnk, clusters=SXM).name == name
+
+
+@pytest.mark.parametrize("bn", [64, 32, 16])
+def test_narrow_tiles_run_lab9_at_odd_shapes(bn):
+    """Lab 9 at 128×64, 128×32 and 128×16 tiles, N not a multiple of the tile, Stream-K splits on 2 clusters."""
+    m, n, k = 150, bn + 3, 200
+    rng = np.random.default_rng(bn)
+    a = rng.standard_normal((m, k)).astype(gpu.bfloat16)
+    b = rng.standard_normal((k, n)).astype(gpu.bfloat16)
+    c = mm.matmul(a, b, kernel=mm.course_kernel("lab9", bn))
+    gpu.check_gemm(c, _ref(a, b), k)
+
+
+@pytest.mark.parametrize("shape", [(1, 150, 70), (8, 200, 130), (17, 131, 100)])
+def test_swapped_launches_give_the_product(shape):
+    """M = 1, 8, 17 against odd N and K: matmul computes Cᵀ = B·Aᵀ on 128×16 or 128×32 tiles and writes C back
+    transposed; every element against fp64, on numpy arrays and on fp32 device arrays (both copies of C: the
+    transposing one, and a strided out)."""
+    m, n, k = shape
+    assert mm.choose(m, n, k).swapped
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = _ref(a, b)
+    gpu.check_gemm(mm.matmul(a.astype(gpu.bfloat16), b.astype(gpu.bfloat16)), ref, k)
+    out = gpu.zeros((n, m), np.float32)  # C written into a column-major view
+    p = mm.plan(gpu.to_device(a), gpu.to_device(b), out=mm.Matrix(out.ptr, (m, n), (4, 4 * m), np.dtype(np.float32),
+                                                                   out))
+    assert p.choice is not None and p.choice.swapped
+    p()
+    gpu.check_gemm(out.to_host().T.astype(gpu.bfloat16), ref, k)
 
 
 # ------------------------------------------------------------------------------------------------ on the H100
