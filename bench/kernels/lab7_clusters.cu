@@ -20,6 +20,21 @@
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
+#ifndef LAB7_F16
+#define LAB7_F16 0  // 1: f16 data (A, B and C __half, wgmma .f32.f16.f16, fp32 accumulators) instead of bf16
+#endif
+#if LAB7_F16
+#include <cuda_fp16.h>
+#include "hopper_f16.cuh"
+#define LAB7_WGMMA hopper::wgmma_f16
+typedef __half2 lab7_out2;  // two C elements, as the epilogue stores them
+#define LAB7_PACK2 __floats2half2_rn
+#else
+#define LAB7_WGMMA hopper::wgmma_bf16
+typedef __nv_bfloat162 lab7_out2;
+#define LAB7_PACK2 __floats2bfloat162_rn
+#endif
+
 #ifndef LAB7_SCALE_D
 #define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
 #endif
@@ -63,8 +78,8 @@ __device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const flo
   for (int j = 0; j < 32; j += 2) {
     const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
     const int chunk = (j / 4) ^ (r % 8);
-    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
-        __floats2bfloat162_rn(d[j], d[j + 1]);
+    *reinterpret_cast<lab7_out2*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        LAB7_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -147,8 +162,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            hopper::wgmma_bf16<BN>(d[h], hopper::make_smem_desc(a + h * (64 * BK * 2) + 32 * kk, 16, 1024),
-                                   hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB7_SCALE_D || k > 0 || kk > 0);
+            LAB7_WGMMA<BN>(d[h], hopper::make_smem_desc(a + h * (64 * BK * 2) + 32 * kk, 16, 1024),
+                           hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB7_SCALE_D || k > 0 || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);

@@ -32,6 +32,21 @@
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
+#ifndef LAB9_F16
+#define LAB9_F16 0  // 1: f16 data (A, B and C __half, wgmma .f32.f16.f16, fp32 accumulators) instead of bf16
+#endif
+#if LAB9_F16
+#include <cuda_fp16.h>
+#include "hopper_f16.cuh"
+#define LAB9_WGMMA hopper::wgmma_f16
+typedef __half2 lab9_out2;  // two C elements, as the epilogue stores them
+#define LAB9_PACK2 __floats2half2_rn
+#else
+#define LAB9_WGMMA hopper::wgmma_bf16
+typedef __nv_bfloat162 lab9_out2;
+#define LAB9_PACK2 __floats2bfloat162_rn
+#endif
+
 #ifndef LAB9_SCALE_D
 #define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing BN / 2 registers
 #endif
@@ -74,8 +89,8 @@ __device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const flo
   for (int j = 0; j < 32; j += 2) {
     const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
     const int chunk = (j / 4) ^ (r % 8);
-    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
-        __floats2bfloat162_rn(d[j], d[j + 1]);
+    *reinterpret_cast<lab9_out2*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        LAB9_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -87,7 +102,7 @@ __device__ __forceinline__ void lab9_stage_narrow(unsigned char* buf, const floa
   for (int j = 0; j < W / 2; j += 2) {
     const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
     const int col = 8 * (j / 4) + 2 * (l % 4);
-    *reinterpret_cast<__nv_bfloat162*>(buf + r * (W * 2) + col * 2) = __floats2bfloat162_rn(d[j], d[j + 1]);
+    *reinterpret_cast<lab9_out2*>(buf + r * (W * 2) + col * 2) = LAB9_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -213,8 +228,8 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         hopper::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          hopper::wgmma_bf16<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
-                                 hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB9_SCALE_D || k > ka || kk > 0);
+          LAB9_WGMMA<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                         hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB9_SCALE_D || k > ka || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);

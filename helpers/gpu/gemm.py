@@ -47,7 +47,8 @@ from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
            "streamk_clusters", "resident_pairs", "plan", "Plan", "swaps", "skinny_width", "SKINNY", "WIDTHS",
-           "SWAP_AB_UP_TO", "store_width", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style",
+           "SWAP_AB_UP_TO", "store_width", "ELEMENTS", "element_type", "EVEN_SPLITS_FROM", "launcher", "course_kernel",
+           "kernel_style",
            "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW",
            "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
            "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
@@ -66,6 +67,9 @@ WIDE, NARROW = 256, 128
 SKINNY = (64, 32, 16)
 #: tile widths each kernel compiles at
 WIDTHS = {"lab7": (WIDE, NARROW), "lab9": (WIDE, NARROW, *SKINNY)}
+#: the kernels' element types (A, B and C; fp32 accumulators either way): ``LAB7_F16=1`` / ``LAB9_F16=1`` builds
+#: multiply f16 data with ``wgmma .f32.f16.f16`` and store C in f16
+ELEMENTS = {"bf16": bfloat16, "f16": np.dtype(np.float16)}
 #: A and B swap places (Cᵀ = B·Aᵀ) when M is at most this and smaller than N (see :func:`swaps`)
 SWAP_AB_UP_TO = 128
 #: The thresholds below were measured on the H100 SXM (132 SMs, 66 resident pairs of blocks) and are in the machine's
@@ -267,19 +271,23 @@ _compiled: dict[str, Kernel] = {}
 OPTIONS = {"lab7": ("-DLAB7_PRODUCER_TAIL=1",), "lab9": ("-DLAB9_PARALLEL_FIXUP=1", "-DLAB9_PRODUCER_TAIL=1")}
 
 
-def kernel_options(style: str, bn: int = WIDE) -> tuple[str, ...]:
-    """The NVRTC options of the course's final kernel of this style at tile width `bn`: :data:`OPTIONS`, and
-    ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` (64, 32, 16) for narrower tiles (:data:`WIDTHS`)."""
+def kernel_options(style: str, bn: int = WIDE, element: str = "bf16") -> tuple[str, ...]:
+    """The NVRTC options of the course's final kernel of this style at tile width `bn` for `element` data
+    (:data:`ELEMENTS`): :data:`OPTIONS`, ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` (64, 32, 16) for narrower tiles
+    (:data:`WIDTHS`), ``-DLAB7_F16=1`` or ``-DLAB9_F16=1`` for f16 data."""
     if style not in OPTIONS or bn not in WIDTHS[style]:
         raise ValueError(f"the course's kernels have tiles {WIDTHS} wide; not {style} at {bn}")
-    return OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
+    if element not in ELEMENTS:
+        raise ValueError(f"the course's kernels multiply {list(ELEMENTS)} data, not {element}")
+    return (OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
+            + (() if element == "bf16" else (f"-D{style.upper()}_F16=1",)))
 
 
-def course_kernel(style: str, bn: int = WIDE) -> Kernel:
+def course_kernel(style: str, bn: int = WIDE, element: str = "bf16") -> Kernel:
     """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDTHS`), compiled with
     :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
-    options = kernel_options(style, bn)
-    key = style if bn == WIDE else f"{style}/{bn}"
+    options = kernel_options(style, bn, element)
+    key = (style if bn == WIDE else f"{style}/{bn}") + ("" if element == "bf16" else f"/{element}")
     if key not in _compiled:
         file, name = KERNELS[style]
         _compiled[key] = compile((KERNELS_DIR / file).read_text(), name, options=options, filename=file)
@@ -294,6 +302,16 @@ def tile_width(kernel: Kernel) -> int:
             return int(option.split("=", 1)[1])
     m = re.search(r"^\s*#\s*define\s+LAB[79]_BN\s+(\d+)", kernel.source, re.M)
     return int(m.group(1)) if m else WIDE
+
+
+def element_type(kernel: Kernel) -> np.dtype:
+    """The element type a course-style kernel multiplies and stores: float16 when it was built with ``LAB7_F16`` or
+    ``LAB9_F16`` set (an option or a ``#define`` in its source), else bf16."""
+    for option in kernel.options:
+        if option.startswith(("-DLAB7_F16=", "-DLAB9_F16=")):
+            return ELEMENTS["f16"] if option.split("=", 1)[1].strip() not in ("", "0") else bfloat16
+    m = re.search(r"^\s*#\s*define\s+LAB[79]_F16\s+(\d+)", kernel.source, re.M)
+    return ELEMENTS["f16"] if m and int(m.group(1)) else bfloat16
 
 
 def kernel_style(kernel: Kernel) -> str:
@@ -323,9 +341,10 @@ class Matrix:
     def ndim(self) -> int:
         return 2
 
-    def k_major(self) -> bool:
-        """Usable in place by a tensor map: bf16, contiguous rows, row stride and address multiples of 16 bytes."""
-        return (self.dtype == bfloat16 and self.strides[1] == 2 and self.strides[0] % 16 == 0 and self.ptr % 16 == 0
+    def k_major(self, element: np.dtype = bfloat16) -> bool:
+        """Usable in place by a tensor map of `element` data: that dtype, contiguous rows, row stride and address
+        multiples of 16 bytes."""
+        return (self.dtype == element and self.strides[1] == 2 and self.strides[0] % 16 == 0 and self.ptr % 16 == 0
                 and self.strides[0] > 0)
 
     def transposed(self) -> Matrix:
@@ -350,6 +369,10 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
     bn = tile_width(kernel)
+    element = element_type(kernel)
+    if any(np.dtype(x.dtype) != element for x in (a, b, c)):
+        raise TypeError(f"kernel {kernel.name} multiplies {element} data; A, B and C are {a.dtype}, {b.dtype} and "
+                        f"{c.dtype}")
     smem = smem_bytes(bn)
     active = clusters or _clusters(kernel, smem)
     sub = store_width(bn)
@@ -437,20 +460,20 @@ template <> __device__ __forceinline__ float narrow<float>(float x) { return x; 
 template <> __device__ __forceinline__ __half narrow<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-// dst (rows × ld, bf16, row-major) = src[r·rs + c·cs] for c < cols, 0 in the padding columns
-template <typename T>
-__global__ void pack(const T* src, long long rs, long long cs, int rows, int cols, __nv_bfloat16* dst, int ld) {
+// dst (rows × ld, U = bf16 or f16, row-major) = src[r·rs + c·cs] for c < cols, 0 in the padding columns
+template <typename T, typename U>
+__global__ void pack(const T* src, long long rs, long long cs, int rows, int cols, U* dst, int ld) {
   const long long total = (long long)rows * ld;
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
     const int r = (int)(i / ld), c = (int)(i % ld);
-    dst[i] = c < cols ? narrow<__nv_bfloat16>(widen(src[r * rs + c * cs])) : narrow<__nv_bfloat16>(0.0f);
+    dst[i] = c < cols ? narrow<U>(widen(src[r * rs + c * cs])) : narrow<U>(0.0f);
   }
 }
 
-// dst[r·rs + c·cs] = src (rows × ld, bf16, row-major) for c < cols
-template <typename T>
-__global__ void unpack(const __nv_bfloat16* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
+// dst[r·rs + c·cs] = src (rows × ld, S = bf16 or f16, row-major) for c < cols
+template <typename S, typename T>
+__global__ void unpack(const S* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
   const long long total = (long long)rows * cols;
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
@@ -461,11 +484,15 @@ __global__ void unpack(const __nv_bfloat16* src, int ld, int rows, int cols, T* 
 """
 
 
-def _copy_kernel(kind: str, dtype: np.dtype) -> Kernel:
+def _ctype(dtype: np.dtype) -> str:
     tag = next((t for t, d in _DTYPES.items() if d == dtype), None)
     if tag is None:
         raise TypeError(f"matmul multiplies bf16, fp16 or fp32 matrices, not {dtype}")
-    key = f"{kind}<{_CTYPES[tag]}>"
+    return _CTYPES[tag]
+
+
+def _copy_kernel(kind: str, src: np.dtype, dst: np.dtype) -> Kernel:
+    key = f"{kind}<{_ctype(src)}, {_ctype(dst)}>"
     if key not in _compiled:
         _compiled[key] = compile(_COPY_SOURCE, key, filename="matmul_copy.cu")
     return _compiled[key]
@@ -475,26 +502,26 @@ def _grid(total: int) -> int:
     return max(1, min(math.ceil(total / 256), 4 if executor_active() else 8 * this_gpu().sms))
 
 
-def _pack(src: Matrix) -> tuple[DeviceArray, Launcher]:
-    """A zero-padded, row-major bf16 buffer for `src` with its row length rounded up to a multiple of 8, and the
-    launch that copies `src` into it."""
+def _pack(src: Matrix, element: np.dtype = bfloat16) -> tuple[DeviceArray, Launcher]:
+    """A zero-padded, row-major buffer of `element` data (bf16 or f16) for `src` with its row length rounded up to
+    a multiple of 8, and the launch that copies `src` into it."""
     rows, cols = src.shape
     ld = -(-cols // 8) * 8
-    dst = DeviceArray((rows, ld), bfloat16)
+    dst = DeviceArray((rows, ld), element)
     item = src.dtype.itemsize
-    return dst, prepare(_copy_kernel("pack", src.dtype), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
+    return dst, prepare(_copy_kernel("pack", src.dtype, element), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
                         np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows),
                         np.int32(cols), dst, np.int32(ld))
 
 
 def _unpack(src: DeviceArray, dst: Matrix) -> Launcher:
-    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16, row-major) into `dst` (any
+    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16 or f16, row-major) into `dst` (any
     strides: a transposed view writes the transpose)."""
     rows, cols = dst.shape
     item = dst.dtype.itemsize
-    return prepare(_copy_kernel("unpack", dst.dtype), _grid(rows * cols), 256, 0, src, np.int32(src.shape[1]),
-                   np.int32(rows), np.int32(cols), np.uint64(dst.ptr), np.int64(dst.strides[0] // item),
-                   np.int64(dst.strides[1] // item))
+    return prepare(_copy_kernel("unpack", src.dtype, dst.dtype), _grid(rows * cols), 256, 0, src,
+                   np.int32(src.shape[1]), np.int32(rows), np.int32(cols), np.uint64(dst.ptr),
+                   np.int64(dst.strides[0] // item), np.int64(dst.strides[1] // item))
 
 
 def _as_matrix(x: Any, what: str) -> Matrix:
@@ -561,21 +588,30 @@ class Plan:
         return self
 
 
+def _element(a_dtype: Any, kernel: Kernel | None) -> np.dtype:
+    """The element type the GEMM multiplies: `kernel`'s, or f16 for f16 inputs and bf16 for all others."""
+    if kernel is not None:
+        return element_type(kernel)
+    return ELEMENTS["f16"] if np.dtype(a_dtype) == ELEMENTS["f16"] else bfloat16
+
+
 def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Matrix,
                    keep: list[Any]) -> tuple[list[Any], Choice | None]:
     """The GEMM's launch (and the copy out of C's buffer where C cannot be stored in place): `kernel` as given, or
-    :func:`choose`'s kernel, swapping A and B (the kernel writes Cᵀ, N×M) where the choice says so."""
+    :func:`choose`'s kernel for A's element type, swapping A and B (the kernel writes Cᵀ, N×M) where the choice
+    says so."""
+    element = np.dtype(a.dtype)
     if kernel is not None:
         choice, run = None, lambda x, y, z: launcher(kernel, x, y, z)
     else:
         choice = choose(m, n, k)
-        kern = course_kernel(choice.kernel, choice.bn)
+        kern = course_kernel(choice.kernel, choice.bn, "f16" if element == ELEMENTS["f16"] else "bf16")
         run = lambda x, y, z: launcher(kern, x, y, z, streamk=choice.streamk)  # noqa: E731
     if choice is not None and choice.swapped:
         a, b_nk, c, m, n = b_nk, a, c.transposed(), n, m
-    if c.k_major():
+    if c.k_major(element):
         return [run(a, b_nk, c)], choice
-    tmp = DeviceArray((m, -(-n // 8) * 8), bfloat16)
+    tmp = DeviceArray((m, -(-n // 8) * 8), element)
     keep.append(tmp)
     return [run(a, b_nk, tmp), _unpack(tmp, c)], choice
 
@@ -603,13 +639,14 @@ def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, 
         c[...] = 0
     elif m and n:
         kp, nl = -(-k // 8) * 8, -(-n // 8) * 8
-        ah = np.zeros((m, kp), bfloat16)
-        ah[:, :k] = a.astype(bfloat16)
-        bh = np.zeros((n, kp), bfloat16)
-        bh[:, :k] = b.T.astype(bfloat16)
-        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), bfloat16)
+        element = _element(a.dtype, kernel)
+        ah = np.zeros((m, kp), element)
+        ah[:, :k] = a.astype(element)
+        bh = np.zeros((n, kp), element)
+        bh[:, :k] = b.T.astype(element)
+        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), element)
         keep: list[Any] = []
-        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, bfloat16, dc), keep)
+        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, element, dc), keep)
         for launch in launches:
             launch()
         wait()
@@ -640,13 +677,14 @@ def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Pl
         zero = zeros((m, n), bfloat16)
         return Plan([_unpack(zero, vc)], None, result, [*keep, zero])
     launches = []
+    element = _element(va.dtype, kernel)
     b_nk = vb.transposed()
     ua, ub = va, b_nk
-    if not va.k_major():
-        ua, copy = _pack(va)
+    if not va.k_major(element):
+        ua, copy = _pack(va, element)
         launches.append(copy)
-    if not b_nk.k_major():
-        ub, copy = _pack(b_nk)
+    if not b_nk.k_major(element):
+        ub, copy = _pack(b_nk, element)
         launches.append(copy)
     keep += [ua, ub]
     gemm, choice = _gemm_launches(kernel, m, n, k, ua, ub, vc, keep)

@@ -64,7 +64,7 @@ def test_a_weight_passed_transposed_is_read_in_place():
     wt = mm.Matrix(dw.ptr, (64, 48), (2, 128), gpu.bfloat16, dw)
     packed = []
     real_pack = mm._pack
-    mm._pack = lambda src: packed.append(src) or real_pack(src)
+    mm._pack = lambda *args: packed.append(args) or real_pack(*args)
     try:
         c = mm.matmul(dx, wt)
     finally:
@@ -319,6 +319,64 @@ def test_swapped_launches_give_the_product(shape):
     assert p.choice is not None and p.choice.swapped
     p()
     gpu.check_gemm(out.to_host().T.astype(gpu.bfloat16), ref, k)
+
+
+# ------------------------------------------------------------------------------------------------ f16 data
+F16 = np.dtype(np.float16)
+
+
+def _run_f16(fn):
+    """Runs `fn`; on the emulator, skips where it refuses f16 wgmma (it emulates bf16 inputs only)."""
+    try:
+        return fn()
+    except gpu.ExecutorLimit as e:
+        if ".f16.f16" in str(e):
+            pytest.skip("a limit of the executor: it emulates wgmma with bf16 inputs only, not .f32.f16.f16; "
+                        "the same test runs on a Hopper GPU (pytest -m gpu)")
+        raise
+
+
+@pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab7", 128), ("lab9", 256), ("lab9", 128), ("lab9", 64),
+                                           ("lab9", 32), ("lab9", 16)])
+def test_f16_builds_multiply_f16_and_store_f16(style, bn):
+    kern = mm.course_kernel(style, bn, "f16")
+    assert kern.options[-1] == f"-D{style.upper()}_F16=1" and mm.element_type(kern) == F16
+    assert ".f32.f16.f16" in kern.ptx and ".f32.bf16.bf16" not in kern.ptx
+    assert "cvt.rn.f16x2.f32" in kern.ptx and "cvt.rn.bf16x2.f32" not in kern.ptx
+    assert mm.element_type(mm.course_kernel(style, bn)) == gpu.bfloat16
+    assert kern.report.spill_stores == 0 == kern.report.spill_loads
+
+
+def test_f16_inputs_are_copied_as_f16_and_a_bf16_kernel_refuses_them():
+    """fp16 A and B (B not K-major): the copies make f16 buffers, bit for bit, and the GEMM is an f16 build; a bf16
+    kernel given f16 matrices says so."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((40, 70)).astype(np.float16), rng.standard_normal((70, 33)).astype(np.float16)
+    p = mm.plan(gpu.to_device(a), gpu.to_device(b))
+    copy_a, copy_b, gemm = p.launchers[:3]
+    assert mm.element_type(gemm.kernel) == F16 and p.result.dtype == F16
+    copy_b()
+    packed = next(x for x in copy_b.args if isinstance(x, gpu.DeviceArray) and x.shape == (33, 72))
+    assert packed.dtype == F16 and np.array_equal(packed.to_host()[:, :70], b.T)
+    with pytest.raises(TypeError, match="multiplies bfloat16 data"):
+        mm.launcher(mm.course_kernel("lab9", 64), *(gpu.zeros(s, F16) for s in ((40, 72), (33, 72), (40, 40))))
+
+
+@pytest.mark.parametrize("shape", [(40, 33, 70), (8, 150, 100), (1, 40, 64), (130, 270, 70)])
+def test_f16_matmul_keeps_f16_precision(shape):
+    """gpu.matmul on fp16 inputs multiplies f16, not bf16: its error against fp64 is a fraction of the error that
+    rounding the inputs to bf16 makes; fp16 C, or fp32 out."""
+    m, n, k = shape
+    rng = np.random.default_rng(m + n)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bf16_error = np.abs(_ref(a, b) - ref).max()
+    c = _run_f16(lambda: mm.matmul(a, b))
+    assert c.dtype == F16
+    assert np.abs(c.astype(np.float64) - ref).max() < 0.3 * bf16_error
+    out = np.zeros((m, n), np.float32)
+    _run_f16(lambda: mm.matmul(a, b, out=out))
+    assert np.abs(out - ref).max() < 0.3 * bf16_error
 
 
 # ------------------------------------------------------------------------------------------------ on the H100
