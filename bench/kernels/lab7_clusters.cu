@@ -34,6 +34,32 @@ typedef __half2 lab7_out2;  // two C elements, as the epilogue stores them
 typedef __nv_bfloat162 lab7_out2;
 #define LAB7_PACK2 __floats2bfloat162_rn
 #endif
+#ifndef LAB7_OUT_F32
+#define LAB7_OUT_F32 0  // 1: C in fp32 (the accumulators as they are) instead of the data's type
+#endif
+
+// two adjacent elements of C, from two accumulators
+__device__ __forceinline__ void lab7_store2(unsigned char* p, float x, float y) {
+#if LAB7_OUT_F32
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#else
+  *reinterpret_cast<lab7_out2*>(p) = LAB7_PACK2(x, y);
+#endif
+}
+
+// A 64 × W sub-tile of C from the thread's W / 2 accumulators of it, rows of W × OUT bytes: 128-byte swizzled when
+// a row is 128 bytes, plain when it is shorter (a tile narrower than a sub-tile).
+template <int W, int OUT>
+__device__ __forceinline__ void lab7_stage(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < W / 2; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int byte = (8 * (j / 4) + 2 * (l % 4)) * OUT;
+    const int at = W * OUT == 128 ? ((byte / 16) ^ (r % 8)) * 16 + byte % 16 : byte;
+    lab7_store2(buf + r * (W * OUT) + at, d[j], d[j + 1]);
+  }
+}
 
 #ifndef LAB7_SCALE_D
 #define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
@@ -55,7 +81,9 @@ constexpr int HALVES = 256 / BN;             // 64-row halves of the tile per co
 constexpr int CONSUMERS = 2 / HALVES;        // consumer warpgroups that compute (2, or 1 with 128 × 128 tiles)
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;
-constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = 2 * 2 * SUB_BYTES;  // two buffers per 64-row half
+constexpr int OUT = LAB7_OUT_F32 ? 4 : 2;  // bytes of an element of C
+// the epilogue's sub-tiles: 64 rows × SUB columns, 128-byte rows (64 bf16 or f16, 32 fp32), swizzled
+constexpr int SUB = 128 / OUT, SUB_BYTES = 64 * SUB * OUT, CBUF_BYTES = 2 * 2 * SUB_BYTES;  // two per 64-row half
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
 constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
@@ -182,7 +210,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
           if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
           hopper::named_bar_sync(1 + c, 128);
-          lab7_stage_subtile(buf, d[h] + 32 * sub, tid);
+          if constexpr (OUT == 2) lab7_stage_subtile(buf, d[h] + 32 * sub, tid);
+          else lab7_stage<SUB, OUT>(buf, d[h] + SUB / 2 * sub, tid);
           hopper::fence_proxy_async();
           hopper::named_bar_sync(1 + c, 128);
           if (tid == 0) {

@@ -46,6 +46,32 @@ typedef __half2 lab9_out2;  // two C elements, as the epilogue stores them
 typedef __nv_bfloat162 lab9_out2;
 #define LAB9_PACK2 __floats2bfloat162_rn
 #endif
+#ifndef LAB9_OUT_F32
+#define LAB9_OUT_F32 0  // 1: C in fp32 (the accumulators as they are) instead of the data's type
+#endif
+
+// two adjacent elements of C, from two accumulators
+__device__ __forceinline__ void lab9_store2(unsigned char* p, float x, float y) {
+#if LAB9_OUT_F32
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#else
+  *reinterpret_cast<lab9_out2*>(p) = LAB9_PACK2(x, y);
+#endif
+}
+
+// A 64 × W sub-tile of C from the thread's W / 2 accumulators of it, rows of W × OUT bytes: 128-byte swizzled when
+// a row is 128 bytes, plain when it is shorter (a tile narrower than a sub-tile).
+template <int W, int OUT>
+__device__ __forceinline__ void lab9_stage(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < W / 2; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int byte = (8 * (j / 4) + 2 * (l % 4)) * OUT;
+    const int at = W * OUT == 128 ? ((byte / 16) ^ (r % 8)) * 16 + byte % 16 : byte;
+    lab9_store2(buf + r * (W * OUT) + at, d[j], d[j + 1]);
+  }
+}
 
 #ifndef LAB9_SCALE_D
 #define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing BN / 2 registers
@@ -65,8 +91,11 @@ constexpr int BM = 128, BN = LAB9_BN, BK = 64, CONSUMERS = 2, CLUSTER = 2;
 static_assert(BN == 256 || BN == 128 || BN == 64 || BN == 32 || BN == 16, "LAB9_BN is 256, 128, 64, 32 or 16");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;  // a multiple of 1024 (the 128-byte swizzle's 8-row atom) from BN = 16
-// the epilogue's sub-tiles: 64 rows × SUB columns (64, 128-byte swizzled; narrower tiles: BN, unswizzled)
-constexpr int SUB = BN < 64 ? BN : 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
+constexpr int OUT = LAB9_OUT_F32 ? 4 : 2;  // bytes of an element of C
+// the epilogue's sub-tiles: 64 rows × SUB columns, 128-byte rows (64 bf16 or f16, 32 fp32) swizzled, or, for
+// narrower tiles, the whole width BN unswizzled
+constexpr int SUB = BN * OUT < 128 ? BN : 128 / OUT, SUB_BYTES = 64 * SUB * OUT;
+constexpr int CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
 constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
@@ -91,18 +120,6 @@ __device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const flo
     const int chunk = (j / 4) ^ (r % 8);
     *reinterpret_cast<lab9_out2*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
         LAB9_PACK2(d[j], d[j + 1]);
-  }
-}
-
-// A 64 × W sub-tile (W = 16 or 32 columns, the thread's W / 2 accumulators) into a plain row-major buffer.
-template <int W>
-__device__ __forceinline__ void lab9_stage_narrow(unsigned char* buf, const float* d, int tid) {
-  const int w = tid / 32, l = tid % 32;
-#pragma unroll
-  for (int j = 0; j < W / 2; j += 2) {
-    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
-    const int col = 8 * (j / 4) + 2 * (l % 4);
-    *reinterpret_cast<lab9_out2*>(buf + r * (W * 2) + col * 2) = LAB9_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -307,8 +324,8 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
-        if constexpr (SUB == 64) lab9_stage_subtile(buf, d + 32 * sub, tid);
-        else lab9_stage_narrow<SUB>(buf, d, tid);
+        if constexpr (OUT == 2 && SUB == 64) lab9_stage_subtile(buf, d + 32 * sub, tid);
+        else lab9_stage<SUB, OUT>(buf, d + SUB / 2 * sub, tid);
         hopper::fence_proxy_async();
         hopper::named_bar_sync(1 + c, 128);
         if (tid == 0) {

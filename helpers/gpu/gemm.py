@@ -47,11 +47,10 @@ from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
            "streamk_clusters", "resident_pairs", "plan", "Plan", "swaps", "skinny_width", "SKINNY", "WIDTHS",
-           "SWAP_AB_UP_TO", "store_width", "ELEMENTS", "element_type", "EVEN_SPLITS_FROM", "launcher", "course_kernel",
-           "kernel_style",
-           "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW",
-           "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
-           "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
+           "SWAP_AB_UP_TO", "store_width", "ELEMENTS", "element_type", "out_type", "EVEN_SPLITS_FROM", "launcher",
+           "course_kernel", "kernel_style", "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS",
+           "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW",
+           "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -240,22 +239,25 @@ def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
     return Choice("lab9" if streamk else "lab7", bn, streamk, swapped)
 
 
-def store_width(bn: int) -> int:
-    """Columns of the epilogue's sub-tiles (64 rows each) at tile width `bn`: 64, or `bn` below 64."""
-    return min(64, bn)
+def store_width(bn: int, out_bytes: int = 2) -> int:
+    """Columns of the epilogue's sub-tiles (64 rows each) at tile width `bn` for C elements of `out_bytes` (2, or 4
+    for fp32 C): a 128-byte row (64 or 32 columns), or the whole tile where it is narrower."""
+    return min(128 // out_bytes, bn)
 
 
-def stages(bn: int) -> int:
+def stages(bn: int, out_bytes: int = 2) -> int:
     """Ring stages of the kernels at tile width `bn`, as the kernels count them: what 227 KiB of shared memory holds
     after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128, 12 of 18 KiB at
-    16)."""
+    16; 11 at 16 with fp32 C, whose store buffers are twice as large)."""
     stage = (128 * 64 + bn * 64) * 2
-    return (227 * 1024 - 1024 - 2 * 2 * 64 * store_width(bn) * 2) // stage
+    return (227 * 1024 - 1024 - 2 * 2 * 64 * store_width(bn, out_bytes) * out_bytes) // stage
 
 
-def smem_bytes(bn: int = WIDE) -> int:
-    """Dynamic shared memory of the kernels at tile width `bn`: the ring, the store buffers, the alignment slack."""
-    return stages(bn) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * store_width(bn) * 2 + 1024
+def smem_bytes(bn: int = WIDE, out_bytes: int = 2) -> int:
+    """Dynamic shared memory of the kernels at tile width `bn` (C elements of `out_bytes`): the ring, the store
+    buffers, the alignment slack."""
+    return (stages(bn, out_bytes) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * store_width(bn, out_bytes) * out_bytes
+            + 1024)
 
 
 _compiled: dict[str, Kernel] = {}
@@ -271,23 +273,26 @@ _compiled: dict[str, Kernel] = {}
 OPTIONS = {"lab7": ("-DLAB7_PRODUCER_TAIL=1",), "lab9": ("-DLAB9_PARALLEL_FIXUP=1", "-DLAB9_PRODUCER_TAIL=1")}
 
 
-def kernel_options(style: str, bn: int = WIDE, element: str = "bf16") -> tuple[str, ...]:
+def kernel_options(style: str, bn: int = WIDE, element: str = "bf16", out_f32: bool = False) -> tuple[str, ...]:
     """The NVRTC options of the course's final kernel of this style at tile width `bn` for `element` data
     (:data:`ELEMENTS`): :data:`OPTIONS`, ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` (64, 32, 16) for narrower tiles
-    (:data:`WIDTHS`), ``-DLAB7_F16=1`` or ``-DLAB9_F16=1`` for f16 data."""
+    (:data:`WIDTHS`), ``-DLAB7_F16=1`` or ``-DLAB9_F16=1`` for f16 data, ``-DLAB7_OUT_F32=1`` or
+    ``-DLAB9_OUT_F32=1`` for C in fp32 (the accumulators unrounded)."""
     if style not in OPTIONS or bn not in WIDTHS[style]:
         raise ValueError(f"the course's kernels have tiles {WIDTHS} wide; not {style} at {bn}")
     if element not in ELEMENTS:
         raise ValueError(f"the course's kernels multiply {list(ELEMENTS)} data, not {element}")
     return (OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
-            + (() if element == "bf16" else (f"-D{style.upper()}_F16=1",)))
+            + (() if element == "bf16" else (f"-D{style.upper()}_F16=1",))
+            + ((f"-D{style.upper()}_OUT_F32=1",) if out_f32 else ()))
 
 
-def course_kernel(style: str, bn: int = WIDE, element: str = "bf16") -> Kernel:
+def course_kernel(style: str, bn: int = WIDE, element: str = "bf16", out_f32: bool = False) -> Kernel:
     """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDTHS`), compiled with
     :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
-    options = kernel_options(style, bn, element)
-    key = (style if bn == WIDE else f"{style}/{bn}") + ("" if element == "bf16" else f"/{element}")
+    options = kernel_options(style, bn, element, out_f32)
+    key = ((style if bn == WIDE else f"{style}/{bn}") + ("" if element == "bf16" else f"/{element}")
+           + ("/f32-out" if out_f32 else ""))
     if key not in _compiled:
         file, name = KERNELS[style]
         _compiled[key] = compile((KERNELS_DIR / file).read_text(), name, options=options, filename=file)
@@ -312,6 +317,17 @@ def element_type(kernel: Kernel) -> np.dtype:
             return ELEMENTS["f16"] if option.split("=", 1)[1].strip() not in ("", "0") else bfloat16
     m = re.search(r"^\s*#\s*define\s+LAB[79]_F16\s+(\d+)", kernel.source, re.M)
     return ELEMENTS["f16"] if m and int(m.group(1)) else bfloat16
+
+
+def out_type(kernel: Kernel) -> np.dtype:
+    """The type a course-style kernel stores C in: float32 when built with ``LAB7_OUT_F32`` or ``LAB9_OUT_F32`` set,
+    else its element type (:func:`element_type`)."""
+    for option in kernel.options:
+        if option.startswith(("-DLAB7_OUT_F32=", "-DLAB9_OUT_F32=")):
+            if option.split("=", 1)[1].strip() not in ("", "0"):
+                return np.dtype(np.float32)
+    m = re.search(r"^\s*#\s*define\s+LAB[79]_OUT_F32\s+(\d+)", kernel.source, re.M)
+    return np.dtype(np.float32) if m and int(m.group(1)) else element_type(kernel)
 
 
 def kernel_style(kernel: Kernel) -> str:
@@ -344,8 +360,8 @@ class Matrix:
     def k_major(self, element: np.dtype = bfloat16) -> bool:
         """Usable in place by a tensor map of `element` data: that dtype, contiguous rows, row stride and address
         multiples of 16 bytes."""
-        return (self.dtype == element and self.strides[1] == 2 and self.strides[0] % 16 == 0 and self.ptr % 16 == 0
-                and self.strides[0] > 0)
+        return (self.dtype == element and self.strides[1] == self.dtype.itemsize and self.strides[0] % 16 == 0
+                and self.ptr % 16 == 0 and self.strides[0] > 0)
 
     def transposed(self) -> Matrix:
         return Matrix(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.owner)
@@ -369,15 +385,15 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
     bn = tile_width(kernel)
-    element = element_type(kernel)
-    if any(np.dtype(x.dtype) != element for x in (a, b, c)):
-        raise TypeError(f"kernel {kernel.name} multiplies {element} data; A, B and C are {a.dtype}, {b.dtype} and "
-                        f"{c.dtype}")
-    smem = smem_bytes(bn)
+    element, out = element_type(kernel), out_type(kernel)
+    if np.dtype(a.dtype) != element or np.dtype(b.dtype) != element or np.dtype(c.dtype) != out:
+        raise TypeError(f"kernel {kernel.name} multiplies {element} data into {out} C; A, B and C are {a.dtype}, "
+                        f"{b.dtype} and {c.dtype}")
+    smem = smem_bytes(bn, out.itemsize)
     active = clusters or _clusters(kernel, smem)
-    sub = store_width(bn)
+    sub = store_width(bn, out.itemsize)
     maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)),
-            tensor_map(c, (64, sub), swizzle=128 if sub == 64 else 0))
+            tensor_map(c, (64, sub), swizzle=128 if sub * out.itemsize == 128 else 0))
     dims = (np.int32(m), np.int32(n), np.int32(k))
     count = pairs(m, n, bn)
     if style == "lab7":
@@ -600,18 +616,20 @@ def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: 
     """The GEMM's launch (and the copy out of C's buffer where C cannot be stored in place): `kernel` as given, or
     :func:`choose`'s kernel for A's element type, swapping A and B (the kernel writes Cᵀ, N×M) where the choice
     says so."""
-    element = np.dtype(a.dtype)
+    element = out = np.dtype(a.dtype)
     if kernel is not None:
         choice, run = None, lambda x, y, z: launcher(kernel, x, y, z)
     else:
         choice = choose(m, n, k)
-        kern = course_kernel(choice.kernel, choice.bn, "f16" if element == ELEMENTS["f16"] else "bf16")
+        out_f32 = c.dtype == np.float32
+        out = np.dtype(np.float32) if out_f32 else element
+        kern = course_kernel(choice.kernel, choice.bn, "f16" if element == ELEMENTS["f16"] else "bf16", out_f32)
         run = lambda x, y, z: launcher(kern, x, y, z, streamk=choice.streamk)  # noqa: E731
     if choice is not None and choice.swapped:
         a, b_nk, c, m, n = b_nk, a, c.transposed(), n, m
-    if c.k_major(element):
+    if c.k_major(out):
         return [run(a, b_nk, c)], choice
-    tmp = DeviceArray((m, -(-n // 8) * 8), element)
+    tmp = DeviceArray((m, -(-n // 8) * 8), out)
     keep.append(tmp)
     return [run(a, b_nk, tmp), _unpack(tmp, c)], choice
 
@@ -644,9 +662,10 @@ def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, 
         ah[:, :k] = a.astype(element)
         bh = np.zeros((n, kp), element)
         bh[:, :k] = b.T.astype(element)
-        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), element)
+        cdt = np.dtype(np.float32) if kernel is None and c.dtype == np.float32 else element
+        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), cdt)
         keep: list[Any] = []
-        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, element, dc), keep)
+        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, cdt, dc), keep)
         for launch in launches:
             launch()
         wait()

@@ -45,6 +45,8 @@ def test_numpy_float32_comes_back_float32_and_writes_out():
     c = mm.matmul(a, b, out=out)
     assert c is out and c.dtype == np.float32
     gpu.check_gemm(c.astype(gpu.bfloat16), _ref(a, b), 24)
+    assert (c != c.astype(gpu.bfloat16).astype(np.float32)).any()  # fp32 C: the accumulators, not rounded to bf16
+    assert np.abs(c - _ref(a, b)).max() < 1e-4 * np.abs(_ref(a, b)).max()
 
 
 def test_device_arrays_go_through_the_pack_and_unpack_kernels():
@@ -216,10 +218,12 @@ def test_host_stages_and_shared_memory_are_the_kernels():
     assert [mm.stages(bn) for bn in (256, 128, 64, 32, 16)] == [4, 6, 8, 10, 12]
     assert mm.smem_bytes(256) == mm.SMEM_BYTES and mm.smem_bytes(128) == 6 * 32 * 1024 + 32 * 1024 + 1024
     assert mm.smem_bytes(16) == 12 * 18 * 1024 + 2 * 2 * 64 * 16 * 2 + 1024 <= 227 * 1024
+    assert mm.stages(16, 4) == 11 and mm.stages(256, 4) == 4 and mm.smem_bytes(256, 4) == mm.SMEM_BYTES
     for bn in (256, 128, 64, 32, 16):
-        probe = src + (f'\nstatic_assert(lab9::STAGES == {mm.stages(bn)} && lab9::BN == {bn} && lab9::SUB == '
-                       f'{mm.store_width(bn)}, "host and kernel");\n')
-        gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}",))
+        for out in (2, 4):
+            probe = src + (f'\nstatic_assert(lab9::STAGES == {mm.stages(bn, out)} && lab9::BN == {bn} && lab9::SUB == '
+                           f'{mm.store_width(bn, out)} && lab9::OUT == {out}, "host and kernel");\n')
+            gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}", f"-DLAB9_OUT_F32={int(out == 4)}"))
     with pytest.raises(gpu.CompileError, match="LAB9_BN is 256, 128, 64, 32 or 16"):
         gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=48",))
 
@@ -319,6 +323,29 @@ def test_swapped_launches_give_the_product(shape):
     assert p.choice is not None and p.choice.swapped
     p()
     gpu.check_gemm(out.to_host().T.astype(gpu.bfloat16), ref, k)
+
+
+@pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab7", 128), ("lab9", 256), ("lab9", 128), ("lab9", 64),
+                                           ("lab9", 32), ("lab9", 16)])
+def test_fp32_c_is_the_accumulators_the_bf16_build_rounds(style, bn):
+    """The OUT_F32 build stores the fp32 accumulators; the default build, the same accumulators rounded to bf16:
+    bit for bit, at an odd shape (partial tiles, Stream-K splits on Lab 9's two emulated clusters)."""
+    m, n, k = 150, 40 + bn // 2 + 3, 200
+    rng = np.random.default_rng(bn)
+    a = gpu.to_device(rng.standard_normal((m, k)).astype(gpu.bfloat16))
+    b = gpu.to_device(rng.standard_normal((n, k)).astype(gpu.bfloat16))
+    c16, c32 = gpu.zeros((m, n + 5), gpu.bfloat16), gpu.zeros((m, n + 1), np.float32)
+    v16 = mm.Matrix(c16.ptr, (m, n), c16.strides, gpu.bfloat16, c16)
+    v32 = mm.Matrix(c32.ptr, (m, n), c32.strides, np.dtype(np.float32), c32)
+    mm.launcher(mm.course_kernel(style, bn), a, b, v16)()
+    mm.launcher(mm.course_kernel(style, bn, out_f32=True), a, b, v32)()
+    got16, got32 = c16.to_host()[:, :n], c32.to_host()[:, :n]
+    assert np.array_equal(got32.astype(gpu.bfloat16).view(np.uint16), got16.view(np.uint16))
+    assert (c32.to_host()[:, n:] == 0).all()  # clipped at N
+    ref = a.to_host().astype(np.float64) @ b.to_host().astype(np.float64).T
+    assert np.abs(got32 - ref).max() < 1e-4 * np.abs(ref).max()
+    with pytest.raises(TypeError, match="into float32 C"):
+        mm.launcher(mm.course_kernel(style, bn, out_f32=True), a, b, v16)
 
 
 # ------------------------------------------------------------------------------------------------ f16 data
