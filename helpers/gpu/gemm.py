@@ -3,16 +3,17 @@
 A is M×K and B is K×N: torch tensors or cupy arrays on the H100 (anything with ``__dlpack__`` or
 ``__cuda_array_interface__``, read through ``cuda.core``'s ``StridedMemoryView``), the course's ``DeviceArray``,
 a :class:`Matrix` (an address with a shape and byte strides), or numpy arrays (copied in and back; without a GPU
-they run on the PTX executor, the emulator). The product is the course's kernels' (``bench/kernels/``): bf16
-inputs, fp32 accumulation, C rounded to bf16, then stored in the inputs' dtype (fp16 and fp32 inputs are rounded
-to bf16 first).
+they run on the PTX executor, the emulator). The product is the course's kernels' (``bench/kernels/``), fp32
+accumulation always: fp16 inputs are multiplied as f16 (the kernels' ``LAB7_F16`` / ``LAB9_F16`` builds, ``wgmma``
+with f16 inputs), bf16 ones as bf16, fp32 ones rounded to bf16 first; C is stored in the inputs' dtype, and an fp32
+C (fp32 inputs, or ``out`` of fp32) gets the fp32 accumulators unrounded (the ``OUT_F32`` builds).
 
 The kernels read A (M×K) and B as N×K, both K-major, through tensor maps whose row strides must be multiples of
 16 bytes, and store C (M×N) the same way. So an operand is used in place when it already has that layout
 (A row-major, B the transpose of a row-major N×K matrix, as ``x @ w.T`` gives for a linear layer's weight w);
-otherwise a small kernel copies it into a zero-padded bf16 buffer (transposing B, padding K and N to multiples of
-8), and C goes through a padded buffer when N is not a multiple of 8. The tensor maps zero-fill loads past M, N
-and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
+otherwise a small kernel copies it into a zero-padded bf16 (or f16) buffer (transposing B, padding K and N to
+multiples of 8), and C goes through a padded buffer when its rows are not 16 bytes apart. The tensor maps
+zero-fill loads past M, N and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
 
 Which kernel (:func:`choose`): Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile
 pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps evenly; and when even twice as
@@ -22,7 +23,11 @@ fill their wave, else Lab 9's. Stream-K with few pairs runs on a whole number of
 nearly all of them busy (:func:`streamk_clusters`). Both kernels are built with switches beyond their labs'
 (:data:`OPTIONS`), with the same bits: their cluster barriers cost no GPU-wide memory barrier (the producer's tail
 instead of the last one), and Lab 9's Stream-K splits hand their partial sums to the final split all at once
-instead of along a chain.
+instead of along a chain. Where the tile does not meet the problem: a small M (decode: 1–128 tokens) swaps A and
+B (the kernel computes Cᵀ = B·Aᵀ, N×M, and a copy writes it back transposed, :func:`swaps`), a C with at most 64
+columns gets Lab 9's 128×64, 128×32 or 128×16 tiles (:func:`skinny_width`), and those split K over every cluster
+when their pairs fill less than a wave (these rules are provisional until bench/torch_matmul.py has measured them).
+:func:`plan` prepares a call's launches without running them (for timing and CUDA graphs).
 ``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says
 which).
 """
@@ -159,9 +164,11 @@ class Choice(NamedTuple):
     @property
     def name(self) -> str:
         """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K), ``lab7-128`` (narrow, whole
-        pairs), ``lab9-16`` (128×16 tiles), and ``-swapAB`` after any of them when A and B swap places."""
+        pairs), ``lab9-16`` (128×16 tiles), ``-pairs`` after Lab 9's kernel on whole pairs (no Stream-K), and
+        ``-swapAB`` after any of them when A and B swap places."""
         base = self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
-        return base + ("-swapAB" if self.swapped else "")
+        return base + ("-pairs" if self.kernel == "lab9" and not self.streamk else "") + (
+            "-swapAB" if self.swapped else "")
 
 
 def swaps(m: int, n: int) -> bool:
@@ -612,7 +619,7 @@ def _element(a_dtype: Any, kernel: Kernel | None) -> np.dtype:
 
 
 def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Matrix,
-                   keep: list[Any]) -> tuple[list[Any], Choice | None]:
+                   keep: list[Any], choice: Choice | None = None) -> tuple[list[Any], Choice | None]:
     """The GEMM's launch (and the copy out of C's buffer where C cannot be stored in place): `kernel` as given, or
     :func:`choose`'s kernel for A's element type, swapping A and B (the kernel writes Cᵀ, N×M) where the choice
     says so."""
@@ -620,7 +627,7 @@ def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: 
     if kernel is not None:
         choice, run = None, lambda x, y, z: launcher(kernel, x, y, z)
     else:
-        choice = choose(m, n, k)
+        choice = choice or choose(m, n, k)
         out_f32 = c.dtype == np.float32
         out = np.dtype(np.float32) if out_f32 else element
         kern = course_kernel(choice.kernel, choice.bn, "f16" if element == ELEMENTS["f16"] else "bf16", out_f32)
@@ -636,7 +643,8 @@ def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:
     """C = A·B (A: M×K, B: K×N) with the course's final kernel, any M, N, K; returns C (M×N) of the inputs' kind
-    and dtype, or writes `out`. ``kernel=`` runs your own kernel with Lab 7's or Lab 9's parameters."""
+    and dtype, or writes `out` (an fp32 `out` gets the fp32 accumulators). fp16 inputs are multiplied in f16, bf16
+    in bf16, fp32 rounded to bf16. ``kernel=`` runs your own kernel with Lab 7's or Lab 9's parameters."""
     m, n, k = _shapes(a, b)
     if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
         raise TypeError("A and B must both be numpy arrays or both be GPU arrays")
@@ -673,10 +681,11 @@ def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, 
     return c
 
 
-def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Plan:
+def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None, choice: Choice | None = None) -> Plan:
     """``gpu.matmul``'s launches for GPU operands A (M×K) and B (K×N), prepared but not run (:class:`Plan`): its
     ``result`` is C (`out`, or a new matrix of the inputs' kind and dtype), filled each time the plan is called.
-    For timing and CUDA graphs: ``matmul(a, b)`` is ``plan(a, b)()`` followed by a wait."""
+    For timing and CUDA graphs: ``matmul(a, b)`` is ``plan(a, b)()`` followed by a wait. ``choice`` launches that
+    :class:`Choice` instead of :func:`choose`'s (to measure the alternatives a rule rejects)."""
     m, n, k = _shapes(a, b)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         raise TypeError("plan takes GPU arrays; matmul also takes numpy arrays")
@@ -706,8 +715,8 @@ def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Pl
         ub, copy = _pack(b_nk, element)
         launches.append(copy)
     keep += [ua, ub]
-    gemm, choice = _gemm_launches(kernel, m, n, k, ua, ub, vc, keep)
-    return Plan(launches + gemm, choice, result, keep)
+    gemm, chosen = _gemm_launches(kernel, m, n, k, ua, ub, vc, keep, choice)
+    return Plan(launches + gemm, chosen, result, keep)
 
 
 def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:

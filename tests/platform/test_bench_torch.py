@@ -79,3 +79,22 @@ def test_without_a_gpu_it_prints_the_plan_and_exits_0(capsys):
     assert tm.main(["--quick", "--only", "small M"]) == 0
     out = capsys.readouterr().out
     assert "M=1 N=4096 K=4096" in out and "swapAB" in out and "timing skipped" in out
+
+
+def test_the_gpu_script_lists_its_cases_and_the_alternatives_each_rule_rejected(capsys, tmp_path):
+    sys.path.insert(0, str(ROOT / "tools" / "h100"))
+    import every_shape
+
+    from helpers.gpu import gemm as mm
+    from helpers.hopper import parts
+
+    sxm = parts.PROFILES["h100-sxm"].resident(2)
+    assert every_shape.alternative("swap A and B", 1, 4096, 4096, sxm).name == "lab9-128"
+    assert every_shape.alternative("narrow tiles", 4096, 16, 4096, sxm).name == "lab9-128"
+    assert every_shape.alternative("split-K", 8, 4096, 1024, sxm).name == "lab9-16-pairs-swapAB"
+    for rule, shape in every_shape.RULE_SHAPES:
+        assert every_shape.alternative(rule, *shape, sxm) != mm.choose(*shape, sxm), (rule, shape)
+    assert {d for *_, d, _ in every_shape.VALUE_CASES} == {"bf16", "f16", "f32"}
+    assert any(mm.choose(m, n, k).swapped for m, n, k, *_ in every_shape.VALUE_CASES)
+    assert every_shape.main([str(tmp_path)]) == 0
+    assert "skipped: needs a Hopper GPU and torch" in capsys.readouterr().out
