@@ -188,15 +188,19 @@ def _driver_and_clock() -> tuple[str, str]:
 
 
 class GraphSide:
-    """One side of a comparison: `launches` back-to-back launches (``enqueue(i)`` enqueues the i-th) captured into
-    a CUDA graph on a torch stream; each call replays it `replays` times, timed with CUDA events, and returns the
-    milliseconds per launch of each replay."""
+    """One side of a comparison: `launches` back-to-back launches (``enqueue(i, stream)`` enqueues the i-th on
+    the stream whose handle it gets) captured into a CUDA graph on a torch stream, after a few uncaptured ones on
+    that stream (torch's advice: libraries set up their per-stream state outside the capture); each call replays
+    the graph `replays` times, timed with CUDA events, and returns the milliseconds per launch of each replay."""
 
     def __init__(self, torch: Any, enqueue: Callable[[int, int], None], launches: int, replays: int) -> None:
         self.torch, self.launches, self.replays = torch, launches, replays
         self.stream = torch.cuda.Stream()
         self.graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
         with torch.cuda.stream(self.stream):
+            for i in range(min(3, launches)):
+                enqueue(i, self.stream.cuda_stream)
             torch.cuda.synchronize()
             with torch.cuda.graph(self.graph, stream=self.stream):
                 handle = torch.cuda.current_stream().cuda_stream
