@@ -14,9 +14,12 @@
    alternative the rule rejects, kernel time from CUDA graphs (bench/torch_matmul.py's sides), 7 rounds each.
 3. ``bench/torch_matmul.py --quick`` (gpu.matmul against torch.matmul and cuBLAS over the five classes), bf16, then
    fp16 over the small-M and odd classes.
+4. ``pytest tests/gpu/test_matmul.py`` on the GPU (its emulator tests run on the GPU there too: the swapped launches,
+   every tile width, the fp32-C builds bit for bit against the bf16 ones, f16 precision), at most 150 s.
 
-Writes OUT/every_shape.json (meta: GPU, driver, clocks, date; the value cases; the rules' ratios) and
-OUT/torch-quick.{json,md}, OUT/torch-quick-f16.{json,md}. Exits 1 if a value case fails. Without a Hopper GPU and
+Writes OUT/every_shape.json (meta: GPU, driver, clocks, date; the value cases; the rules' ratios; pytest's
+outcome), OUT/torch-quick.{json,md}, OUT/torch-quick-f16.{json,md} and OUT/every_shape_pytest.txt. Exits 1 if a
+value case or a test fails. Without a Hopper GPU and
 torch it prints the cases and each one's choice, and exits 0.
 """
 
@@ -26,6 +29,7 @@ import datetime as dt
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -214,8 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     tm.main(["--quick", "--write", str(out / "torch-quick")])
     print(f"bf16 benchmark done ({time.time() - t0:.0f} s)", flush=True)
     tm.main(["--quick", "--dtype", "f16", "--only", "small M", "odd", "--write", str(out / "torch-quick-f16")])
+    torch.cuda.empty_cache()
+    try:
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu or not gpu",
+                              "tests/gpu/test_matmul.py"], cwd=ROOT, capture_output=True, text=True, timeout=150)
+        log, rc = run.stdout + run.stderr, run.returncode
+    except subprocess.TimeoutExpired as e:
+        log, rc = f"{e.stdout or ''}{e.stderr or ''}\ntimed out after 150 s", -1
+    (out / "every_shape_pytest.txt").write_text(log if isinstance(log, str) else str(log))
+    result["pytest"] = {"rc": rc, "tail": str(log)[-1500:]}
+    (out / "every_shape.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"pytest tests/gpu/test_matmul.py: rc {rc}\n{str(log)[-600:]}", flush=True)
     print(f"all done ({time.time() - t0:.0f} s)", flush=True)
-    return 0 if all(r["ok"] for r in result["values"]) else 1
+    return 0 if all(r["ok"] for r in result["values"]) and rc == 0 else 1
 
 
 if __name__ == "__main__":
