@@ -494,7 +494,7 @@ __global__ void pack(const T* src, long long rs, long long cs, int rows, int col
   }
 }
 
-// dst[r·rs + c·cs] = src (rows × ld, S = bf16 or f16, row-major) for c < cols
+// dst[r·rs + c·cs] = src (rows × ld, S = bf16, f16 or float, row-major) for c < cols
 template <typename S, typename T>
 __global__ void unpack(const S* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
   const long long total = (long long)rows * cols;
@@ -538,8 +538,8 @@ def _pack(src: Matrix, element: np.dtype = bfloat16) -> tuple[DeviceArray, Launc
 
 
 def _unpack(src: DeviceArray, dst: Matrix) -> Launcher:
-    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16 or f16, row-major) into `dst` (any
-    strides: a transposed view writes the transpose)."""
+    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16, f16 or fp32, row-major) into `dst`
+    (any strides: a transposed view writes the transpose)."""
     rows, cols = dst.shape
     item = dst.dtype.itemsize
     return prepare(_copy_kernel("unpack", src.dtype, dst.dtype), _grid(rows * cols), 256, 0, src,
@@ -590,8 +590,8 @@ def _shapes(a: Any, b: Any) -> tuple[int, int, int]:
 
 @dataclass
 class Plan:
-    """One ``gpu.matmul`` call's launches, prepared once: the copies into padded bf16 buffers (operands not usable
-    in place), the GEMM, the copy of C out of a padded or transposed buffer. Calling it enqueues them all on the
+    """One ``gpu.matmul`` call's launches, prepared once: the copies into padded bf16 or f16 buffers (operands not
+    usable in place), the GEMM, the copy of C out of a padded or transposed buffer. Calling it enqueues them all on the
     course stream, in order, without waiting; :meth:`on_stream` moves them to another stream (e.g. one that a
     CUDA graph is capturing), so that the same launches can be replayed without Python between them."""
 
