@@ -227,6 +227,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     const int c = wg - 1;
     unsigned char* mine = cbuf + c * 2 * SUB_BYTES;
     int it = 0;
+    int tiles_stored = 0;  // with one sub-tile a tile (BN <= SUB), the two buffers take turns from tile to tile
     float d[BN / 2];
     for (int w = 0; w < W.items(); ++w) {
       int p, pm, pn, ka, kb;
@@ -321,7 +322,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
       // overlapping the next mainloop
 #pragma unroll
       for (int sub = 0; sub < BN / SUB; ++sub) {
-        unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
+        unsigned char* buf = mine + ((BN / SUB == 1 ? tiles_stored : sub) % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
         if constexpr (OUT == 2 && SUB == 64) lab9_stage_subtile(buf, d + 32 * sub, tid);
@@ -333,6 +334,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           hopper::tma_store_commit();
         }
       }
+      ++tiles_stored;
     }
     if (tid == 0) hopper::tma_store_wait<0>();
   }

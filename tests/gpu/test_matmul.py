@@ -348,6 +348,30 @@ def test_fp32_c_is_the_accumulators_the_bf16_build_rounds(style, bn):
         mm.launcher(mm.course_kernel(style, bn, out_f32=True), a, b, v16)
 
 
+@pytest.mark.parametrize(("style", "bn", "out_f32"), [("lab9", 64, False), ("lab9", 32, False), ("lab9", 16, False),
+                                                      ("lab9", 16, True), ("lab9", 32, True), ("lab9", 128, True),
+                                                      ("lab7", 256, True)])
+def test_the_new_builds_run_without_a_hazard(style, bn, out_f32):
+    """Narrow tiles and fp32 C in the executor's hazard mode: every generic store to a store buffer fenced before
+    its TMA store reads it, no buffer rewritten while a store may still read it; three clusters, Stream-K splits."""
+    from helpers.gpu import TensorMapArg
+
+    m, n, k = 264, bn + 8 if bn < 128 else 296, 200  # rows of C 16 bytes apart, a partial tile
+    a = gpu.random_host((m, k), gpu.bfloat16, seed=3)
+    b = gpu.random_host((n, k), gpu.bfloat16, seed=4)
+    c = np.full((m, n), np.nan, np.float32 if out_f32 else gpu.bfloat16)
+    out = 4 if out_f32 else 2
+    sub = mm.store_width(bn, out)
+    extra = (np.zeros(3 * 2 * 128 * bn, np.float32), np.zeros(3 * 2, np.uint32)) if style == "lab9" else ()
+    res = gpu.run_on_executor(mm.course_kernel(style, bn, out_f32=out_f32), (6, 1, 1), 384, mm.smem_bytes(bn, out),
+                              TensorMapArg(a, (128, 64)), TensorMapArg(b, (bn // 2, 64)),
+                              TensorMapArg(c, (64, sub), swizzle=128 if sub * out == 128 else 0),
+                              np.int32(m), np.int32(n), np.int32(k), *extra, cluster=(2, 1, 1), check=False)
+    assert res.error is None and res.hazards == [], "\n".join(str(h) for h in res.hazards[:3]) or str(res.error)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    gpu.check_gemm(res.arrays[2], ref, k)
+
+
 # ------------------------------------------------------------------------------------------------ f16 data
 F16 = np.dtype(np.float16)
 
