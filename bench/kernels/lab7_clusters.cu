@@ -1,7 +1,8 @@
 // Lab 7: persistent blocks, a tile scheduler, and 2-block clusters that multicast B.
 //
 // C[M][N] (bf16, row-major) = A[M][K] · B[N][K]ᵀ, bf16 in (K-major); M, N, K multiples of 8 (TMA zero-fills the
-// loads past the edge and clips the stores).
+// loads past the edge and clips the stores). LAB7_F16 = 1 multiplies f16 data instead (A, B and C __half, wgmma
+// .f32.f16.f16); LAB7_OUT_F32 = 1 stores C in fp32, the accumulators unrounded (64 × 32 sub-tiles).
 // The grid is one cluster of CLUSTER blocks per CLUSTER SMs (all resident at once). A cluster owns a 256×256
 // "pair" of output tiles: block r of the cluster computes the 128×256 tile at rows m0 + 128r. Both need the same
 // 256×64 slice of B at every K step, so each block loads half of it (128 rows) and multicasts it to both blocks'

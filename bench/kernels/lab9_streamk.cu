@@ -28,7 +28,10 @@
 // whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape), or 64, 32 or 16
 // (m64n64k16 .. m64n16k16: the narrow tiles of a C with few columns, e.g. Cᵀ = B·Aᵀ of a GEMM with a small M,
 // A and B swapped); below 64 columns the epilogue stages 64 × BN sub-tiles unswizzled (the C map's box is BN wide,
-// without swizzle) instead of 64 × 64 ones with 128-byte swizzle.
+// without swizzle) instead of 64 × 64 ones with 128-byte swizzle, and with one sub-tile a tile its two store
+// buffers take turns from tile to tile.
+// LAB9_F16 = 1 multiplies f16 data (A, B and C __half, wgmma .f32.f16.f16); LAB9_OUT_F32 = 1 stores C in fp32,
+// the accumulators unrounded (64 × 32 sub-tiles); gpu.matmul builds them for fp16 inputs and fp32 C.
 #include "hopper.cuh"
 #include <cuda_bf16.h>
 
