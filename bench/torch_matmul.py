@@ -228,7 +228,7 @@ def _sides(torch: Any, shape: Shape, dtype: Any, batch_ms: float, row: dict) -> 
     from helpers.gpu import cublas
 
     m, n, k = shape
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    l2 = gpu.device_info().l2_bytes
     sets = max(1, min(16, math.ceil(3 * l2 / ((m * k + n * k + m * n) * 2))))
     g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 13 + k)
     xs = [torch.randn(m, k, device="cuda", generator=g).to(dtype) for _ in range(sets)]

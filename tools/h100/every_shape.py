@@ -135,7 +135,7 @@ def rule_ratio(torch: Any, rule: str, shape: tuple[int, int, int], rounds: int =
     m, n, k = shape
     clusters = mm.resident_pairs()
     chosen, other = mm.choose(m, n, k, clusters), alternative(rule, m, n, k, clusters)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    l2 = gpu.device_info().l2_bytes
     sets = max(1, min(16, math.ceil(3 * l2 / ((m * k + n * k + m * n) * 2))))
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     xs = [torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16) for _ in range(sets)]
