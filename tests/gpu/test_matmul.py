@@ -387,6 +387,20 @@ def _run_f16(fn):
         raise
 
 
+def test_hopper_f16_cuh_is_what_gen_wgmma_writes():
+    """helpers/include/hopper_f16.cuh is generated (gen_wgmma.py), like hopper.cuh's wgmma section: the bf16
+    wrappers with f16 inputs."""
+    import importlib.util
+
+    path = mm.KERNELS_DIR.parents[1] / "helpers" / "include" / "gen_wgmma.py"
+    spec = importlib.util.spec_from_file_location("gen_wgmma", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    want = gen.F16_HEAD + "".join(gen.one(n, "f16") for n in gen.NS) + gen.F16_TAIL
+    assert gen.F16_HEADER.read_text() == want
+    assert gen.one(64, "f16") == gen.one(64).replace("bf16", "f16")
+
+
 @pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab7", 128), ("lab9", 256), ("lab9", 128), ("lab9", 64),
                                            ("lab9", 32), ("lab9", 16)])
 def test_f16_builds_multiply_f16_and_store_f16(style, bn):
