@@ -6,8 +6,9 @@ Kernel time only: each side is a CUDA graph of back-to-back launches on one stre
 timed), replayed and timed with CUDA events; the launches rotate over enough input sets to touch about three L2s.
 ``gpu.matmul``'s side is its prepared launches (``helpers.gpu.gemm.plan``: the copies an operand needs and the GEMM
 ``choose`` picks) moved onto the capturing stream; ``gpu.matmul`` itself waits for the GPU after each call, which a
-graph cannot hold. ``torch.matmul``'s side is torch's own call captured the same way, and cuBLAS called directly
-(the course's ctypes binding) a third, where its capture succeeds. The operands are a linear layer's:
+graph cannot hold (should the launches refuse to be captured, every side of that shape is launched from Python
+instead, and the report says so). ``torch.matmul``'s side is torch's own call captured the same way, and cuBLAS
+called directly (the course's ctypes binding) a third, where its capture succeeds. The operands are a linear layer's:
 A = X (M×K, row-major) and B = Wᵀ with W (N×K, row-major), which both libraries read in place; C is M×N in the
 inputs' dtype. Per shape: gpu.matmul and torch.matmul interleaved (``rounds`` rounds, the side going first
 alternating, median of the per-round ratios with min–max, SM clock and power of each side from NVML); torch.matmul
@@ -161,6 +162,8 @@ def render(result: dict) -> str:
         watts = (f"{t['a_power_w']:.0f} / {t['b_power_w']:.0f}" if t and t.get("a_power_w") and t.get("b_power_w")
                  else "—")
         err = f"{r['max_error']:.3g}" if r.get("max_error") is not None else r.get("check", "—")[:40]
+        if r.get("graphs") is False:
+            err += " (no graphs: launched from Python)"
         lines.append(f"| {r['class']} | {r['name']} | {m}×{n}×{k} | {r['chosen']} | "
                      f"{_cell(r.get('torch'), r.get('failure'))} | {_cell(r.get('noise'))} | "
                      f"{_cell(r.get('cublas'), r.get('cublas_failure'))} | {us[0]} | {us[1]} | {mhz} | {watts} | "
@@ -223,6 +226,33 @@ class GraphSide:
         return [b.elapsed_time(e) / self.launches for b, e in events]
 
 
+class EagerSide(GraphSide):
+    """The fallback where a side's launches cannot be captured into a CUDA graph: each replay enqueues the
+    `launches` launches from Python on the side's stream between the two events (so Python's launch cost is timed
+    where a launch is shorter than it)."""
+
+    def __init__(self, torch: Any, enqueue: Callable[[int, int], None], launches: int, replays: int) -> None:
+        self.torch, self.launches, self.replays, self.enqueue = torch, launches, replays, enqueue
+        self.stream = torch.cuda.Stream()
+        torch.cuda.synchronize()
+
+    def __call__(self) -> list[float]:
+        torch = self.torch
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(self.replays)]
+        with torch.cuda.stream(self.stream):
+            handle = self.stream.cuda_stream
+            for i in range(min(3, self.launches)):  # untimed
+                self.enqueue(i, handle)
+            for begin, end in events:
+                begin.record()
+                for i in range(self.launches):
+                    self.enqueue(i, handle)
+                end.record()
+        torch.cuda.synchronize()
+        return [b.elapsed_time(e) / self.launches for b, e in events]
+
+
 def _sides(torch: Any, shape: Shape, dtype: Any, batch_ms: float, row: dict) -> dict[str, Callable[[], list[float]]]:
     """The graph sides of one shape, after checking gpu.matmul's values against torch.matmul's (fp32)."""
     from helpers.gpu import cublas
@@ -262,10 +292,19 @@ def _sides(torch: Any, shape: Shape, dtype: Any, batch_ms: float, row: dict) -> 
     def theirs(i: int, handle: int) -> None:
         torch.matmul(xs[i % sets], ws[i % sets].T)
 
-    sides = {"gpu.matmul": GraphSide(torch, ours, launches, replays),
-             "torch.matmul": GraphSide(torch, theirs, launches, replays),
-             "torch.matmul again": GraphSide(torch, theirs, launches, replays)}
-    if dtype == torch.bfloat16:
+    side: type[GraphSide] = GraphSide
+    try:
+        sides = {"gpu.matmul": GraphSide(torch, ours, launches, replays)}
+        row["graphs"] = True
+    except Exception as e:  # noqa: BLE001 - said in the results, then timed without graphs on both sides
+        row["graphs"] = False
+        row["graph_failure"] = f"{type(e).__name__}: {e}"
+        torch.cuda.synchronize()
+        side = EagerSide
+        sides = {"gpu.matmul": EagerSide(torch, ours, launches, replays)}
+    sides |= {"torch.matmul": side(torch, theirs, launches, replays),
+              "torch.matmul again": side(torch, theirs, launches, replays)}
+    if dtype == torch.bfloat16 and side is GraphSide:
         try:
             views = [(gpu_matmul.Matrix(x.data_ptr(), (m, k), (2 * k, 2), gpu.bfloat16, x),
                       gpu_matmul.Matrix(w.data_ptr(), (n, k), (2 * k, 2), gpu.bfloat16, w),
