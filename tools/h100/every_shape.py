@@ -15,7 +15,7 @@
 3. ``bench/torch_matmul.py --quick`` (gpu.matmul against torch.matmul and cuBLAS over the five classes), bf16, then
    fp16 over the small-M and odd classes.
 4. ``pytest tests/gpu/test_matmul.py`` on the GPU (its emulator tests run on the GPU there too: the swapped launches,
-   every tile width, the fp32-C builds bit for bit against the bf16 ones, f16 precision), at most 150 s.
+   every tile width, the fp32-C builds bit for bit against the bf16 ones, f16 precision), at most 120 s.
 
 Writes OUT/every_shape.json (meta: GPU, driver, clocks, date; the value cases; the rules' ratios; pytest's
 outcome), OUT/torch-quick.{json,md}, OUT/torch-quick-f16.{json,md} and OUT/every_shape_pytest.txt. Exits 1 if a
@@ -221,10 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.empty_cache()
     try:
         run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu or not gpu",
-                              "tests/gpu/test_matmul.py"], cwd=ROOT, capture_output=True, text=True, timeout=150)
+                              "tests/gpu/test_matmul.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
         log, rc = run.stdout + run.stderr, run.returncode
     except subprocess.TimeoutExpired as e:
-        log, rc = f"{e.stdout or ''}{e.stderr or ''}\ntimed out after 150 s", -1
+        log, rc = f"{e.stdout or ''}{e.stderr or ''}\ntimed out after 120 s", -1
     (out / "every_shape_pytest.txt").write_text(log if isinstance(log, str) else str(log))
     result["pytest"] = {"rc": rc, "tail": str(log)[-1500:]}
     (out / "every_shape.json").write_text(json.dumps(result, indent=1) + "\n")
