@@ -1,7 +1,8 @@
 // Lab 7: persistent blocks, a tile scheduler, and 2-block clusters that multicast B.
 //
 // C[M][N] (bf16, row-major) = A[M][K] · B[N][K]ᵀ, bf16 in (K-major); M, N, K multiples of 8 (TMA zero-fills the
-// loads past the edge and clips the stores).
+// loads past the edge and clips the stores). LAB7_F16 = 1 multiplies f16 data instead (A, B and C __half, wgmma
+// .f32.f16.f16); LAB7_OUT_F32 = 1 stores C in fp32, the accumulators unrounded (64 × 32 sub-tiles).
 // The grid is one cluster of CLUSTER blocks per CLUSTER SMs (all resident at once). A cluster owns a 256×256
 // "pair" of output tiles: block r of the cluster computes the 128×256 tile at rows m0 + 128r. Both need the same
 // 256×64 slice of B at every K step, so each block loads half of it (128 rows) and multicasts it to both blocks'
@@ -19,6 +20,47 @@
 // many pairs as 128×256 tiles make still fit in one wave of clusters).
 #include "hopper.cuh"
 #include <cuda_bf16.h>
+
+#ifndef LAB7_F16
+#define LAB7_F16 0  // 1: f16 data (A, B and C __half, wgmma .f32.f16.f16, fp32 accumulators) instead of bf16
+#endif
+#if LAB7_F16
+#include <cuda_fp16.h>
+#include "hopper_f16.cuh"
+#define LAB7_WGMMA hopper::wgmma_f16
+typedef __half2 lab7_out2;  // two C elements, as the epilogue stores them
+#define LAB7_PACK2 __floats2half2_rn
+#else
+#define LAB7_WGMMA hopper::wgmma_bf16
+typedef __nv_bfloat162 lab7_out2;
+#define LAB7_PACK2 __floats2bfloat162_rn
+#endif
+#ifndef LAB7_OUT_F32
+#define LAB7_OUT_F32 0  // 1: C in fp32 (the accumulators as they are) instead of the data's type
+#endif
+
+// two adjacent elements of C, from two accumulators
+__device__ __forceinline__ void lab7_store2(unsigned char* p, float x, float y) {
+#if LAB7_OUT_F32
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#else
+  *reinterpret_cast<lab7_out2*>(p) = LAB7_PACK2(x, y);
+#endif
+}
+
+// A 64 × W sub-tile of C from the thread's W / 2 accumulators of it, rows of W × OUT bytes: 128-byte swizzled when
+// a row is 128 bytes, plain when it is shorter (a tile narrower than a sub-tile).
+template <int W, int OUT>
+__device__ __forceinline__ void lab7_stage(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < W / 2; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int byte = (8 * (j / 4) + 2 * (l % 4)) * OUT;
+    const int at = W * OUT == 128 ? ((byte / 16) ^ (r % 8)) * 16 + byte % 16 : byte;
+    lab7_store2(buf + r * (W * OUT) + at, d[j], d[j + 1]);
+  }
+}
 
 #ifndef LAB7_SCALE_D
 #define LAB7_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing 128 registers
@@ -40,7 +82,9 @@ constexpr int HALVES = 256 / BN;             // 64-row halves of the tile per co
 constexpr int CONSUMERS = 2 / HALVES;        // consumer warpgroups that compute (2, or 1 with 128 × 128 tiles)
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int B_HALF = B_BYTES / CLUSTER;
-constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = 2 * 2 * SUB_BYTES;  // two buffers per 64-row half
+constexpr int OUT = LAB7_OUT_F32 ? 4 : 2;  // bytes of an element of C
+// the epilogue's sub-tiles: 64 rows × SUB columns, 128-byte rows (64 bf16 or f16, 32 fp32), swizzled
+constexpr int SUB = 128 / OUT, SUB_BYTES = 64 * SUB * OUT, CBUF_BYTES = 2 * 2 * SUB_BYTES;  // two per 64-row half
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
 constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
@@ -63,8 +107,8 @@ __device__ __forceinline__ void lab7_stage_subtile(unsigned char* buf, const flo
   for (int j = 0; j < 32; j += 2) {
     const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
     const int chunk = (j / 4) ^ (r % 8);
-    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
-        __floats2bfloat162_rn(d[j], d[j + 1]);
+    *reinterpret_cast<lab7_out2*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        LAB7_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -147,8 +191,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            hopper::wgmma_bf16<BN>(d[h], hopper::make_smem_desc(a + h * (64 * BK * 2) + 32 * kk, 16, 1024),
-                                   hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB7_SCALE_D || k > 0 || kk > 0);
+            LAB7_WGMMA<BN>(d[h], hopper::make_smem_desc(a + h * (64 * BK * 2) + 32 * kk, 16, 1024),
+                           hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB7_SCALE_D || k > 0 || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > 0 && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
@@ -167,7 +211,8 @@ lab7_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
           if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
           hopper::named_bar_sync(1 + c, 128);
-          lab7_stage_subtile(buf, d[h] + 32 * sub, tid);
+          if constexpr (OUT == 2) lab7_stage_subtile(buf, d[h] + 32 * sub, tid);
+          else lab7_stage<SUB, OUT>(buf, d[h] + SUB / 2 * sub, tid);
           hopper::fence_proxy_async();
           hopper::named_bar_sync(1 + c, 128);
           if (tid == 0) {

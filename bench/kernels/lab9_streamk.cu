@@ -25,9 +25,56 @@
 // owned by exactly one thread).
 // LAB9_BN sets the tile width: 256 (the default, 128 × 256 tiles, m64n256k16) or 128 (128 × 128 tiles,
 // m64n128k16, 64 accumulators a thread, 6 stages instead of 4), which makes twice as many pairs for the shapes
-// whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape).
+// whose 128 × 256 pairs leave most clusters idle (helpers.gpu.gemm.choose picks it per shape), or 64, 32 or 16
+// (m64n64k16 .. m64n16k16: the narrow tiles of a C with few columns, e.g. Cᵀ = B·Aᵀ of a GEMM with a small M,
+// A and B swapped); below 64 columns the epilogue stages 64 × BN sub-tiles unswizzled (the C map's box is BN wide,
+// without swizzle) instead of 64 × 64 ones with 128-byte swizzle, and with one sub-tile a tile its two store
+// buffers take turns from tile to tile.
+// LAB9_F16 = 1 multiplies f16 data (A, B and C __half, wgmma .f32.f16.f16); LAB9_OUT_F32 = 1 stores C in fp32,
+// the accumulators unrounded (64 × 32 sub-tiles); gpu.matmul builds them for fp16 inputs and fp32 C.
 #include "hopper.cuh"
 #include <cuda_bf16.h>
+
+#ifndef LAB9_F16
+#define LAB9_F16 0  // 1: f16 data (A, B and C __half, wgmma .f32.f16.f16, fp32 accumulators) instead of bf16
+#endif
+#if LAB9_F16
+#include <cuda_fp16.h>
+#include "hopper_f16.cuh"
+#define LAB9_WGMMA hopper::wgmma_f16
+typedef __half2 lab9_out2;  // two C elements, as the epilogue stores them
+#define LAB9_PACK2 __floats2half2_rn
+#else
+#define LAB9_WGMMA hopper::wgmma_bf16
+typedef __nv_bfloat162 lab9_out2;
+#define LAB9_PACK2 __floats2bfloat162_rn
+#endif
+#ifndef LAB9_OUT_F32
+#define LAB9_OUT_F32 0  // 1: C in fp32 (the accumulators as they are) instead of the data's type
+#endif
+
+// two adjacent elements of C, from two accumulators
+__device__ __forceinline__ void lab9_store2(unsigned char* p, float x, float y) {
+#if LAB9_OUT_F32
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#else
+  *reinterpret_cast<lab9_out2*>(p) = LAB9_PACK2(x, y);
+#endif
+}
+
+// A 64 × W sub-tile of C from the thread's W / 2 accumulators of it, rows of W × OUT bytes: 128-byte swizzled when
+// a row is 128 bytes, plain when it is shorter (a tile narrower than a sub-tile).
+template <int W, int OUT>
+__device__ __forceinline__ void lab9_stage(unsigned char* buf, const float* d, int tid) {
+  const int w = tid / 32, l = tid % 32;
+#pragma unroll
+  for (int j = 0; j < W / 2; j += 2) {
+    const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
+    const int byte = (8 * (j / 4) + 2 * (l % 4)) * OUT;
+    const int at = W * OUT == 128 ? ((byte / 16) ^ (r % 8)) * 16 + byte % 16 : byte;
+    lab9_store2(buf + r * (W * OUT) + at, d[j], d[j + 1]);
+  }
+}
 
 #ifndef LAB9_SCALE_D
 #define LAB9_SCALE_D 1  // start each tile with scale-d = 0 (D = A·B) instead of zeroing BN / 2 registers
@@ -36,7 +83,7 @@
 #define LAB9_GROUP 8   // pairs along M in one raster group
 #endif
 #ifndef LAB9_BN
-#define LAB9_BN 256    // tile width: 256 (128 × 256 tiles) or 128 (128 × 128 tiles)
+#define LAB9_BN 256    // tile width: 256 (128 × 256 tiles), 128, 64, 32 or 16
 #endif
 #ifndef LAB9_PRODUCER_TAIL
 #define LAB9_PRODUCER_TAIL 0  // 1: the cluster barriers without a GPU-wide memory barrier: the first arrives .relaxed,
@@ -44,10 +91,14 @@
 
 namespace lab9 {
 constexpr int BM = 128, BN = LAB9_BN, BK = 64, CONSUMERS = 2, CLUSTER = 2;
-static_assert(BN == 256 || BN == 128, "LAB9_BN is 256 or 128");
+static_assert(BN == 256 || BN == 128 || BN == 64 || BN == 32 || BN == 16, "LAB9_BN is 256, 128, 64, 32 or 16");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int B_HALF = B_BYTES / CLUSTER;
-constexpr int SUB = 64, SUB_BYTES = 64 * SUB * 2, CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
+constexpr int B_HALF = B_BYTES / CLUSTER;  // a multiple of 1024 (the 128-byte swizzle's 8-row atom) from BN = 16
+constexpr int OUT = LAB9_OUT_F32 ? 4 : 2;  // bytes of an element of C
+// the epilogue's sub-tiles: 64 rows × SUB columns, 128-byte rows (64 bf16 or f16, 32 fp32) swizzled, or, for
+// narrower tiles, the whole width BN unswizzled
+constexpr int SUB = BN * OUT < 128 ? BN : 128 / OUT, SUB_BYTES = 64 * SUB * OUT;
+constexpr int CBUF_BYTES = CONSUMERS * 2 * SUB_BYTES;
 constexpr int SMEM_LIMIT = 227 * 1024, ALIGN_SLACK = 1024;
 constexpr int STAGES = (SMEM_LIMIT - ALIGN_SLACK - CBUF_BYTES) / STAGE_BYTES;  // 4 (BN = 256), 6 (BN = 128)
 static_assert(STAGES >= 3, "a pipeline needs at least three stages here");
@@ -70,8 +121,8 @@ __device__ __forceinline__ void lab9_stage_subtile(unsigned char* buf, const flo
   for (int j = 0; j < 32; j += 2) {
     const int r = 16 * w + l / 4 + 8 * ((j / 2) % 2);
     const int chunk = (j / 4) ^ (r % 8);
-    *reinterpret_cast<__nv_bfloat162*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
-        __floats2bfloat162_rn(d[j], d[j + 1]);
+    *reinterpret_cast<lab9_out2*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) =
+        LAB9_PACK2(d[j], d[j + 1]);
   }
 }
 
@@ -179,6 +230,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     const int c = wg - 1;
     unsigned char* mine = cbuf + c * 2 * SUB_BYTES;
     int it = 0;
+    int tiles_stored = 0;  // with one sub-tile a tile (BN <= SUB), the two buffers take turns from tile to tile
     float d[BN / 2];
     for (int w = 0; w < W.items(); ++w) {
       int p, pm, pn, ka, kb;
@@ -197,8 +249,8 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
         hopper::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          hopper::wgmma_bf16<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
-                                 hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB9_SCALE_D || k > ka || kk > 0);
+          LAB9_WGMMA<BN>(d, hopper::make_smem_desc(a + 32 * kk, 16, 1024),
+                         hopper::make_smem_desc(b + 32 * kk, 16, 1024), !LAB9_SCALE_D || k > ka || kk > 0);
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
         if (k > ka && tid < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], tid);
@@ -232,9 +284,9 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           hopper::named_bar_sync(3, 256);
           const float* first = workspace + ((long long)owner * CLUSTER + rank) * block_slot + mine_off;
           const long long next = CLUSTER * block_slot;  // the next cluster's slot, same block and element
-          // registers in flight per load batch: all 64 of a 128 × 128 tile's (3 % faster at 512×1024×4096 than 16),
-          // 8 of a 128 × 256 tile's (16 and 32 were no faster, and 32 spills)
-          constexpr int CHUNK = BN == 256 ? 8 : 64;
+          // registers in flight per load batch: all 64 of a 128 × 128 tile's (3 % faster at 512×1024×4096 than 16)
+          // and all of a narrower one's, 8 of a 128 × 256 tile's (16 and 32 were no faster, and 32 spills)
+          constexpr int CHUNK = BN == 256 ? 8 : BN / 2;
 #pragma unroll
           for (int j0 = 0; j0 < BN / 2; j0 += CHUNK) {
             float t[CHUNK];
@@ -269,13 +321,15 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
 #endif
       }
 
-      // epilogue: registers → 128B-swizzled 64×64 bf16 sub-tiles → TMA store, overlapping the next mainloop
+      // epilogue: registers → 64×64 bf16 sub-tiles, 128B-swizzled (narrow tiles: 64 × BN, plain) → TMA store,
+      // overlapping the next mainloop
 #pragma unroll
       for (int sub = 0; sub < BN / SUB; ++sub) {
-        unsigned char* buf = mine + (sub % 2) * SUB_BYTES;
+        unsigned char* buf = mine + ((BN / SUB == 1 ? tiles_stored : sub) % 2) * SUB_BYTES;
         if (tid == 0) hopper::tma_store_wait_read<1>();  // the last store from this buffer has read it
         hopper::named_bar_sync(1 + c, 128);
-        lab9_stage_subtile(buf, d + 32 * sub, tid);
+        if constexpr (OUT == 2 && SUB == 64) lab9_stage_subtile(buf, d + 32 * sub, tid);
+        else lab9_stage<SUB, OUT>(buf, d + SUB / 2 * sub, tid);
         hopper::fence_proxy_async();
         hopper::named_bar_sync(1 + c, 128);
         if (tid == 0) {
@@ -283,6 +337,7 @@ lab9_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
           hopper::tma_store_commit();
         }
       }
+      ++tiles_stored;
     }
     if (tid == 0) hopper::tma_store_wait<0>();
   }

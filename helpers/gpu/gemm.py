@@ -3,16 +3,17 @@
 A is M×K and B is K×N: torch tensors or cupy arrays on the H100 (anything with ``__dlpack__`` or
 ``__cuda_array_interface__``, read through ``cuda.core``'s ``StridedMemoryView``), the course's ``DeviceArray``,
 a :class:`Matrix` (an address with a shape and byte strides), or numpy arrays (copied in and back; without a GPU
-they run on the PTX executor, the emulator). The product is the course's kernels' (``bench/kernels/``): bf16
-inputs, fp32 accumulation, C rounded to bf16, then stored in the inputs' dtype (fp16 and fp32 inputs are rounded
-to bf16 first).
+they run on the PTX executor, the emulator). The product is the course's kernels' (``bench/kernels/``), fp32
+accumulation always: fp16 inputs are multiplied as f16 (the kernels' ``LAB7_F16`` / ``LAB9_F16`` builds, ``wgmma``
+with f16 inputs), bf16 ones as bf16, fp32 ones rounded to bf16 first; C is stored in the inputs' dtype, and an fp32
+C (fp32 inputs, or ``out`` of fp32) gets the fp32 accumulators unrounded (the ``OUT_F32`` builds).
 
 The kernels read A (M×K) and B as N×K, both K-major, through tensor maps whose row strides must be multiples of
 16 bytes, and store C (M×N) the same way. So an operand is used in place when it already has that layout
 (A row-major, B the transpose of a row-major N×K matrix, as ``x @ w.T`` gives for a linear layer's weight w);
-otherwise a small kernel copies it into a zero-padded bf16 buffer (transposing B, padding K and N to multiples of
-8), and C goes through a padded buffer when N is not a multiple of 8. The tensor maps zero-fill loads past M, N
-and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
+otherwise a small kernel copies it into a zero-padded bf16 (or f16) buffer (transposing B, padding K and N to
+multiples of 8), and C goes through a padded buffer when its rows are not 16 bytes apart. The tensor maps
+zero-fill loads past M, N and K and clip stores at M and N, so no dimension needs to be a multiple of a tile.
 
 Which kernel (:func:`choose`): Lab 7's data-parallel persistent kernel, unless the last wave of 256×256 tile
 pairs would leave many clusters idle, where Lab 9's Stream-K spreads the K steps evenly; and when even twice as
@@ -22,7 +23,11 @@ fill their wave, else Lab 9's. Stream-K with few pairs runs on a whole number of
 nearly all of them busy (:func:`streamk_clusters`). Both kernels are built with switches beyond their labs'
 (:data:`OPTIONS`), with the same bits: their cluster barriers cost no GPU-wide memory barrier (the producer's tail
 instead of the last one), and Lab 9's Stream-K splits hand their partial sums to the final split all at once
-instead of along a chain.
+instead of along a chain. Where the tile does not meet the problem: a small M (decode: 1–128 tokens) swaps A and
+B (the kernel computes Cᵀ = B·Aᵀ, N×M, and a copy writes it back transposed, :func:`swaps`), a C with at most 64
+columns gets Lab 9's 128×64, 128×32 or 128×16 tiles (:func:`skinny_width`), and those split K over every cluster
+when their pairs fill less than a wave (these rules are provisional until bench/torch_matmul.py has measured them).
+:func:`plan` prepares a call's launches without running them (for timing and CUDA graphs).
 ``kernel=`` runs a kernel of your own with Lab 7's or Lab 9's parameters instead (the count of parameters says
 which).
 """
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,10 +51,11 @@ from .occupancy import max_active_clusters
 from .tensormaps import tensor_map
 
 __all__ = ["matmul", "choose", "Choice", "pairs", "wave_efficiency", "last_wave", "saved_steps", "needs_streamk",
-           "streamk_clusters", "resident_pairs", "EVEN_SPLITS_FROM", "launcher", "course_kernel", "kernel_style",
-           "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS", "kernel_options", "STREAMK_BELOW",
-           "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW", "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS",
-           "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
+           "streamk_clusters", "resident_pairs", "plan", "Plan", "swaps", "skinny_width", "SKINNY", "WIDTHS",
+           "SWAP_AB_UP_TO", "store_width", "ELEMENTS", "element_type", "out_type", "EVEN_SPLITS_FROM", "launcher",
+           "course_kernel", "kernel_style", "tile_width", "stages", "smem_bytes", "KERNELS", "OPTIONS",
+           "kernel_options", "STREAMK_BELOW", "STREAMK_LAST_WAVE", "STREAMK_MIN_SAVED_STEPS", "WIDE", "NARROW",
+           "SMEM_BYTES", "FUSED_ACTS", "FUSED_BIAS", "fused_source", "fused_kernel", "lab5_launcher", "fused_launcher"]
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "bench" / "kernels"
 #: the course's final kernels: style → (file under bench/kernels, kernel name)
@@ -61,6 +67,15 @@ PAIR = 256  # a cluster's output: 2 blocks × 128 rows (and, with wide tiles, 25
 #: tile widths (columns of C per tile, the kernels' LAB7_BN and LAB9_BN): 128×256 tiles (wide, the labs' own) or
 #: 128×128 tiles (narrow)
 WIDE, NARROW = 256, 128
+#: the narrower tile widths of Lab 9's kernel (``LAB9_BN``), for a C with few columns: 128×64, 128×32, 128×16 tiles
+SKINNY = (64, 32, 16)
+#: tile widths each kernel compiles at
+WIDTHS = {"lab7": (WIDE, NARROW), "lab9": (WIDE, NARROW, *SKINNY)}
+#: the kernels' element types (A, B and C; fp32 accumulators either way): ``LAB7_F16=1`` / ``LAB9_F16=1`` builds
+#: multiply f16 data with ``wgmma .f32.f16.f16`` and store C in f16
+ELEMENTS = {"bf16": bfloat16, "f16": np.dtype(np.float16)}
+#: A and B swap places (Cᵀ = B·Aᵀ) when M is at most this and smaller than N (see :func:`swaps`)
+SWAP_AB_UP_TO = 128
 #: The thresholds below were measured on the H100 SXM (132 SMs, 66 resident pairs of blocks) and are in the machine's
 #: own units (shares of a wave of clusters, K steps), so they carry over to parts with other counts.
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
@@ -137,18 +152,42 @@ def streamk_clusters(count: int, steps: int, active: int) -> int:
 
 
 class Choice(NamedTuple):
-    """What :func:`choose` picks for a shape: the kernel (``"lab7"`` or ``"lab9"``), its tile width (:data:`WIDE`
-    or :data:`NARROW`) and whether Lab 9's kernel runs Stream-K on every cluster (else whole pairs only)."""
+    """What :func:`choose` picks for a shape: the kernel (``"lab7"`` or ``"lab9"``), its tile width (:data:`WIDE`,
+    :data:`NARROW` or one of :data:`SKINNY`), whether Lab 9's kernel runs Stream-K on every cluster (else whole
+    pairs only), and whether A and B swap places (the kernel computes Cᵀ = B·Aᵀ, :func:`swaps`)."""
 
     kernel: str
     bn: int
     streamk: bool
+    swapped: bool = False
 
     @property
     def name(self) -> str:
-        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K) or ``lab7-128`` (narrow, whole
-        pairs)."""
-        return self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
+        """``lab7``, ``lab9`` (wide, Stream-K), ``lab9-128`` (narrow, Stream-K), ``lab7-128`` (narrow, whole
+        pairs), ``lab9-16`` (128×16 tiles), ``-pairs`` after Lab 9's kernel on whole pairs (no Stream-K), and
+        ``-swapAB`` after any of them when A and B swap places."""
+        base = self.kernel if self.bn == WIDE else f"{self.kernel}-{self.bn}"
+        return base + ("-pairs" if self.kernel == "lab9" and not self.streamk else "") + (
+            "-swapAB" if self.swapped else "")
+
+
+def swaps(m: int, n: int) -> bool:
+    """Whether ``gpu.matmul`` computes Cᵀ = B·Aᵀ instead of C = A·B: when M is at most :data:`SWAP_AB_UP_TO` and
+    smaller than N (decode and small batches: M = 1–128 tokens against N of thousands). The kernels' tiles are 128
+    rows (256 a pair of blocks) by 16–256 columns, so a small M wastes most of every tile's rows, while as the
+    tile's columns it fits a narrow tile (:func:`skinny_width`): 16 tokens are 16 of 256 rows, or all 16 columns
+    of a 128×16 tile. Provisional until measured: the rule expects the swapped launch (and the transposing copy of
+    C it needs) to beat the plain one for every such shape; bench/torch_matmul.py measures the small-M class."""
+    return m <= SWAP_AB_UP_TO and m < n
+
+
+def skinny_width(n: int) -> int | None:
+    """The tile width for a C of `n` columns where n ≤ 128: the narrowest of 16, 32, 64 and 128 that holds all of
+    them (100 → 128, 17 → 32, 1 → 16); None for wider C, whose width :func:`choose` picks by its waves."""
+    for bn in (*SKINNY[::-1], NARROW):
+        if n <= bn:
+            return bn
+    return None
 
 
 def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
@@ -179,24 +218,53 @@ def choose(m: int, n: int, k: int, clusters: int | None = None) -> Choice:
     saved 15 K steps or more (1024×4352×1024, 15.5 steps, 1.10×; 1024×1024×2048 at 128×128, 16.5, 1.02×;
     2560×4096×4096, 37, 1.08×; 8192×8192×2048, 15.5, 0.99×; 5120×5120×1024, 15, 1.00×) and lost wherever it saved
     13 or fewer (3072×3072×1024, 13 steps, 0.98×; 512×1024×1024 at 128×128, 12, 0.85×; 4352×4352×1024, 10, 0.94×;
-    3072×3072×512 0.88×; 4352×4352×256 0.86×)."""
+    3072×3072×512 0.88×; 4352×4352×256 0.86×).
+
+    Before both questions, the shape may be turned round and its C given narrow tiles (provisional rules, until
+    bench/torch_matmul.py's small-M and odd-size classes have measured them):
+
+    0. *Swap A and B* (:func:`swaps`): when M ≤ :data:`SWAP_AB_UP_TO` and M < N the kernel computes Cᵀ = B·Aᵀ,
+       an N×M product, and the questions below are asked of it.
+    0'. *Narrow C.* When the (possibly swapped) C has at most 128 columns, its tiles are as narrow as hold them
+       (:func:`skinny_width`: 128, 64, 32 or 16); below 128 only Lab 9's kernel has those widths. Such a GEMM
+       reads its wide operand once and does little arithmetic per byte (a decode GEMM is memory-bound), so it
+       wants every SM streaming: Stream-K (split-K for few pairs, :func:`streamk_clusters`) whenever the pairs fill
+       less than one wave of clusters, as well as where :func:`needs_streamk` says so. The expectation: as fast as
+       ``torch.matmul`` for M = 1–128 against N, K of 1024–16384, both at the memory bound."""
     clusters = clusters or resident_pairs()
-    twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
-    bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
+    swapped = swaps(m, n)
+    if swapped:
+        m, n = n, m
+    bn = skinny_width(n)
+    if bn is not None and bn < NARROW:
+        streamk = pairs(m, n, bn) < clusters or needs_streamk(m, n, k, clusters, bn)
+        return Choice("lab9", bn, streamk, swapped)
+    if bn is None:
+        twice_as_many_fit_in_one_wave = 2 * pairs(m, n, WIDE) <= clusters
+        bn = NARROW if twice_as_many_fit_in_one_wave else WIDE
     streamk = needs_streamk(m, n, k, clusters, bn)
-    return Choice("lab9" if streamk else "lab7", bn, streamk)
+    return Choice("lab9" if streamk else "lab7", bn, streamk, swapped)
 
 
-def stages(bn: int) -> int:
+def store_width(bn: int, out_bytes: int = 2) -> int:
+    """Columns of the epilogue's sub-tiles (64 rows each) at tile width `bn` for C elements of `out_bytes` (2, or 4
+    for fp32 C): a 128-byte row (64 or 32 columns), or the whole tile where it is narrower."""
+    return min(128 // out_bytes, bn)
+
+
+def stages(bn: int, out_bytes: int = 2) -> int:
     """Ring stages of the kernels at tile width `bn`, as the kernels count them: what 227 KiB of shared memory holds
-    after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128)."""
+    after the store buffers and 1 KiB of alignment slack (4 of 48 KiB at 256, 6 of 32 KiB at 128, 12 of 18 KiB at
+    16; 11 at 16 with fp32 C, whose store buffers are twice as large)."""
     stage = (128 * 64 + bn * 64) * 2
-    return (227 * 1024 - 1024 - 2 * 2 * 64 * 64 * 2) // stage
+    return (227 * 1024 - 1024 - 2 * 2 * 64 * store_width(bn, out_bytes) * out_bytes) // stage
 
 
-def smem_bytes(bn: int = WIDE) -> int:
-    """Dynamic shared memory of the kernels at tile width `bn`: the ring, the store buffers, the alignment slack."""
-    return stages(bn) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * 64 * 2 + 1024
+def smem_bytes(bn: int = WIDE, out_bytes: int = 2) -> int:
+    """Dynamic shared memory of the kernels at tile width `bn` (C elements of `out_bytes`): the ring, the store
+    buffers, the alignment slack."""
+    return (stages(bn, out_bytes) * (128 * 64 + bn * 64) * 2 + 2 * 2 * 64 * store_width(bn, out_bytes) * out_bytes
+            + 1024)
 
 
 _compiled: dict[str, Kernel] = {}
@@ -212,19 +280,26 @@ _compiled: dict[str, Kernel] = {}
 OPTIONS = {"lab7": ("-DLAB7_PRODUCER_TAIL=1",), "lab9": ("-DLAB9_PARALLEL_FIXUP=1", "-DLAB9_PRODUCER_TAIL=1")}
 
 
-def kernel_options(style: str, bn: int = WIDE) -> tuple[str, ...]:
-    """The NVRTC options of the course's final kernel of this style at tile width `bn`: :data:`OPTIONS`, and
-    ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` for narrow tiles."""
-    if bn not in (WIDE, NARROW) or style not in OPTIONS:
-        raise ValueError(f"the course's kernels (lab7, lab9) have tiles {WIDE} or {NARROW} wide; not {style} at {bn}")
-    return OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
+def kernel_options(style: str, bn: int = WIDE, element: str = "bf16", out_f32: bool = False) -> tuple[str, ...]:
+    """The NVRTC options of the course's final kernel of this style at tile width `bn` for `element` data
+    (:data:`ELEMENTS`): :data:`OPTIONS`, ``-DLAB7_BN=128`` or ``-DLAB9_BN=128`` (64, 32, 16) for narrower tiles
+    (:data:`WIDTHS`), ``-DLAB7_F16=1`` or ``-DLAB9_F16=1`` for f16 data, ``-DLAB7_OUT_F32=1`` or
+    ``-DLAB9_OUT_F32=1`` for C in fp32 (the accumulators unrounded)."""
+    if style not in OPTIONS or bn not in WIDTHS[style]:
+        raise ValueError(f"the course's kernels have tiles {WIDTHS} wide; not {style} at {bn}")
+    if element not in ELEMENTS:
+        raise ValueError(f"the course's kernels multiply {list(ELEMENTS)} data, not {element}")
+    return (OPTIONS[style] + (() if bn == WIDE else (f"-D{style.upper()}_BN={bn}",))
+            + (() if element == "bf16" else (f"-D{style.upper()}_F16=1",))
+            + ((f"-D{style.upper()}_OUT_F32=1",) if out_f32 else ()))
 
 
-def course_kernel(style: str, bn: int = WIDE) -> Kernel:
-    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDE` or :data:`NARROW`),
-    compiled with :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
-    options = kernel_options(style, bn)
-    key = style if bn == WIDE else f"{style}/{bn}"
+def course_kernel(style: str, bn: int = WIDE, element: str = "bf16", out_f32: bool = False) -> Kernel:
+    """The course's final kernel of this style ("lab7" or "lab9") and tile width (:data:`WIDTHS`), compiled with
+    :func:`kernel_options` once (NVRTC's cache keeps it across runs)."""
+    options = kernel_options(style, bn, element, out_f32)
+    key = ((style if bn == WIDE else f"{style}/{bn}") + ("" if element == "bf16" else f"/{element}")
+           + ("/f32-out" if out_f32 else ""))
     if key not in _compiled:
         file, name = KERNELS[style]
         _compiled[key] = compile((KERNELS_DIR / file).read_text(), name, options=options, filename=file)
@@ -239,6 +314,27 @@ def tile_width(kernel: Kernel) -> int:
             return int(option.split("=", 1)[1])
     m = re.search(r"^\s*#\s*define\s+LAB[79]_BN\s+(\d+)", kernel.source, re.M)
     return int(m.group(1)) if m else WIDE
+
+
+def element_type(kernel: Kernel) -> np.dtype:
+    """The element type a course-style kernel multiplies and stores: float16 when it was built with ``LAB7_F16`` or
+    ``LAB9_F16`` set (an option or a ``#define`` in its source), else bf16."""
+    for option in kernel.options:
+        if option.startswith(("-DLAB7_F16=", "-DLAB9_F16=")):
+            return ELEMENTS["f16"] if option.split("=", 1)[1].strip() not in ("", "0") else bfloat16
+    m = re.search(r"^\s*#\s*define\s+LAB[79]_F16\s+(\d+)", kernel.source, re.M)
+    return ELEMENTS["f16"] if m and int(m.group(1)) else bfloat16
+
+
+def out_type(kernel: Kernel) -> np.dtype:
+    """The type a course-style kernel stores C in: float32 when built with ``LAB7_OUT_F32`` or ``LAB9_OUT_F32`` set,
+    else its element type (:func:`element_type`)."""
+    for option in kernel.options:
+        if option.startswith(("-DLAB7_OUT_F32=", "-DLAB9_OUT_F32=")):
+            if option.split("=", 1)[1].strip() not in ("", "0"):
+                return np.dtype(np.float32)
+    m = re.search(r"^\s*#\s*define\s+LAB[79]_OUT_F32\s+(\d+)", kernel.source, re.M)
+    return np.dtype(np.float32) if m and int(m.group(1)) else element_type(kernel)
 
 
 def kernel_style(kernel: Kernel) -> str:
@@ -268,10 +364,11 @@ class Matrix:
     def ndim(self) -> int:
         return 2
 
-    def k_major(self) -> bool:
-        """Usable in place by a tensor map: bf16, contiguous rows, row stride and address multiples of 16 bytes."""
-        return (self.dtype == bfloat16 and self.strides[1] == 2 and self.strides[0] % 16 == 0 and self.ptr % 16 == 0
-                and self.strides[0] > 0)
+    def k_major(self, element: np.dtype = bfloat16) -> bool:
+        """Usable in place by a tensor map of `element` data: that dtype, contiguous rows, row stride and address
+        multiples of 16 bytes."""
+        return (self.dtype == element and self.strides[1] == self.dtype.itemsize and self.strides[0] % 16 == 0
+                and self.ptr % 16 == 0 and self.strides[0] > 0)
 
     def transposed(self) -> Matrix:
         return Matrix(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.owner)
@@ -295,9 +392,15 @@ def launcher(kernel: Kernel, a: Any, b: Any, c: Any, *, clusters: int | None = N
     (m, k), n = a.shape, b.shape[0]
     style = kernel_style(kernel)
     bn = tile_width(kernel)
-    smem = smem_bytes(bn)
+    element, out = element_type(kernel), out_type(kernel)
+    if np.dtype(a.dtype) != element or np.dtype(b.dtype) != element or np.dtype(c.dtype) != out:
+        raise TypeError(f"kernel {kernel.name} multiplies {element} data into {out} C; A, B and C are {a.dtype}, "
+                        f"{b.dtype} and {c.dtype}")
+    smem = smem_bytes(bn, out.itemsize)
     active = clusters or _clusters(kernel, smem)
-    maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)), tensor_map(c, (64, 64)))
+    sub = store_width(bn, out.itemsize)
+    maps = (tensor_map(a, (128, 64)), tensor_map(b, (bn // 2, 64)),
+            tensor_map(c, (64, sub), swizzle=128 if sub * out.itemsize == 128 else 0))
     dims = (np.int32(m), np.int32(n), np.int32(k))
     count = pairs(m, n, bn)
     if style == "lab7":
@@ -380,20 +483,20 @@ template <> __device__ __forceinline__ float narrow<float>(float x) { return x; 
 template <> __device__ __forceinline__ __half narrow<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-// dst (rows × ld, bf16, row-major) = src[r·rs + c·cs] for c < cols, 0 in the padding columns
-template <typename T>
-__global__ void pack(const T* src, long long rs, long long cs, int rows, int cols, __nv_bfloat16* dst, int ld) {
+// dst (rows × ld, U = bf16 or f16, row-major) = src[r·rs + c·cs] for c < cols, 0 in the padding columns
+template <typename T, typename U>
+__global__ void pack(const T* src, long long rs, long long cs, int rows, int cols, U* dst, int ld) {
   const long long total = (long long)rows * ld;
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
     const int r = (int)(i / ld), c = (int)(i % ld);
-    dst[i] = c < cols ? narrow<__nv_bfloat16>(widen(src[r * rs + c * cs])) : narrow<__nv_bfloat16>(0.0f);
+    dst[i] = c < cols ? narrow<U>(widen(src[r * rs + c * cs])) : narrow<U>(0.0f);
   }
 }
 
-// dst[r·rs + c·cs] = src (rows × ld, bf16, row-major) for c < cols
-template <typename T>
-__global__ void unpack(const __nv_bfloat16* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
+// dst[r·rs + c·cs] = src (rows × ld, S = bf16, f16 or float, row-major) for c < cols
+template <typename S, typename T>
+__global__ void unpack(const S* src, int ld, int rows, int cols, T* dst, long long rs, long long cs) {
   const long long total = (long long)rows * cols;
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += step) {
@@ -404,11 +507,15 @@ __global__ void unpack(const __nv_bfloat16* src, int ld, int rows, int cols, T* 
 """
 
 
-def _copy_kernel(kind: str, dtype: np.dtype) -> Kernel:
+def _ctype(dtype: np.dtype) -> str:
     tag = next((t for t, d in _DTYPES.items() if d == dtype), None)
     if tag is None:
         raise TypeError(f"matmul multiplies bf16, fp16 or fp32 matrices, not {dtype}")
-    key = f"{kind}<{_CTYPES[tag]}>"
+    return _CTYPES[tag]
+
+
+def _copy_kernel(kind: str, src: np.dtype, dst: np.dtype) -> Kernel:
+    key = f"{kind}<{_ctype(src)}, {_ctype(dst)}>"
     if key not in _compiled:
         _compiled[key] = compile(_COPY_SOURCE, key, filename="matmul_copy.cu")
     return _compiled[key]
@@ -418,24 +525,26 @@ def _grid(total: int) -> int:
     return max(1, min(math.ceil(total / 256), 4 if executor_active() else 8 * this_gpu().sms))
 
 
-def _pack(src: Matrix) -> DeviceArray:
-    """A zero-padded, row-major bf16 copy of `src` with its row length rounded up to a multiple of 8."""
+def _pack(src: Matrix, element: np.dtype = bfloat16) -> tuple[DeviceArray, Launcher]:
+    """A zero-padded, row-major buffer of `element` data (bf16 or f16) for `src` with its row length rounded up to
+    a multiple of 8, and the launch that copies `src` into it."""
     rows, cols = src.shape
     ld = -(-cols // 8) * 8
-    dst = DeviceArray((rows, ld), bfloat16)
+    dst = DeviceArray((rows, ld), element)
     item = src.dtype.itemsize
-    prepare(_copy_kernel("pack", src.dtype), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
-            np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows), np.int32(cols),
-            dst, np.int32(ld))()
-    return dst
+    return dst, prepare(_copy_kernel("pack", src.dtype, element), _grid(rows * ld), 256, 0, np.uint64(src.ptr),
+                        np.int64(src.strides[0] // item), np.int64(src.strides[1] // item), np.int32(rows),
+                        np.int32(cols), dst, np.int32(ld))
 
 
-def _unpack(src: DeviceArray, dst: Matrix) -> None:
+def _unpack(src: DeviceArray, dst: Matrix) -> Launcher:
+    """The launch that copies the first ``dst.shape[1]`` columns of `src` (bf16, f16 or fp32, row-major) into `dst`
+    (any strides: a transposed view writes the transpose)."""
     rows, cols = dst.shape
     item = dst.dtype.itemsize
-    prepare(_copy_kernel("unpack", dst.dtype), _grid(rows * cols), 256, 0, src, np.int32(src.shape[1]),
-            np.int32(rows), np.int32(cols), np.uint64(dst.ptr), np.int64(dst.strides[0] // item),
-            np.int64(dst.strides[1] // item))()
+    return prepare(_copy_kernel("unpack", src.dtype, dst.dtype), _grid(rows * cols), 256, 0, src,
+                   np.int32(src.shape[1]), np.int32(rows), np.int32(cols), np.uint64(dst.ptr),
+                   np.int64(dst.strides[0] // item), np.int64(dst.strides[1] // item))
 
 
 def _as_matrix(x: Any, what: str) -> Matrix:
@@ -479,17 +588,63 @@ def _shapes(a: Any, b: Any) -> tuple[int, int, int]:
     return int(m), int(n), int(k)
 
 
-def _run(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Any) -> None:
+@dataclass
+class Plan:
+    """One ``gpu.matmul`` call's launches, prepared once: the copies into padded bf16 or f16 buffers (operands not
+    usable in place), the GEMM, the copy of C out of a padded or transposed buffer. Calling it enqueues them all on the
+    course stream, in order, without waiting; :meth:`on_stream` moves them to another stream (e.g. one that a
+    CUDA graph is capturing), so that the same launches can be replayed without Python between them."""
+
+    launchers: list[Any]
+    choice: Choice | None
+    result: Any
+    keep: list[Any] = field(default_factory=list, repr=False)  # buffers the tensor maps point into
+
+    def __call__(self) -> None:
+        for launch in self.launchers:
+            launch()
+
+    def on_stream(self, stream: Any) -> Plan:
+        """The same launches enqueued on `stream` (a CUstream or its handle as an int) from now on."""
+        for launch in self.launchers:
+            launch.retarget(stream)
+        return self
+
+
+def _element(a_dtype: Any, kernel: Kernel | None) -> np.dtype:
+    """The element type the GEMM multiplies: `kernel`'s, or f16 for f16 inputs and bf16 for all others."""
     if kernel is not None:
-        launcher(kernel, a, b_nk, c)()
-        return
-    choice = choose(m, n, k)
-    launcher(course_kernel(choice.kernel, choice.bn), a, b_nk, c, streamk=choice.streamk)()
+        return element_type(kernel)
+    return ELEMENTS["f16"] if np.dtype(a_dtype) == ELEMENTS["f16"] else bfloat16
+
+
+def _gemm_launches(kernel: Kernel | None, m: int, n: int, k: int, a: Any, b_nk: Any, c: Matrix,
+                   keep: list[Any], choice: Choice | None = None) -> tuple[list[Any], Choice | None]:
+    """The GEMM's launch (and the copy out of C's buffer where C cannot be stored in place): `kernel` as given, or
+    :func:`choose`'s kernel for A's element type, swapping A and B (the kernel writes Cᵀ, N×M) where the choice
+    says so."""
+    element = out = np.dtype(a.dtype)
+    if kernel is not None:
+        choice, run = None, lambda x, y, z: launcher(kernel, x, y, z)
+    else:
+        choice = choice or choose(m, n, k)
+        out_f32 = c.dtype == np.float32
+        out = np.dtype(np.float32) if out_f32 else element
+        kern = course_kernel(choice.kernel, choice.bn, "f16" if element == ELEMENTS["f16"] else "bf16", out_f32)
+        run = lambda x, y, z: launcher(kern, x, y, z, streamk=choice.streamk)  # noqa: E731
+    if choice is not None and choice.swapped:
+        a, b_nk, c, m, n = b_nk, a, c.transposed(), n, m
+    if c.k_major(out):
+        return [run(a, b_nk, c)], choice
+    tmp = DeviceArray((m, -(-n // 8) * 8), out)
+    keep.append(tmp)
+    return [run(a, b_nk, tmp), _unpack(tmp, c)], choice
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None) -> Any:
     """C = A·B (A: M×K, B: K×N) with the course's final kernel, any M, N, K; returns C (M×N) of the inputs' kind
-    and dtype, or writes `out`. ``kernel=`` runs your own kernel with Lab 7's or Lab 9's parameters."""
+    and dtype, or writes `out` (an fp32 `out` gets the fp32 accumulators). fp16 inputs are multiplied in f16, bf16
+    in bf16, fp32 rounded to bf16. ``kernel=`` runs your own kernel with Lab 7's or Lab 9's parameters."""
     m, n, k = _shapes(a, b)
     if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
         raise TypeError("A and B must both be numpy arrays or both be GPU arrays")
@@ -510,39 +665,62 @@ def _matmul_host(a: np.ndarray, b: np.ndarray, out: Any, kernel: Kernel | None, 
         c[...] = 0
     elif m and n:
         kp, nl = -(-k // 8) * 8, -(-n // 8) * 8
-        ah = np.zeros((m, kp), bfloat16)
-        ah[:, :k] = a.astype(bfloat16)
-        bh = np.zeros((n, kp), bfloat16)
-        bh[:, :k] = b.T.astype(bfloat16)
-        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), bfloat16)
-        _run(kernel, m, n, k, da, db, dc)
+        element = _element(a.dtype, kernel)
+        ah = np.zeros((m, kp), element)
+        ah[:, :k] = a.astype(element)
+        bh = np.zeros((n, kp), element)
+        bh[:, :k] = b.T.astype(element)
+        cdt = np.dtype(np.float32) if kernel is None and c.dtype == np.float32 else element
+        da, db, dc = to_device(ah), to_device(bh), DeviceArray((m, nl), cdt)
+        keep: list[Any] = []
+        launches, _ = _gemm_launches(kernel, m, n, k, da, db, Matrix(dc.ptr, (m, n), dc.strides, cdt, dc), keep)
+        for launch in launches:
+            launch()
         wait()
         c[...] = dc.to_host()[:, :n].astype(c.dtype)
     return c
 
 
-def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+def plan(a: Any, b: Any, *, out: Any = None, kernel: Kernel | None = None, choice: Choice | None = None) -> Plan:
+    """``gpu.matmul``'s launches for GPU operands A (M×K) and B (K×N), prepared but not run (:class:`Plan`): its
+    ``result`` is C (`out`, or a new matrix of the inputs' kind and dtype), filled each time the plan is called.
+    For timing and CUDA graphs: ``matmul(a, b)`` is ``plan(a, b)()`` followed by a wait. ``choice`` launches that
+    :class:`Choice` instead of :func:`choose`'s (to measure the alternatives a rule rejects)."""
+    m, n, k = _shapes(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        raise TypeError("plan takes GPU arrays; matmul also takes numpy arrays")
+    if str(a.dtype) != str(b.dtype):
+        raise TypeError(f"A and B must have the same dtype, got {a.dtype} and {b.dtype}")
     va, vb = _as_matrix(a, "A"), _as_matrix(b, "B")
     result = out if out is not None else _empty_like(a, (m, n))
     vc = _as_matrix(result, "out")
     if vc.shape != (m, n):
         raise ValueError(f"out must be {m}×{n}, got {vc.shape}")
+    keep: list[Any] = [va, vb, vc]
     if not m or not n:
-        return result
+        return Plan([], None, result, keep)
     if not k:  # an empty sum: C = 0
         from .arrays import zeros
 
-        _unpack(zeros((m, n), bfloat16), vc)
-        wait()
-        return result
+        zero = zeros((m, n), bfloat16)
+        return Plan([_unpack(zero, vc)], None, result, [*keep, zero])
+    launches = []
+    element = _element(va.dtype, kernel)
     b_nk = vb.transposed()
-    ua = va if va.k_major() else _pack(va)
-    ub = b_nk if b_nk.k_major() else _pack(b_nk)
-    if vc.k_major():
-        _run(kernel, m, n, k, ua, ub, vc)
-    else:
-        tmp = DeviceArray((m, -(-n // 8) * 8), bfloat16)
-        _run(kernel, m, n, k, ua, ub, tmp)
-        _unpack(tmp, vc)
+    ua, ub = va, b_nk
+    if not va.k_major(element):
+        ua, copy = _pack(va, element)
+        launches.append(copy)
+    if not b_nk.k_major(element):
+        ub, copy = _pack(b_nk, element)
+        launches.append(copy)
+    keep += [ua, ub]
+    gemm, chosen = _gemm_launches(kernel, m, n, k, ua, ub, vc, keep, choice)
+    return Plan(launches + gemm, chosen, result, keep)
+
+
+def _matmul_device(a: Any, b: Any, out: Any, kernel: Kernel | None, m: int, n: int, k: int) -> Any:
+    p = plan(a, b, out=out, kernel=kernel)
+    p()
     wait()
-    return result
+    return p.result

@@ -240,6 +240,18 @@ class Launcher:
                                   " "
                                   f"{g} bytes (e.g. np.int32 for int, np.uint64 or a device array for a pointer)")
 
+    def retarget(self, stream: Any) -> Launcher:
+        """Enqueue on `stream` (a driver CUstream or its handle as an int) from now on instead of the course
+        stream, e.g. on a stream that a CUDA graph is capturing. Driver launches only (tensor maps from
+        ``gpu.tensor_map``, not cuda.core's)."""
+        if self.via_core:
+            raise LaunchError("a launch with cuda.core tensor maps stays on the course stream")
+        from cuda.bindings import driver
+
+        self.stream = stream if isinstance(stream, driver.CUstream) else driver.CUstream(int(stream))
+        self._config.hStream = self.stream
+        return self
+
     def describe(self) -> str:
         c = f", cluster {self.cluster}" if self.cluster else ""
         c += ", programmatic dependent launch" if getattr(self, "programmatic", False) else ""

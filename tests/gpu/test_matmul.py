@@ -45,6 +45,8 @@ def test_numpy_float32_comes_back_float32_and_writes_out():
     c = mm.matmul(a, b, out=out)
     assert c is out and c.dtype == np.float32
     gpu.check_gemm(c.astype(gpu.bfloat16), _ref(a, b), 24)
+    assert (c != c.astype(gpu.bfloat16).astype(np.float32)).any()  # fp32 C: the accumulators, not rounded to bf16
+    assert np.abs(c - _ref(a, b)).max() < 1e-4 * np.abs(_ref(a, b)).max()
 
 
 def test_device_arrays_go_through_the_pack_and_unpack_kernels():
@@ -64,7 +66,7 @@ def test_a_weight_passed_transposed_is_read_in_place():
     wt = mm.Matrix(dw.ptr, (64, 48), (2, 128), gpu.bfloat16, dw)
     packed = []
     real_pack = mm._pack
-    mm._pack = lambda src: packed.append(src) or real_pack(src)
+    mm._pack = lambda *args: packed.append(args) or real_pack(*args)
     try:
         c = mm.matmul(dx, wt)
     finally:
@@ -213,13 +215,17 @@ def test_the_stream_k_launch_takes_the_even_split():
 def test_host_stages_and_shared_memory_are_the_kernels():
     """gemm.stages(bn) against the kernel's own STAGES, at both widths (a static_assert that NVRTC checks)."""
     src = (mm.KERNELS_DIR / "lab9_streamk.cu").read_text()
-    assert (mm.stages(256), mm.stages(128)) == (4, 6)
+    assert [mm.stages(bn) for bn in (256, 128, 64, 32, 16)] == [4, 6, 8, 10, 12]
     assert mm.smem_bytes(256) == mm.SMEM_BYTES and mm.smem_bytes(128) == 6 * 32 * 1024 + 32 * 1024 + 1024
-    for bn in (256, 128):
-        probe = src + f'\nstatic_assert(lab9::STAGES == {mm.stages(bn)} && lab9::BN == {bn}, "host and kernel");\n'
-        gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}",))
-    with pytest.raises(gpu.CompileError, match="LAB9_BN is 256 or 128"):
-        gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=64",))
+    assert mm.smem_bytes(16) == 12 * 18 * 1024 + 2 * 2 * 64 * 16 * 2 + 1024 <= 227 * 1024
+    assert mm.stages(16, 4) == 11 and mm.stages(256, 4) == 4 and mm.smem_bytes(256, 4) == mm.SMEM_BYTES
+    for bn in (256, 128, 64, 32, 16):
+        for out in (2, 4):
+            probe = src + (f'\nstatic_assert(lab9::STAGES == {mm.stages(bn, out)} && lab9::BN == {bn} && lab9::SUB == '
+                           f'{mm.store_width(bn, out)} && lab9::OUT == {out}, "host and kernel");\n')
+            gpu.compile(probe, "lab9_gemm", options=(f"-DLAB9_BN={bn}", f"-DLAB9_OUT_F32={int(out == 4)}"))
+    with pytest.raises(gpu.CompileError, match="LAB9_BN is 256, 128, 64, 32 or 16"):
+        gpu.compile(src, "lab9_gemm", options=("-DLAB9_BN=48",))
 
 
 def test_tile_width_is_read_from_the_kernel():
@@ -245,7 +251,7 @@ def test_whole_pairs_launch_on_as_few_clusters_as_their_waves_need():
 
 @pytest.mark.parametrize(("shape", "launched"), [((130, 72, 1600), ("lab9", 128, True)),
                                                  ((300, 200, 100), ("lab7", 128, False)),
-                                                 ((1, 9, 3), ("lab7", 128, False))])
+                                                 ((1, 9, 3), ("lab9", 16, True))])
 def test_matmul_runs_the_choice(shape, launched, monkeypatch):
     """matmul launches what choose picks and gets the product right: 128×128 tiles, Stream-K where one pair's 25 K
     steps are worth splitting, whole pairs where K is a step or two."""
@@ -257,8 +263,185 @@ def test_matmul_runs_the_choice(shape, launched, monkeypatch):
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((m, k)).astype(gpu.bfloat16), rng.standard_normal((k, n)).astype(gpu.bfloat16)
     c = mm.matmul(a, b)
-    assert seen == [launched] and mm.choose(m, n, k)[:] == launched
+    assert seen == [launched] and mm.choose(m, n, k)[:3] == launched
     gpu.check_gemm(c, _ref(a, b), k)
+
+
+# ------------------------------------------------------------------------------------------------ small M: A and B swap
+@pytest.mark.parametrize(("mn", "swapped"), [((1, 4096), True), ((128, 4096), True), ((129, 4096), False),
+                                             ((64, 64), False), ((16, 8), False), ((256, 14336), False)])
+def test_a_and_b_swap_where_m_is_small_and_n_larger(mn, swapped):
+    assert mm.swaps(*mn) == swapped
+
+
+@pytest.mark.parametrize(("n", "bn"), [(1, 16), (16, 16), (17, 32), (33, 64), (64, 64), (65, 128), (128, 128),
+                                       (129, None)])
+def test_the_narrowest_tile_that_holds_c(n, bn):
+    assert mm.skinny_width(n) == bn
+
+
+@pytest.mark.parametrize(("mnk", "name"), [
+    ((1, 4096, 4096), "lab9-16-swapAB"),        # decode: 16 pairs of 256 × 16 on 66 clusters: split-K
+    ((8, 14336, 4096), "lab9-16-swapAB"),
+    ((17, 1024, 1024), "lab9-32-swapAB"),       # 4 pairs, 16 K steps: split-K all the same (memory-bound)
+    ((64, 16384, 16384), "lab9-64-swapAB"),
+    ((128, 4096, 4096), "lab9-128-swapAB"),     # 16 pairs of 256 × 128: Stream-K (the waves' rule)
+    ((128, 65536, 4096), "lab7-128-swapAB"),    # 256 narrow pairs, nearly full waves: whole pairs
+    ((4096, 16, 4096), "lab9-16"),              # N small already: narrow tiles, no swap
+    ((256, 4096, 4096), "lab9-128"),            # M = 256 fills a pair's rows: the rule as before
+])
+def test_the_choice_for_small_m(mnk, name):
+    assert mm.choose(*mnk, clusters=SXM).name == name
+
+
+@pytest.mark.parametrize("bn", [64, 32, 16])
+def test_narrow_tiles_run_lab9_at_odd_shapes(bn):
+    """Lab 9 at 128×64, 128×32 and 128×16 tiles, N not a multiple of the tile, Stream-K splits on 2 clusters."""
+    m, n, k = 150, bn + 3, 200
+    rng = np.random.default_rng(bn)
+    a = rng.standard_normal((m, k)).astype(gpu.bfloat16)
+    b = rng.standard_normal((k, n)).astype(gpu.bfloat16)
+    c = mm.matmul(a, b, kernel=mm.course_kernel("lab9", bn))
+    gpu.check_gemm(c, _ref(a, b), k)
+
+
+@pytest.mark.parametrize("shape", [(1, 150, 70), (8, 200, 130), (17, 131, 100)])
+def test_swapped_launches_give_the_product(shape):
+    """M = 1, 8, 17 against odd N and K: matmul computes Cᵀ = B·Aᵀ on 128×16 or 128×32 tiles and writes C back
+    transposed; every element against fp64, on numpy arrays and on fp32 device arrays (both copies of C: the
+    transposing one, and a strided out)."""
+    m, n, k = shape
+    assert mm.choose(m, n, k).swapped
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = _ref(a, b)
+    gpu.check_gemm(mm.matmul(a.astype(gpu.bfloat16), b.astype(gpu.bfloat16)), ref, k)
+    out = gpu.zeros((n, m), np.float32)  # C written into a column-major view
+    p = mm.plan(gpu.to_device(a), gpu.to_device(b), out=mm.Matrix(out.ptr, (m, n), (4, 4 * m), np.dtype(np.float32),
+                                                                   out))
+    assert p.choice is not None and p.choice.swapped
+    p()
+    gpu.check_gemm(out.to_host().T.astype(gpu.bfloat16), ref, k)
+
+
+@pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab7", 128), ("lab9", 256), ("lab9", 128), ("lab9", 64),
+                                           ("lab9", 32), ("lab9", 16)])
+def test_fp32_c_is_the_accumulators_the_bf16_build_rounds(style, bn):
+    """The OUT_F32 build stores the fp32 accumulators; the default build, the same accumulators rounded to bf16:
+    bit for bit, at an odd shape (partial tiles, Stream-K splits on Lab 9's two emulated clusters)."""
+    m, n, k = 150, 40 + bn // 2 + 3, 200
+    rng = np.random.default_rng(bn)
+    a = gpu.to_device(rng.standard_normal((m, k)).astype(gpu.bfloat16))
+    b = gpu.to_device(rng.standard_normal((n, k)).astype(gpu.bfloat16))
+    c16, c32 = gpu.zeros((m, n + 5), gpu.bfloat16), gpu.zeros((m, n + 1), np.float32)
+    v16 = mm.Matrix(c16.ptr, (m, n), c16.strides, gpu.bfloat16, c16)
+    v32 = mm.Matrix(c32.ptr, (m, n), c32.strides, np.dtype(np.float32), c32)
+    mm.launcher(mm.course_kernel(style, bn), a, b, v16)()
+    mm.launcher(mm.course_kernel(style, bn, out_f32=True), a, b, v32)()
+    got16, got32 = c16.to_host()[:, :n], c32.to_host()[:, :n]
+    assert np.array_equal(got32.astype(gpu.bfloat16).view(np.uint16), got16.view(np.uint16))
+    assert (c32.to_host()[:, n:] == 0).all()  # clipped at N
+    ref = a.to_host().astype(np.float64) @ b.to_host().astype(np.float64).T
+    assert np.abs(got32 - ref).max() < 1e-4 * np.abs(ref).max()
+    with pytest.raises(TypeError, match="into float32 C"):
+        mm.launcher(mm.course_kernel(style, bn, out_f32=True), a, b, v16)
+
+
+@pytest.mark.parametrize(("style", "bn", "out_f32"), [("lab9", 64, False), ("lab9", 32, False), ("lab9", 16, False),
+                                                      ("lab9", 16, True), ("lab9", 32, True), ("lab9", 128, True),
+                                                      ("lab7", 256, True)])
+def test_the_new_builds_run_without_a_hazard(style, bn, out_f32):
+    """Narrow tiles and fp32 C in the executor's hazard mode: every generic store to a store buffer fenced before
+    its TMA store reads it, no buffer rewritten while a store may still read it; three clusters, Stream-K splits."""
+    from helpers.gpu import TensorMapArg
+
+    m, n, k = 264, bn + 8 if bn < 128 else 296, 200  # rows of C 16 bytes apart, a partial tile
+    a = gpu.random_host((m, k), gpu.bfloat16, seed=3)
+    b = gpu.random_host((n, k), gpu.bfloat16, seed=4)
+    c = np.full((m, n), np.nan, np.float32 if out_f32 else gpu.bfloat16)
+    out = 4 if out_f32 else 2
+    sub = mm.store_width(bn, out)
+    extra = (np.zeros(3 * 2 * 128 * bn, np.float32), np.zeros(3 * 2, np.uint32)) if style == "lab9" else ()
+    res = gpu.run_on_executor(mm.course_kernel(style, bn, out_f32=out_f32), (6, 1, 1), 384, mm.smem_bytes(bn, out),
+                              TensorMapArg(a, (128, 64)), TensorMapArg(b, (bn // 2, 64)),
+                              TensorMapArg(c, (64, sub), swizzle=128 if sub * out == 128 else 0),
+                              np.int32(m), np.int32(n), np.int32(k), *extra, cluster=(2, 1, 1), check=False)
+    assert res.error is None and res.hazards == [], "\n".join(str(h) for h in res.hazards[:3]) or str(res.error)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    gpu.check_gemm(res.arrays[2], ref, k)
+
+
+# ------------------------------------------------------------------------------------------------ f16 data
+F16 = np.dtype(np.float16)
+
+
+def _run_f16(fn):
+    """Runs `fn`; on the emulator, skips where it refuses f16 wgmma (it emulates bf16 inputs only)."""
+    try:
+        return fn()
+    except gpu.ExecutorLimit as e:
+        if ".f16.f16" in str(e):
+            pytest.skip("a limit of the executor: it emulates wgmma with bf16 inputs only, not .f32.f16.f16; "
+                        "the same test runs on a Hopper GPU (pytest -m gpu)")
+        raise
+
+
+def test_hopper_f16_cuh_is_what_gen_wgmma_writes():
+    """helpers/include/hopper_f16.cuh is generated (gen_wgmma.py), like hopper.cuh's wgmma section: the bf16
+    wrappers with f16 inputs."""
+    import importlib.util
+
+    path = mm.KERNELS_DIR.parents[1] / "helpers" / "include" / "gen_wgmma.py"
+    spec = importlib.util.spec_from_file_location("gen_wgmma", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    want = gen.F16_HEAD + "".join(gen.one(n, "f16") for n in gen.NS) + gen.F16_TAIL
+    assert gen.F16_HEADER.read_text() == want
+    assert gen.one(64, "f16") == gen.one(64).replace("bf16", "f16")
+
+
+@pytest.mark.parametrize(("style", "bn"), [("lab7", 256), ("lab7", 128), ("lab9", 256), ("lab9", 128), ("lab9", 64),
+                                           ("lab9", 32), ("lab9", 16)])
+def test_f16_builds_multiply_f16_and_store_f16(style, bn):
+    kern = mm.course_kernel(style, bn, "f16")
+    assert kern.options[-1] == f"-D{style.upper()}_F16=1" and mm.element_type(kern) == F16
+    assert ".f32.f16.f16" in kern.ptx and ".f32.bf16.bf16" not in kern.ptx
+    assert "cvt.rn.f16x2.f32" in kern.ptx and "cvt.rn.bf16x2.f32" not in kern.ptx
+    assert mm.element_type(mm.course_kernel(style, bn)) == gpu.bfloat16
+    assert kern.report.spill_stores == 0 == kern.report.spill_loads
+
+
+def test_f16_inputs_are_copied_as_f16_and_a_bf16_kernel_refuses_them():
+    """fp16 A and B (B not K-major): the copies make f16 buffers, bit for bit, and the GEMM is an f16 build; a bf16
+    kernel given f16 matrices says so."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((40, 70)).astype(np.float16), rng.standard_normal((70, 33)).astype(np.float16)
+    p = mm.plan(gpu.to_device(a), gpu.to_device(b))
+    copy_a, copy_b, gemm = p.launchers[:3]
+    assert mm.element_type(gemm.kernel) == F16 and p.result.dtype == F16
+    copy_b()
+    packed = next(x for x in copy_b.args if isinstance(x, gpu.DeviceArray) and x.shape == (33, 72))
+    assert packed.dtype == F16 and np.array_equal(packed.to_host()[:, :70], b.T)
+    with pytest.raises(TypeError, match="multiplies bfloat16 data"):
+        mm.launcher(mm.course_kernel("lab9", 64), *(gpu.zeros(s, F16) for s in ((40, 72), (33, 72), (40, 40))))
+
+
+@pytest.mark.parametrize("shape", [(40, 33, 70), (8, 150, 100), (1, 40, 64), (130, 270, 70)])
+def test_f16_matmul_keeps_f16_precision(shape):
+    """gpu.matmul on fp16 inputs multiplies f16, not bf16: its error against fp64 is a fraction of the error that
+    rounding the inputs to bf16 makes; fp16 C, or fp32 out."""
+    m, n, k = shape
+    rng = np.random.default_rng(m + n)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bf16_error = np.abs(_ref(a, b) - ref).max()
+    c = _run_f16(lambda: mm.matmul(a, b))
+    assert c.dtype == F16
+    assert np.abs(c.astype(np.float64) - ref).max() < 0.3 * bf16_error
+    out = np.zeros((m, n), np.float32)
+    _run_f16(lambda: mm.matmul(a, b, out=out))
+    assert np.abs(out - ref).max() < 0.3 * bf16_error
 
 
 # ------------------------------------------------------------------------------------------------ on the H100
