@@ -4,8 +4,6 @@ executor, ``executor``, through the run, with the PTX as the explanation), with 
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 from labtools import ROOT, accepts, rejected_by_the_run, rejects, swap
