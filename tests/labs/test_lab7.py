@@ -351,8 +351,9 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
                                                "&empty[(it - 1) % STAGES], 0)"), "CTA ['0']"),
         "plain local arrivals": (_swap(src, "hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t)",
                                        "my_mbar_arrive(&empty[(it - 1) % STAGES])"), "other CTA's empty"),
-        "the .release.cluster form": (_swap(src, "hopper::mbar_arrive_cluster(",
-                                            "hopper::mbar_arrive_cluster_release("), "in one run at 8192³: 531 TFLOP/s"),
+        "the .release.cluster form": (
+            _swap(src, "hopper::mbar_arrive_cluster(", "hopper::mbar_arrive_cluster_release("),
+            "in one run at 8192³: 531 TFLOP/s"),
         "no cluster barrier at the end": (_swap(src, "  hopper::cluster_sync();\n}", "}"), "at the end"),
         "no cluster barrier after init": (_swap(src, "  hopper::cluster_sync();  // both", "  // both"),
                                           "before any copy"),
