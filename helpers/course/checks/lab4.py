@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import inspect
 import io
-import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -672,10 +671,18 @@ def carry_wrappers() -> str:
     return lab3.carry_wrappers()
 
 
+_NO_STAGES = ("name the ring's depth STAGES, a compile-time constant in any spelling the compiler accepts "
+              "(constexpr int STAGES = 4; constexpr int STAGES{4}; #define STAGES 4): the launch sizes the shared "
+              "memory from it")
+
+
 def source_stages(source: str) -> int | None:
-    """The ``STAGES`` constant of a kernel source (``constexpr int ... STAGES = 4``), or None."""
-    m = re.search(r"\bSTAGES\s*=\s*(\d+)\s*[;,]", source)
-    return int(m.group(1)) if m else None
+    """The ``STAGES`` constant of a kernel source as the compiler sees it (any spelling: ``constexpr int STAGES =
+    4;``, ``constexpr int STAGES{4};``, ``#define STAGES 4``, an expression of other constants), or None. ``source``
+    is best the whole compiled source (header, wrappers, kernel); a kernel alone is read from its declarations."""
+    from ._constants import constant
+
+    return constant(source, "STAGES")
 
 
 def _init_counts(c: grading.Check, spec: KernelSpec, proto: Any) -> None:
@@ -807,15 +814,21 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, compiled: st
         c.true(f"the budget adds up: {decs[0]} + {spec.consumers} × {incs[0]} = {sum(counts)} ≤ "
                f"{1 + spec.consumers} × {entry} (registers at entry)", verdict == "ok",
                hint=_verdict_hint(entry, counts, "ok", verdict) + " (with 384 threads: 24 + 2 × 240 = 504 = 3 × 168)")
-    stages = source_stages(text or compiled)
+    stages = source_stages(compiled)
+    if stages is None:
+        c.fail("STAGES is a compile-time constant of the kernel's source",
+               detail="    neither the compiler nor the kernel's declarations give a constant named STAGES",
+               hint=_NO_STAGES)
     if spec.stages_from_budget:
         best = reference_stages(spec.bm, spec.bn, BK)
         c.true(f"STAGES = {best}: as many as the shared-memory budget allows", stages == best,
-               detail=f"    your STAGES: {stages}",
-               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 5, written as a number")
-    c.true(f"the stages fit: {smem_bytes(stages or 0, spec.bm, spec.bn)} bytes of shared memory ≤ {SMEM_LIMIT}",
-           stages is not None and 1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
-           hint="constexpr int STAGES = <a number> at the top of the kernel")
+               detail=f"    your STAGES, as the compiler evaluates it: {stages}",
+               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 5, as a compile-time "
+               "constant")
+    c.true(f"the stages fit: {smem_bytes(stages, spec.bm, spec.bn)} bytes of shared memory ≤ {SMEM_LIMIT}",
+           1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
+           hint=f"at most {reference_stages(spec.bm, spec.bn, BK)} stages of {spec.bm}×{BK} A and {spec.bn}×{BK} B "
+           "tiles fit, and at least one")
     return stages
 
 
@@ -906,10 +919,11 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
         if not ex.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
                                         "were graded on the emulator"):
             return
-        stages = source_stages(kernel or compiled)
+        stages = source_stages(compiled)
         if stages is None or not 1 <= stages <= reference_stages(spec.bm, spec.bn, BK):
             ex.settle()  # the run's shared memory comes from STAGES: the check above says what is wrong with it
-            c.fail("constexpr int STAGES = <a number> that fits the shared memory", detail=f"    found: {stages}")
+            c.fail("STAGES: a compile-time constant that fits the shared memory", detail=f"    found: {stages}",
+                   hint=_NO_STAGES)
         with ex.run():
             _run_kernel(c, spec, kern, compiled, stages, rng, timed=benchmark)
         ex.settle()
@@ -1080,9 +1094,9 @@ def show_timeline(source: str, kernel_name: str = PC.name, m: int = 256, n: int 
     from helpers.gpu import TensorMapArg
 
     spec = {PC.name: PC, WS.name: WS}[kernel_name]
-    stages = source_stages(source)
+    stages = source_stages(HEADER + source)
     if stages is None:
-        raise ValueError("constexpr int STAGES = <a number> is missing from the source")
+        raise ValueError(f"STAGES: {_NO_STAGES}")
     kern = C.compile_student(HEADER + source, spec.name, what="your kernel")
     a, b = gpu.random_host((m, k), gpu.bfloat16, seed=1), gpu.random_host((n, k), gpu.bfloat16, seed=2)
     grid, smem = (-(-n // spec.bn), -(-m // spec.bm)), dynamic_smem_bytes(stages, spec.bm, spec.bn)
