@@ -396,6 +396,27 @@ def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, caught_where(every_time), *needles)
 
 
+def right_kernels(src: str) -> dict[str, str]:
+    """Right versions of the Lab 7 kernel in other spellings: the mask, the bytes and the EMPTY count computed from
+    the cluster's size at run time (hopper::cluster_nctarank()) instead of the constants."""
+    size = "hopper::cluster_nctarank()"
+    return {
+        "mask from the cluster's size": _swap(src, "(1u << CLUSTER) - 1);", f"(1u << {size}) - 1);"),
+        "mask as an or of both ranks": _swap(src, "(1u << CLUSTER) - 1);", "0b01u | 0b10u);"),
+        "bytes and EMPTY count from the cluster's size": _swap(
+            _swap(src, "my_mbar_expect_tx(&full[s], STAGE_BYTES)", f"my_mbar_expect_tx(&full[s], A_BYTES + {size} * "
+                  "B_HALF)"), "mbar_init(&empty[s], CONSUMERS * CLUSTER)", f"mbar_init(&empty[s], CONSUMERS * {size})"),
+    }
+
+
+@pytest.mark.parametrize("name", list(right_kernels(SOL_SRC)))
+def test_right_kernels_in_other_spellings_pass_statically(sol, monkeypatch, name, capsys):
+    _static_only(monkeypatch)
+    lab7.check_cluster_kernel(right_kernels(sol["LAB7_SRC"])[name], benchmark=False)
+    out = capsys.readouterr().out
+    assert "mask 0b11" in out and "expects the whole stage: 49152" in out and "initialised for 4 arrivals" in out, out
+
+
 # ------------------------------------------------------------------------------------------- on the PTX executor
 def _executor(monkeypatch) -> None:
     """Run kernels on the course's PTX executor (the default without a GPU; forced here even beside one)."""
