@@ -563,6 +563,25 @@ def test_init_problems_wrong_answers(monkeypatch, wrong, needle):
     rejected_on_every_seed(monkeypatch, lab7.check_arrival_counts, _ok_counts, wrong, needle, answers=2)
 
 
+def _lower_case(stages, full, empty, wg, cl, mc, bars):
+    return [p.lower() for p in _ok_problems(stages, full, empty, wg, cl, mc, bars)]
+
+
+def _sentence_case(stages, full, empty, wg, cl, mc, bars):
+    out = []
+    for p in _ok_problems(stages, full, empty, wg, cl, mc, bars):
+        p = p.replace("FULL", "the full barrier").replace("EMPTY", "the empty barrier")
+        out.append(p[0].upper() + p[1:] + ".")
+    return out
+
+
+@pytest.mark.parametrize("right", [_lower_case, _sentence_case])
+def test_init_problems_in_other_capitals_pass(monkeypatch, right):
+    """A sentence's topic is read whatever its capitals: 'empty initialised with 2 …', 'The full barrier …',
+    'Named barrier 3 …', '0 stages: …'."""
+    passes_on_seeds(monkeypatch, lab7.check_arrival_counts, _ok_counts, right)
+
+
 def test_init_problems_that_invent_a_problem_are_rejected(monkeypatch):
     def always_empty(stages, full, empty, wg, cl, mc, bars):
         return _ok_problems(stages, full, empty, wg, cl, mc, bars) or ["EMPTY looks wrong: 3 arrive"]

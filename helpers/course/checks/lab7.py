@@ -532,12 +532,23 @@ def course_kernel_inits() -> list[KernelInit]:
     return [k for k in found if k is not None]
 
 
+_TOPIC_WORDS = ((r"\bnamed[ _]barrier\s*#?\s*(-?\d+)", None), (r"\bfull\b", "FULL"), (r"\bempty\b", "EMPTY"),
+                (r"\bstages?\b", "stages"))
+
+
 def _topic(sentence: str) -> str | None:
-    """What one problem sentence is about: the first of "named barrier <id>", "FULL", "EMPTY", "stages" it names."""
-    m = re.search(r"named barrier (-?\d+)", sentence)
+    """What one problem sentence is about, whatever its capitals: a named barrier ("named barrier <id>") first; then
+    FULL or EMPTY as the text writes them in capitals (the first of them); then the one topic the sentence names in
+    any case ("Full barrier …", "empty: …", "Stages: 0"); where it names several, the first it names."""
+    m = re.search(_TOPIC_WORDS[0][0], sentence, re.I)
     if m:
         return f"named barrier {m.group(1)}"
-    return next((t for t in ("FULL", "EMPTY") if t in sentence), "stages" if "stage" in sentence else None)
+    capital = next((t for t in ("FULL", "EMPTY") if re.search(rf"\b{t}\b", sentence)), None)
+    if capital:
+        return capital
+    found = [(m.start(), topic) for pattern, topic in _TOPIC_WORDS[1:] for m in [re.search(pattern, sentence, re.I)]
+             if m]
+    return min(found)[1] if found else None
 
 
 def _topics(stages: int, full: int, empty: int, wg: int, cl: tuple[int, int], mc: str,
