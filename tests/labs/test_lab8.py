@@ -238,6 +238,22 @@ def wrong_static(src: str) -> dict[str, tuple[str, str]]:
     }
 
 
+def right_static(src: str) -> dict[str, str]:
+    """Right kernels in other spellings: name -> source."""
+    return {
+        "participant count from the block's size": swap(src, "my_mbar_init(&order[i], 128)",
+                                                        "my_mbar_init(&order[i], blockDim.x / 3)"),
+        "participant count as warps times lanes": swap(src, "my_mbar_init(&order[i], 128)",
+                                                       "my_mbar_init(&order[i], 4 * 32)"),
+    }
+
+
+@pytest.mark.parametrize("name", list(right_static(SOL["LAB8_SRC"])))
+def test_right_kernels_in_other_spellings_pass_statically(name, no_gpu):
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab8.check_pingpong_kernel(right_static(SOL["LAB8_SRC"])[name], benchmark=False)
+
+
 def test_kernel_stub_fails():
     msg = grading.assert_rejects(lambda s: lab8.check_pingpong_kernel(s, benchmark=False), STUB["LAB8_SRC"],
                                  "not written yet", "hint")

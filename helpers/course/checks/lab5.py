@@ -425,6 +425,26 @@ def _report_checks(c: grading.Check, report: Any, *, spills_allowed: bool = Fals
                hint="the 128 accumulators must stay in registers: index d[] only with compile-time constants")
 
 
+def _subtile_hint(lines: list[Any], chunks: list[list[tuple]]) -> str:
+    """What the PTX shows when the epilogue is not 4 sub-tiles, each its shared-memory writes then its store: a loop
+    left inside the epilogue, fewer stores, or the writes of several sub-tiles grouped before their stores."""
+    waits = [i for i, ln in enumerate(lines) if ln.instr and ln.instr.opcode.startswith("wgmma.wait_group")
+             and ln.instr.operands.strip() == "0"]
+    start = waits[-1] + 1 if waits else 0
+    labels = {ln.label: i for i, ln in enumerate(lines) if ln.label}
+    inner = any(ln.target is not None and start <= labels.get(ln.target, -1) < i for i, ln in enumerate(lines)
+                if i >= start)
+    stores = sum(o[0] == "store" for ch in chunks for o in ch)
+    found = f"found {len(chunks)} group(s) of shared-memory writes and {stores} TMA store(s) after the mainloop"
+    if inner and stores < 4:
+        return (f"{found}, inside a loop the compiler did not unroll (a branch goes back within the epilogue): put "
+                "#pragma unroll on the sub-tile loop (its trip count a constant), so each sub-tile's buffer is known")
+    if stores != 4:
+        return f"{found}: the tile leaves as 4 sub-tiles of 64×64, one TMA store each"
+    return (f"{found}: the 4 stores are there, but the writes are not one group per sub-tile: each sub-tile's "
+            "writes, then its fence, barrier and store, before the next sub-tile's writes")
+
+
 def _check_epilogue_ptx(c: grading.Check, ptx: str, entry: str, *, tiles: int, final_required: bool) -> None:
     """The static checks of the epilogue both labs share: rounding instruction, the TMA store's full form, and the
     order of writes, fences, barriers, stores and waits run through the epilogue model."""
@@ -448,7 +468,7 @@ def _check_epilogue_ptx(c: grading.Check, ptx: str, entry: str, *, tiles: int, f
         c.fail("the epilogue's barrier", detail="    " + notes[0],
                hint="use the warpgroup's named barrier: hopper::named_bar_sync(1 + c, 128)")
     c.true("the epilogue stores 4 sub-tiles per tile (the sub-tile loop unrolled)", len(chunks) == 4,
-           hint=f"found {len(chunks)} groups of shared-memory writes after the mainloop; keep #pragma unroll")
+           hint=_subtile_hint(lines, chunks))
     if final_required and not any(o[0] in ("wait", "wait_read") and o[1] == 0 for o in final):
         c.fail("no cp.async.bulk.wait_group 0 after the last store",
                hint="before the block exits, thread 0 waits until every store has read its buffer: "

@@ -192,13 +192,24 @@ def _is_epilogue_write(ins: Ins) -> bool:
                                                   and ".global.shared" in ins.opcode)
 
 
+def _depends_on_thread(flow: Flow, predicate: str) -> bool:
+    """Whether a predicate register is computed from the thread's index (%tid, %laneid, %warpid), through the
+    setp that sets it."""
+    regs = set(flow.registers(predicate))
+    for ins in flow.ins:
+        if ins.opcode.startswith("setp") and ins.ops() and predicate in ins.ops()[0].split("|"):
+            for op in ins.ops()[1:]:
+                regs |= flow.registers(op)
+    return any(r.startswith(("%tid", "%laneid", "%warpid")) for r in regs)
+
+
 def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
     """Static checks of the sequence barrier in the kernel's PTX: (what, passed, hint), in order."""
     flow = Flow(ptx, KERNEL_NAME)
     inits, waits, arrives = _order_ops(flow)
     wait_set = {i.index for i in waits}
     out: list[tuple[str, bool, str]] = []
-    counts = {C.resolve(ptx, i.ops()[-1]) for i in inits}
+    counts = {str(flow.evaluate(i.ops()[-1], {"%ntid.x": 384, "%ntid.y": 1, "%ntid.z": 1})) for i in inits}
     out.append(("the sequence barrier's slots are initialised (mbarrier.init on order)", bool(inits),
                 "init every slot of order[] in the block's set-up, before the cluster barrier"))
     if inits:
@@ -229,9 +240,17 @@ def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
     skipped = late is not None and any(max(mmas) < a.index < late.index for a in arrives)
     why = ("arrive right after the K loop, before wgmma_wait<0>: the other consumer's wgmmas then follow yours on the "
            "tensor cores while yours finish; waiting first leaves the tensor cores idle")
-    if skipped:
-        why = ("some threads skip the arrive (it is under a condition): every thread of the warpgroup arrives, the "
-               "slot counts 128 arrivals, and with fewer its phase never completes: the other consumer waits forever")
+    by_thread = skipped and late is not None and any(
+        ins.guard and _depends_on_thread(flow, ins.guard.lstrip("!")) for ins in flow.ins[max(mmas):late.index])
+    if by_thread:
+        why = ("some threads skip the arrive (it is under a condition on the thread's index): every thread of the "
+               "warpgroup arrives, the slot counts 128 arrivals, and with fewer its phase never completes: the other "
+               "consumer waits forever")
+    elif skipped:
+        why = ("on some path from the last wgmma to wgmma_wait<0> the arrive is not passed (it is under a condition, "
+               "or in a branch the other path skips): every thread of the warpgroup arrives on every path, before "
+               "wgmma_wait<0> (the slot counts 128 arrivals; were some threads never to arrive, its phase would not "
+               "complete and the other consumer would wait for it)")
     out.append(("the mainloop is handed on as soon as its last wgmma is issued, by every thread (an arrive before "
                 "wgmma_wait<0> on every path)", late is None, why))
     return out
