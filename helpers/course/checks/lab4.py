@@ -28,6 +28,7 @@ from typing import Any
 
 from helpers.course import carry, grading
 from helpers.course.checks import _common as C
+from helpers.course.checks._record import Protocol, Ring
 from helpers.course.hints import answer, hint
 from helpers.course.widgets import registers
 from helpers.hopper import pipeline as pl
@@ -658,6 +659,10 @@ PC = KernelSpec("128×128 · producer + 2 consumers over a ring", "lab4a", "lab4
 WS = KernelSpec("128×256 · m64n256k16 + setmaxnreg", "lab4b", "lab4_ws_gemm", 128, 256, 384, 2, "m64n256k16", 4,
                 (24, 240), True)
 
+#: the ring the lab teaches: the producer (warpgroup 0) fills each stage, both consumer warpgroups read every fill
+#: and each releases it once, in the order it read them (checked on the executor's record of the run)
+PROTOCOL = Protocol(ring=Ring(readers=2))
+
 #: the student's measured results of this session, by step name (filled by the kernel checks on an H100)
 MEASURED: dict[str, Any] = {}
 
@@ -989,6 +994,7 @@ _RELEASE_HINT = ("EMPTY counts one arrival per consumer warpgroup (CONSUMERS): w
 def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, rng: Any, *, timed: bool) -> None:
     """The kernel on the course's PTX executor in hazard mode, on :func:`_emulator_shape`: C against fp64, then the
     ring's releases (no stage released more times than it was filled) and the work (:func:`check_kernel_work`)."""
+    from ._record import check_protocol
     from ._work import check_releases
 
     m, n, k = _emulator_shape(spec, stages)
@@ -998,6 +1004,7 @@ def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, 
     _check_c(c, spec, stages, C.where(timing=timed), m, n, k, a, b, res["c"][0])
     run = res["work"][0]
     if run.log is not None:
+        check_protocol(c, run, PROTOCOL, label=f"{C.where()}: M={m}, N={n}, K={k}", ring_hint=_RELEASE_HINT)
         check_releases(c, run, label=f"{C.where()}: M={m}, N={n}, K={k}", reused=False, hint=_RELEASE_HINT)
         check_kernel_work(c, spec, run, m=m, n=n, label=f"{C.where()}: M={m}, N={n}, K={k}")
 
