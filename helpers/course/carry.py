@@ -32,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
@@ -45,6 +46,8 @@ __all__ = [
     "Carried",
     "code_lines",
     "merge",
+    "renames",
+    "carry_names",
     "your_previous_kernel",
     "carried",
     "CARRIED",
@@ -96,10 +99,16 @@ class Merge:
     kept: tuple[tuple[int, int], ...] = ()
     conflicts: tuple[Conflict, ...] = ()
     both: tuple[tuple[int, int], ...] = ()  # insertions at one place by both: the student's lines, kept first
+    #: names the student renamed, carried into this lab's lines ((old, new)), and renames that could not be
+    #: carried, in words (what to rename)
+    renamed: tuple[tuple[str, str], ...] = ()
+    unrenamed: tuple[str, ...] = ()
 
     def report(self) -> list[str]:
-        """One line per conflict (the lines of yours the lab replaced), for the student."""
-        return [c.describe() for c in self.conflicts]
+        """One line per conflict (the lines of yours the lab replaced) and per rename, for the student."""
+        return ([c.describe() for c in self.conflicts]
+                + [f"you renamed {a} to {b} in your kernel: this lab's lines that name {a} use your {b}"
+                   for a, b in self.renamed] + list(self.unrenamed))
 
 
 def _key(line: str) -> str:
@@ -307,11 +316,70 @@ class Carried:
 
 def carried(prev: Previous, lab_source: str, *, here: Path | None = None, quiet: bool = False) -> Carried:
     """The kernel to grade: the previous lab's kernel (the student's, or the course's standing in) merged with this
-    lab's cell ``lab_source`` on the course's previous kernel."""
+    lab's cell ``lab_source`` on the course's previous kernel, with the names the student renamed carried into this
+    lab's lines (:func:`carry_names`)."""
     previous = your_previous_kernel(prev, here=here, quiet=quiet)
     base = code_lines(prev.course())
     lab = code_lines(lab_source)
-    return Carried(previous, merge(base, previous.text, lab), prev.lab)
+    return Carried(previous, carry_names(base, previous.text, lab, merge(base, previous.text, lab)), prev.lab)
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d\w*|\S")
+
+
+def _code(line: str) -> str:
+    return line.split("//", 1)[0]
+
+
+def renames(base: str, yours: str) -> dict[str, str]:
+    """The names the student renamed everywhere: ``{old: new}`` where each line of ``base`` the student changed is,
+    token by token, the same line with ``new`` for ``old`` (and nothing else changed on it), ``old`` is left nowhere
+    in their code, and ``new`` is no name of ``base``."""
+    b, y = base.split("\n"), yours.split("\n")
+    sm = SequenceMatcher(None, [_key(x) for x in b], [_key(x) for x in y], autojunk=False)
+    found: dict[str, set[str]] = {}
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag != "replace" or i2 - i1 != j2 - j1:
+            continue
+        for bl, yl in zip(b[i1:i2], y[j1:j2], strict=True):
+            tb, ty = _TOKEN.findall(_code(bl)), _TOKEN.findall(_code(yl))
+            if len(tb) != len(ty):
+                continue
+            pairs = {(p, q) for p, q in zip(tb, ty, strict=True) if p != q}
+            if pairs and all(_WORD.fullmatch(p) and _WORD.fullmatch(q) for p, q in pairs):
+                for p, q in pairs:
+                    found.setdefault(p, set()).add(q)
+    left = {w for ln in y for w in _WORD.findall(_code(ln))}
+    names = {w for ln in b for w in _WORD.findall(_code(ln))}
+    return {old: next(iter(new)) for old, new in found.items()
+            if len(new) == 1 and old not in left and next(iter(new)) not in names}
+
+
+def carry_names(base: str, yours: str, lab: str, made: Merge) -> Merge:
+    """``made`` (the merge of ``yours`` and ``lab`` on ``base``) with every name the student renamed (:func:`renames`)
+    renamed in the merged code too, so this lab's lines use the student's names; where this lab's own new lines
+    already use the student's new name for something else, the name is left and the report says plainly what to
+    rename."""
+    found = renames(base, yours)
+    if not found:
+        return made
+    lab_names = {w for ln in lab.split("\n") for w in _WORD.findall(_code(ln))}
+    text = made.text.split("\n")
+    done: list[tuple[str, str]] = []
+    refused: list[str] = []
+    for old, new in sorted(found.items()):
+        if not any(re.search(rf"\b{re.escape(old)}\b", _code(ln)) for ln in text):
+            continue  # no line of the merge names it: nothing to carry
+        if new in lab_names:
+            refused.append(f"you renamed {old} to {new} in your kernel, and this lab's lines name both {old} and {new} "
+                           f"(its own): rename {new} back to {old} in your kernel of the previous lab, or this lab's "
+                           f"lines will not find {old}")
+            continue
+        pattern = re.compile(rf"\b{re.escape(old)}\b")
+        text = [pattern.sub(new, _code(ln)) + ln[len(_code(ln)):] for ln in text]
+        done.append((old, new))
+    return replace(made, text="\n".join(text), renamed=tuple(done), unrenamed=tuple(refused))
 
 
 # ---------------------------------------------------------------------------------------------------------
