@@ -48,6 +48,8 @@ __all__ = [
     "merge",
     "renames",
     "carry_names",
+    "region_lines",
+    "outside_regions",
     "your_previous_kernel",
     "carried",
     "CARRIED",
@@ -103,12 +105,15 @@ class Merge:
     #: carried, in words (what to rename)
     renamed: tuple[tuple[str, str], ...] = ()
     unrenamed: tuple[str, ...] = ()
+    #: the student's edits of the course's code outside the regions, in words
+    outside: tuple[str, ...] = ()
 
     def report(self) -> list[str]:
-        """One line per conflict (the lines of yours the lab replaced) and per rename, for the student."""
+        """One line per conflict (the lines of yours the lab replaced), per rename and per edit outside the regions,
+        for the student."""
         return ([c.describe() for c in self.conflicts]
                 + [f"you renamed {a} to {b} in your kernel: this lab's lines that name {a} use your {b}"
-                   for a, b in self.renamed] + list(self.unrenamed))
+                   for a, b in self.renamed] + list(self.unrenamed) + list(self.outside))
 
 
 def _key(line: str) -> str:
@@ -321,7 +326,68 @@ def carried(prev: Previous, lab_source: str, *, here: Path | None = None, quiet:
     previous = your_previous_kernel(prev, here=here, quiet=quiet)
     base = code_lines(prev.course())
     lab = code_lines(lab_source)
-    return Carried(previous, carry_names(base, previous.text, lab, merge(base, previous.text, lab)), prev.lab)
+    made = carry_names(base, previous.text, lab, merge(base, previous.text, lab))
+    if previous.yours:
+        notes = outside_regions(base, previous.text, region_lines(base, _labs_through(prev.lab)), made)
+        made = replace(made, outside=tuple(notes))
+    return Carried(previous, made, prev.lab)
+
+
+def _labs_through(lab: str) -> list[str]:
+    """The kernel labs whose regions the student has written by the end of ``lab`` ("Lab 7" -> lab4 … lab7)."""
+    try:
+        last = int(lab.split()[-1])
+    except ValueError:
+        return []
+    return [f"lab{k}" for k in range(4, last + 1)]
+
+
+def region_lines(base: str, labs: list[str]) -> set[int]:
+    """The lines of ``base`` (0-based) that are the student's to write: the regions of each lab of ``labs`` (its
+    solved kernel's lines that its skeleton holds as a ``// ✎`` line), found in ``base`` where they stand unchanged."""
+    from helpers.course.checks._common import _kernels
+    from helpers.course.hints import decode
+
+    kernels = _kernels()
+    b = [_key(x) for x in base.split("\n")]
+    out: set[int] = set()
+    for key in labs:
+        data = kernels.get(key)
+        if not data or not data.get("solved"):
+            continue
+        solved = code_lines(decode(data["solved"])).split("\n")
+        skeleton = [ln for ln in code_lines(data["source"]).split("\n") if _HOLE not in ln]
+        fixed = set(_matches([_key(x) for x in solved], [_key(x) for x in skeleton]))  # solved lines the skeleton has
+        mine = {i for i in range(len(solved)) if i not in fixed and solved[i].strip()}
+        for i, j in _matches([_key(x) for x in solved], b).items():
+            if i in mine:
+                out.add(j)
+    return out
+
+
+def outside_regions(base: str, yours: str, regions: set[int], made: Merge) -> list[str]:
+    """One line per edit of the student's previous kernel outside the regions (a line of the course's code they
+    changed, removed or wrote between): where it is and whether it is kept or this lab rewrote it."""
+    b, y = base.split("\n"), yours.split("\n")
+    sm = SequenceMatcher(None, [_key(x) for x in b], [_key(x) for x in y], autojunk=False)
+    lost = {c.yours_lines for c in made.conflicts}
+    out = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i1 == i2:  # lines inserted: inside a region where a region line is next to them
+            if (i1 - 1) in regions or i1 in regions:
+                continue
+        elif all(i in regions for i in range(i1, i2)):
+            continue
+        if not any(x.strip() for x in b[i1:i2] + y[j1:j2]):
+            continue  # blank lines only
+        shown = "; ".join(x.strip() for x in y[j1:j2] if x.strip())[:80] or \
+            "removed: " + "; ".join(x.strip() for x in b[i1:i2] if x.strip())[:70]
+        where = f"line {j1 + 1}" if j2 - j1 <= 1 else f"lines {j1 + 1}–{j2}"
+        fate = "this lab rewrites that code (its version is used)" if (j1 + 1, j2) in lost else "kept as you wrote it"
+        out.append(f"{where} of your kernel ({shown}) changes the course's code outside the regions: {fate}")
+    return out
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")

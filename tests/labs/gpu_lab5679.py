@@ -146,6 +146,26 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
                                     "for (int p = cluster_id + (CONSUMERS - 1 - c) * clusters;", 1),
                         "c == 0 ? 1u : 0u", "c == 1 ? 1u : 0u", 1),
             ("was computed by warpgroup 2 (consumer 1)", "the schedule gives that tile to consumer 0"), True),
+        # the cursor's wait names the slot of the section after the one it enters (a wrong slot): the sections still
+        # come out in turn on the executor's schedule; the record of the waits shows the slot
+        "a section entered through the other section's slot": (
+            _swap(src, "my_mbar_wait(&order[index * CONSUMERS + group], phase, \"order\", index * CONSUMERS + group);",
+                  "my_mbar_wait(&order[(index ^ 1) * CONSUMERS + group], phase, \"order\", (index ^ 1) * CONSUMERS + "
+                  "group);"),
+            ("entered its section 0 with a wait on order[2]|deadlock",), True),
+        # the cursor moves on, then arrives: the arrival names the next section's slot of the other warpgroup
+        "the arrival after the cursor moved on": (
+            _swap(src, "    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);\n    if (++index == "
+                       "ORDER_DEPTH) {\n      index = 0;\n      phase ^= 1;\n    }\n",
+                  "    if (++index == ORDER_DEPTH) {\n      index = 0;\n      phase ^= 1;\n    }\n"
+                  "    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);\n"),
+            ("handed its section 0 on through order[3]|deadlock",), True),
+        # after a tile's K loop the release names it % STAGES (the next tile's first stage), a stale index: C can
+        # come out right; the record shows the release of a stage the consumer did not read
+        "a tile's last stage released through a stale index (it, not it - 1)": (
+            _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
+                  "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[it % STAGES], t);"),
+            ("but its read #|read before the barrier phase|deadlock",), True),
         "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
             _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
                   "if (p + clusters < pairs && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], "

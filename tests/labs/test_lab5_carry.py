@@ -134,6 +134,19 @@ def test_a_consumer_index_renamed_in_lab4_is_carried_into_lab5s_lines(tmp_path, 
     assert "✓ Lab 5 · the TMA-store epilogue kernel: all" in capsys.readouterr().out
 
 
+def test_an_edit_outside_the_regions_is_named_in_the_opening(tmp_path, monkeypatch, lab4_kernel, lab5_src,
+                                                             static_only):
+    """A line of the course's code the student changed in their Lab 4 kernel (outside every region): the opening says
+    which line, what it holds, and that it is kept; edits inside the regions are not named."""
+    mine = _edit(lab4_kernel, [("desc |= (unsigned long long)(1024 >> 4) << 32;", "desc |= 64ull << 32;  // SBO")])
+    _beside(tmp_path, monkeypatch, mine)
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel" in text, text
+    hits = [ln for ln in text.split("\n") if "outside the regions" in ln]
+    assert len(hits) == 1 and "(desc |= 64ull << 32;  // SBO) changes the course's code outside the regions: kept as " \
+        "you wrote it" in hits[0], text
+
+
 def test_an_edit_of_the_step7_producer_reaches_the_graded_kernel(tmp_path, monkeypatch, capsys, lab4_kernel,
                                                                  pc_kernel, lab5_src):
     """Step 8 carries the student's step 7 producer: their edit there is in their Lab 4 kernel, so in Lab 5's."""

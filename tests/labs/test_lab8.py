@@ -291,6 +291,29 @@ def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     }.items()}
 
 
+#: protocol mistakes of the sequence barrier and the ring: the turn order can still come out right on the executor's
+#: schedule; the record of every wait (its slot and phase) and every arrival shows the mistake (the kernels are the
+#: H100 script's, gpu_lab5679.lab8_run_only)
+PROTOCOL_MISTAKES = {
+    "a section entered through the other section's slot": (
+        r"warp 4 \(warpgroup 1\) of block \(0,0\).*: entered its section 0 with a wait on order\[2\]; the protocol "
+        r"admits warpgroup 1 to section 0 through order\[0\]",),
+    "the arrival after the cursor moved on": (
+        r"handed its section 0 on through order\[3\]; the protocol hands it on through order\[1\]",),
+    "a tile's last stage released through a stale index (it, not it - 1)": ("deadlock", r"empty\[\d\]"),
+}
+
+
+@pytest.mark.parametrize("name", list(PROTOCOL_MISTAKES))
+def test_protocol_mistakes_are_rejected_on_the_executor(name, monkeypatch):
+    src = lab8_run_only(SOL["LAB8_SRC"])[name][0]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    text = rejects(lab8.check_pingpong_kernel, src, *PROTOCOL_MISTAKES[name], seeds=None, benchmark=False)
+    assert "on the emulator" in text.split("\n", 1)[0], text
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
+
+
 def test_solution_kernel_passes_on_the_executor(executor, capsys):
     lab8.check_pingpong_kernel(SOL["LAB8_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
@@ -347,8 +370,8 @@ def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
             r"warpgroup 2 \(consumer 1\) of block \(0,0\) \(cluster 0, rank 0\); the schedule gives that tile to "
             r"consumer 0",),
         "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
-            r"block \(0,0\) \(cluster 0, rank 0\): empty\[\d\] completed \d+ phases \(0 of 2 arrivals of the next\) "
-            r"for \d+ fills of its stage \(full\[\d\]\): each fill is released once",),
+            r"warpgroup \d of block \(\d,0\) \(cluster \d, rank \d\): \d+ release\(s\).* for \d+ reads: the stage of "
+            r"its read #\d+ \(full\[\d\]\) was never released \(each fill is released once",),
     }.items()}
 
 

@@ -461,7 +461,8 @@ def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
     lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
     assert "bar.sync lies between the workspace stores and the release" in out
-    assert out.count("✓ ran on the emulator (") == 15 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("✓ ran on the emulator (") == 18 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("the protocol, as the emulator recorded it: every wait on full[s] named the phase") == 3, out
     assert out.count("the work, as the emulator recorded it: each of the") == 3, out
     assert out.count("every stage released once per fill, by all its consumers") == 3, out
     assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out

@@ -172,7 +172,7 @@ def _check_ring(c: grading.Check, run: Launched, ring: Ring, cluster: int, label
                            hint=hint)
             if len(rel) < len(stages):
                 c.fail(f"{label}: {who}: {len(rel)} release(s){whose} for {len(stages)} reads: the stage of its read "
-                       f"#{len(rel) + 1} ({ring.full}[{stages[len(rel)]}]) was never released (every fill is released "
+                       f"#{len(rel) + 1} ({ring.full}[{stages[len(rel)]}]) was never released (each fill is released "
                        "once by every consumer that reads it, the last one too, even where nothing waits on it again "
                        "in this run)", hint=hint)
             if len(rel) > len(stages):

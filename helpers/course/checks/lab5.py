@@ -21,6 +21,7 @@ from helpers.hopper import epilogue, wgmma
 
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, on_h100, stream
 from ._ladder import TIMED, lab_ladder_rows, shape_words, show_rows, timed
+from ._record import Protocol, Ring
 
 __all__ = [
     "KERNEL_NAME",
@@ -633,6 +634,29 @@ def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, An
     return pair_words, pair_owner, pair_owner
 
 
+def _turn_of(spec: GemmLaunch, m: int, n: int, blocks: int) -> Any:
+    """For a persistent grid: the turn at which the schedule has a tile's owner take it (tile p of the grouped raster
+    order, GROUP = 8 rows of tiles, is its owner's turn p // (blocks or clusters)); None for a grid of tiles."""
+    from helpers.hopper import scheduler
+
+    if not spec.persistent_unit:
+        return None
+    pm, pn = -(-m // spec.persistent_unit[0]), -(-n // spec.persistent_unit[1])
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}
+    clusters = blocks // spec.cluster
+
+    def turn(row: int, col: int) -> int:
+        return order[(row // spec.persistent_unit[0], col // spec.persistent_unit[1])] // clusters
+
+    return turn
+
+
+_ORDER_HINT = ("the grouped raster order: tile t's group is t / (GROUP · tiles_n), its rows of tiles start at group · "
+               "GROUP (the last group clipped to the rows that are left), and within the group the tiles run down a "
+               "column of the group first (row = first + t % rows), then on to the next column; each block takes its "
+               "tiles t = b, b + gridDim.x, … in that order")
+
+
 #: how the work is handed out, for a failed work check: a grid of tiles, a persistent grid of blocks, of clusters
 _WORK_HINT = {False: "block (x, y) computes and stores the 128×256 tile at rows 128·y, columns 256·x: each tile once",
               "blocks": "block b takes tiles b, b + gridDim.x, b + 2·gridDim.x, … of the raster order (step by the "
@@ -667,12 +691,19 @@ def _release_hint(spec: GemmLaunch) -> str:
     return _RELEASE_HINT[bool(spec.persistent_unit)]
 
 
+def protocol_of(spec: GemmLaunch) -> Protocol:
+    """The ring of Labs 5-7: both consumer warpgroups read every fill and release it once each, on every block of the
+    cluster its copies land in."""
+    return Protocol(ring=Ring(readers=2), cluster=spec.cluster)
+
+
 def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
                     shapes: list[tuple[int, int, int]]) -> None:
     """The run on the course's PTX executor in hazard mode: C against fp64, then the ring's releases (every stage
     released once per fill; a ring that serves one tile per block: never more) and the work (every tile of C stored
     once, by the block the schedule gives it; no product computed twice)."""
     from ._common import run_gemm, where
+    from ._record import check_protocol
     from ._work import check_releases, check_work
     from .lab3 import make_operands
 
@@ -699,7 +730,9 @@ def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.ran
         piece, store_owner, mma_owner = _owners(spec, m, n, blocks)
         check_work(c, run, m=m, n=n, label=f"M={m}, N={n}, K={k}", tile=spec.box_c or (64, 64), piece_of=piece,
                    store_owner=store_owner, mma_owner=mma_owner, cluster=spec.cluster,
-                   hint=_work_hint(spec))
+                   hint=_work_hint(spec), store_turn=_turn_of(spec, m, n, blocks), order_hint=_ORDER_HINT)
+        check_protocol(c, run, protocol_of(spec), label=f"{where()}: M={m}, N={n}, K={k}",
+                       ring_hint=_release_hint(spec))
 
 
 #: the course's kernels, timed beside the student's in the same run (the speed floor)

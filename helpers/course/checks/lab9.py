@@ -926,6 +926,7 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
     from ml_dtypes import bfloat16
 
     from . import _common
+    from ._record import Protocol, Ring, check_protocol
     from ._work import check_releases, check_work
 
     cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
@@ -958,6 +959,9 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
                        mma_owner=mma_owner, cluster=2,
                        hint="a cluster computes only its own pieces (Work::item: whole pairs round-robin, then its "
                             "Stream-K range), and only the final split (or a whole pair) stores the pair's tiles")
+            check_protocol(c, run, Protocol(ring=Ring(readers=2), cluster=2), label=f"{where}: {m}×{n}×{k}",
+                           ring_hint="both consumers read every fill and each releases it once, on both CTAs; at a "
+                                     "piece's first K step, stage it - 1 belongs to the piece before")
 
 
 def _timing(c: grading.Check, source: str) -> None:
