@@ -437,17 +437,6 @@ def test_run_only_wrong_kernels_pass_statically_and_fail_on_the_executor(sol, mo
 
 
 # ------------------------------------------------------------------------------------------- the work
-_IN_GROUP = "  tm = first + in_group % rows;\n  tn = in_group / rows;\n"
-_GROUP_BODY = ("  const int per_group = LAB6_GROUP * tiles_n;\n  const int first = (tile / per_group) * LAB6_GROUP;\n"
-               "  const int rows = min(tiles_m - first, LAB6_GROUP);\n  const int in_group = tile % per_group;\n"
-               + _IN_GROUP)
-
-
-def _swap(src: str, old: str, new: str) -> str:
-    assert src.count(old) == 1, old
-    return src.replace(old, new)
-
-
 WORK_MISTAKES = {
     "the loop steps by one block too few (every tile from the block's own on)": (
         lambda s: s.replace(_LOOP, "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x - 1) {"),
@@ -455,18 +444,6 @@ WORK_MISTAKES = {
     "the two blocks swap their tiles": (
         lambda s: s.replace(_LOOP, "for (int tile = gridDim.x - 1 - blockIdx.x; tile < tiles; tile += gridDim.x) {"),
         ("which the schedule gives block 0", "was stored by block (1,0)")),
-    # every tile once, each block the same tiles as the grouped order gives it (3 × 3 tiles, 2 blocks), in another
-    # order: only the order of each block's stores, as the executor recorded them, shows it
-    "the tiles of a group walked along a row first": (
-        lambda s: _swap(s, _IN_GROUP, "  tm = first + in_group / tiles_n;\n  tn = in_group % tiles_n;\n"),
-        ("C is right, but the tiles are not taken in the order the schedule prescribes", "(its turn 1) after",
-         "run down a column of the group first")),
-    "the group sized along the other dimension (GROUP columns of tiles)": (
-        lambda s: _swap(s, _GROUP_BODY,
-                        "  const int per_group = LAB6_GROUP * tiles_m;\n  const int first = (tile / per_group) * "
-                        "LAB6_GROUP;\n  const int cols = min(tiles_n - first, LAB6_GROUP);\n  const int in_group = "
-                        "tile % per_group;\n  tn = first + in_group % cols;\n  tm = in_group / cols;\n"),
-        ("C is right, but the tiles are not taken in the order the schedule prescribes",)),
 }
 
 
