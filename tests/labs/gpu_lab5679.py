@@ -75,7 +75,7 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
         "the tiles of a group walked along a row first": (
             _swap(src, "  tm = first + in_group % rows;\n  tn = in_group / rows;\n",
                   "  tm = first + in_group / tiles_n;\n  tn = in_group % tiles_n;\n"),
-            ("C is right, but the tiles are not taken in the order the schedule prescribes",
+            ("the tiles are not taken in the order the schedule prescribes",
              "run down a column of the group first"), False),
         "the group sized along the other dimension (GROUP columns of tiles)": (
             _swap(src, "  const int per_group = LAB6_GROUP * tiles_n;\n  const int first = (tile / per_group) * "
@@ -84,7 +84,13 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
                   "  const int per_group = LAB6_GROUP * tiles_m;\n  const int first = (tile / per_group) * "
                   "LAB6_GROUP;\n  const int cols = min(tiles_n - first, LAB6_GROUP);\n  const int in_group = "
                   "tile % per_group;\n  tn = first + in_group % cols;\n  tm = in_group / cols;\n"),
-            ("C is right, but the tiles are not taken in the order the schedule prescribes",), False),
+            ("the tiles are not taken in the order the schedule prescribes",), False),
+        # the group's first row of tiles without · GROUP: right while one group holds every row (3 × 3 tiles); the
+        # second group of the 10 × 1 shape starts at row 1, not 8
+        "the group's first row taken as the group's number": (
+            _swap(src, "  const int first = (tile / per_group) * LAB6_GROUP;\n",
+                  "  const int first = tile / per_group;\n"),
+            ("never written|computed and stored 2 times",), True),
         "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
                                                     "const int rows = LAB6_GROUP;"),
                                               ("never written", "a tile no block took"), True),

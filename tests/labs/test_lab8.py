@@ -370,8 +370,8 @@ def wrong_work(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
             r"warpgroup 2 \(consumer 1\) of block \(0,0\) \(cluster 0, rank 0\); the schedule gives that tile to "
             r"consumer 0",),
         "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
-            r"warpgroup \d of block \(\d,0\) \(cluster \d, rank \d\): \d+ release\(s\).* for \d+ reads: the stage of "
-            r"its read #\d+ \(full\[\d\]\) was never released \(each fill is released once",),
+            r"block \(0,0\) \(cluster 0, rank 0\): empty\[\d\] completed \d+ phases \(0 of 2 arrivals of the next\) "
+            r"for \d+ fills of its stage \(full\[\d\]\): each fill is released once",),
     }.items()}
 
 

@@ -29,8 +29,9 @@ from helpers.hopper.mbarrier import MBarrierError
 
 from . import lab5, lab6
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, stream, symbol_plus_offset, trace
+from ._kernel import check_epilogue_ptx, report_checks
 from ._ptxflow import Flow
-from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+from .lab5 import HEADER, SMEM_BYTES, _gpu_check
 
 __all__ = [
     "KERNEL_NAME",
@@ -365,7 +366,7 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[An
                 print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
-        _report_checks(c, kernel.report, spills_allowed=True)
+        report_checks(c, kernel.report, spills_allowed=True)
         c.true("the kernel is compiled for clusters of 2 CTAs (.reqnctapercluster 2, 1, 1)",
                ".reqnctapercluster 2, 1, 1" in ptx, hint="keep __cluster_dims__(2, 1, 1) on the kernel")
         loads = [i for i in find_instrs(ptx, "cp.async.bulk.tensor", KERNEL_NAME)
@@ -451,7 +452,7 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[An
                len(arrives) >= 2 and max(arrives) > stores_done and max(waits) > stores_done,
                hint="hopper::cluster_sync() before the kernel ends: no CTA may leave while the other can still "
                     "multicast into its shared memory or arrive on its barriers")
-        _check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
+        check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
         if not can_run(kernel, checked="the cluster, multicast, barrier counts and remote arrivals (from the PTX), "
                                        "the epilogue's order across tiles (on the epilogue model)"):
             return
