@@ -94,6 +94,7 @@ lab5_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CU
     if (k > 0 && tid == 0) hopper::mbar_arrive(&empty[(k - 1) % STAGES]);
   }
   hopper::wgmma_wait<0>();
+  if (steps > 0 && tid == 0) hopper::mbar_arrive(&empty[(steps - 1) % STAGES]);  // the last stage, released too
   hopper::wgmma_fence_operands(d);
 
   // ------------------------------------------------------------------ epilogue: registers → smem → TMA

@@ -32,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
@@ -45,6 +46,10 @@ __all__ = [
     "Carried",
     "code_lines",
     "merge",
+    "renames",
+    "carry_names",
+    "region_lines",
+    "outside_regions",
     "your_previous_kernel",
     "carried",
     "CARRIED",
@@ -96,10 +101,19 @@ class Merge:
     kept: tuple[tuple[int, int], ...] = ()
     conflicts: tuple[Conflict, ...] = ()
     both: tuple[tuple[int, int], ...] = ()  # insertions at one place by both: the student's lines, kept first
+    #: names the student renamed, carried into this lab's lines ((old, new)), and renames that could not be
+    #: carried, in words (what to rename)
+    renamed: tuple[tuple[str, str], ...] = ()
+    unrenamed: tuple[str, ...] = ()
+    #: the student's edits of the course's code outside the regions, in words
+    outside: tuple[str, ...] = ()
 
     def report(self) -> list[str]:
-        """One line per conflict (the lines of yours the lab replaced), for the student."""
-        return [c.describe() for c in self.conflicts]
+        """One line per conflict (the lines of yours the lab replaced), per rename and per edit outside the regions,
+        for the student."""
+        return ([c.describe() for c in self.conflicts]
+                + [f"you renamed {a} to {b} in your kernel: this lab's lines that name {a} use your {b}"
+                   for a, b in self.renamed] + list(self.unrenamed) + list(self.outside))
 
 
 def _key(line: str) -> str:
@@ -307,11 +321,131 @@ class Carried:
 
 def carried(prev: Previous, lab_source: str, *, here: Path | None = None, quiet: bool = False) -> Carried:
     """The kernel to grade: the previous lab's kernel (the student's, or the course's standing in) merged with this
-    lab's cell ``lab_source`` on the course's previous kernel."""
+    lab's cell ``lab_source`` on the course's previous kernel, with the names the student renamed carried into this
+    lab's lines (:func:`carry_names`)."""
     previous = your_previous_kernel(prev, here=here, quiet=quiet)
     base = code_lines(prev.course())
     lab = code_lines(lab_source)
-    return Carried(previous, merge(base, previous.text, lab), prev.lab)
+    made = carry_names(base, previous.text, lab, merge(base, previous.text, lab))
+    if previous.yours:
+        notes = outside_regions(base, previous.text, region_lines(base, _labs_through(prev.lab)), made)
+        made = replace(made, outside=tuple(notes))
+    return Carried(previous, made, prev.lab)
+
+
+def _labs_through(lab: str) -> list[str]:
+    """The kernel labs whose regions the student has written by the end of ``lab`` ("Lab 7" -> lab4 … lab7)."""
+    try:
+        last = int(lab.split()[-1])
+    except ValueError:
+        return []
+    return [f"lab{k}" for k in range(4, last + 1)]
+
+
+def region_lines(base: str, labs: list[str]) -> set[int]:
+    """The lines of ``base`` (0-based) that are the student's to write: the regions of each lab of ``labs`` (its
+    solved kernel's lines that its skeleton holds as a ``// ✎`` line), found in ``base`` where they stand unchanged."""
+    from helpers.course.checks._common import _kernels
+    from helpers.course.hints import decode
+
+    kernels = _kernels()
+    b = [_key(x) for x in base.split("\n")]
+    out: set[int] = set()
+    for key in labs:
+        data = kernels.get(key)
+        if not data or not data.get("solved"):
+            continue
+        solved = code_lines(decode(data["solved"])).split("\n")
+        skeleton = [ln for ln in code_lines(data["source"]).split("\n") if _HOLE not in ln]
+        fixed = set(_matches([_key(x) for x in solved], [_key(x) for x in skeleton]))  # solved lines the skeleton has
+        mine = {i for i in range(len(solved)) if i not in fixed and solved[i].strip()}
+        for i, j in _matches([_key(x) for x in solved], b).items():
+            if i in mine:
+                out.add(j)
+    return out
+
+
+def outside_regions(base: str, yours: str, regions: set[int], made: Merge) -> list[str]:
+    """One line per edit of the student's previous kernel outside the regions (a line of the course's code they
+    changed, removed or wrote between): where it is and whether it is kept or this lab rewrote it."""
+    b, y = base.split("\n"), yours.split("\n")
+    sm = SequenceMatcher(None, [_key(x) for x in b], [_key(x) for x in y], autojunk=False)
+    lost = {c.yours_lines for c in made.conflicts}
+    out = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i1 == i2:  # lines inserted: inside a region where a region line is next to them
+            if (i1 - 1) in regions or i1 in regions:
+                continue
+        elif all(i in regions for i in range(i1, i2)):
+            continue
+        if not any(x.strip() for x in b[i1:i2] + y[j1:j2]):
+            continue  # blank lines only
+        shown = "; ".join(x.strip() for x in y[j1:j2] if x.strip())[:80] or \
+            "removed: " + "; ".join(x.strip() for x in b[i1:i2] if x.strip())[:70]
+        where = f"line {j1 + 1}" if j2 - j1 <= 1 else f"lines {j1 + 1}–{j2}"
+        fate = "this lab rewrites that code (its version is used)" if (j1 + 1, j2) in lost else "kept as you wrote it"
+        out.append(f"{where} of your kernel ({shown}) changes the course's code outside the regions: {fate}")
+    return out
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d\w*|\S")
+
+
+def _code(line: str) -> str:
+    return line.split("//", 1)[0]
+
+
+def renames(base: str, yours: str) -> dict[str, str]:
+    """The names the student renamed everywhere: ``{old: new}`` where each line of ``base`` the student changed is,
+    token by token, the same line with ``new`` for ``old`` (and nothing else changed on it), ``old`` is left nowhere
+    in their code, and ``new`` is no name of ``base``."""
+    b, y = base.split("\n"), yours.split("\n")
+    sm = SequenceMatcher(None, [_key(x) for x in b], [_key(x) for x in y], autojunk=False)
+    found: dict[str, set[str]] = {}
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag != "replace" or i2 - i1 != j2 - j1:
+            continue
+        for bl, yl in zip(b[i1:i2], y[j1:j2], strict=True):
+            tb, ty = _TOKEN.findall(_code(bl)), _TOKEN.findall(_code(yl))
+            if len(tb) != len(ty):
+                continue
+            pairs = {(p, q) for p, q in zip(tb, ty, strict=True) if p != q}
+            if pairs and all(_WORD.fullmatch(p) and _WORD.fullmatch(q) for p, q in pairs):
+                for p, q in pairs:
+                    found.setdefault(p, set()).add(q)
+    left = {w for ln in y for w in _WORD.findall(_code(ln))}
+    names = {w for ln in b for w in _WORD.findall(_code(ln))}
+    return {old: next(iter(new)) for old, new in found.items()
+            if len(new) == 1 and old not in left and next(iter(new)) not in names}
+
+
+def carry_names(base: str, yours: str, lab: str, made: Merge) -> Merge:
+    """``made`` (the merge of ``yours`` and ``lab`` on ``base``) with every name the student renamed (:func:`renames`)
+    renamed in the merged code too, so this lab's lines use the student's names; where this lab's own new lines
+    already use the student's new name for something else, the name is left and the report says plainly what to
+    rename."""
+    found = renames(base, yours)
+    if not found:
+        return made
+    lab_names = {w for ln in lab.split("\n") for w in _WORD.findall(_code(ln))}
+    text = made.text.split("\n")
+    done: list[tuple[str, str]] = []
+    refused: list[str] = []
+    for old, new in sorted(found.items()):
+        if not any(re.search(rf"\b{re.escape(old)}\b", _code(ln)) for ln in text):
+            continue  # no line of the merge names it: nothing to carry
+        if new in lab_names:
+            refused.append(f"you renamed {old} to {new} in your kernel, and this lab's lines name both {old} and {new} "
+                           f"(its own): rename {new} back to {old} in your kernel of the previous lab, or this lab's "
+                           f"lines will not find {old}")
+            continue
+        pattern = re.compile(rf"\b{re.escape(old)}\b")
+        text = [pattern.sub(new, _code(ln)) + ln[len(_code(ln)):] for ln in text]
+        done.append((old, new))
+    return replace(made, text="\n".join(text), renamed=tuple(done), unrenamed=tuple(refused))
 
 
 # ---------------------------------------------------------------------------------------------------------

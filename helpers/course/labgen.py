@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from helpers.course import hints as hints_mod
 
@@ -975,16 +976,52 @@ def _grade_info(cell) -> tuple[bool, str | None]:
     return bool(meta.get("grade")) and cell.cell_type == "code", meta.get("grade_id")
 
 
+class KernelStartError(RuntimeError):
+    """The Jupyter kernel could not start (it died, or did not answer, before the first cell ran): the machine's
+    trouble (load, memory, file handles), never a mistake in the notebook; no cell ran."""
+
+
+#: attempts at starting a notebook's kernel, and the pause before each retry (seconds)
+KERNEL_START_ATTEMPTS = 3
+KERNEL_START_PAUSE = 3.0
+
+
 def run_notebook(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 900,
                  course: Path | None = None) -> nbformat.NotebookNode:
     """Execute ``nb`` in place in a fresh kernel started in ``cwd``; errors are recorded in the outputs, not
     raised. ``course``: the course root whose ``helpers`` the kernel imports (first on its PYTHONPATH), whichever
     checkout the environment was installed from. On Linux and macOS the kernel talks over local sockets (IPC),
-    not TCP: nothing listens on the network, and the kernel has no reason to warn about unencrypted TCP."""
+    not TCP: nothing listens on the network, and the kernel has no reason to warn about unencrypted TCP.
+
+    A kernel that dies or does not answer before the first cell runs ("Kernel died before replying to
+    kernel_info", under load) is started again, up to :data:`KERNEL_START_ATTEMPTS` times; then
+    :class:`KernelStartError` says so: a start-up failure is never reported as a cell's error."""
+    failures: list[str] = []
+    for attempt in range(KERNEL_START_ATTEMPTS):
+        started = {"cells": 0}
+        try:
+            return _run_once(nb, cwd, timeout, course, started)
+        except Exception as exc:
+            if started["cells"]:  # a cell ran: the kernel started; what happened after is the notebook's
+                raise
+            failures.append(f"{type(exc).__name__}: {exc}")
+            if attempt + 1 < KERNEL_START_ATTEMPTS:
+                time.sleep(KERNEL_START_PAUSE * (attempt + 1))
+    raise KernelStartError(
+        f"the Jupyter kernel could not start ({KERNEL_START_ATTEMPTS} attempts; the last said: {failures[-1]}); no "
+        "cell ran, so nothing in the notebook was checked: this is the machine (busy, or out of memory or file "
+        "handles), not a mistake in the notebook")
+
+
+def _run_once(nb: nbformat.NotebookNode, cwd: Path, timeout: int, course: Path | None,
+              started: dict[str, int]) -> nbformat.NotebookNode:
     from nbclient import NotebookClient
 
+    def cell_started(**_: Any) -> None:
+        started["cells"] += 1
+
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(cwd)}})
+                            resources={"metadata": {"path": str(cwd)}}, on_cell_start=cell_started)
     with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
         if os.name == "posix":
             client.km = client.create_kernel_manager()
@@ -1124,6 +1161,8 @@ def validate(
         try:
             res.cells = execute(path, save_to=save_to, course=root)
             res.problems = judge(path, kind, res.cells)
+        except KernelStartError as exc:  # the machine's trouble: the notebook was not checked
+            res.problems = [f"not checked: {exc}"]
         except Exception as exc:  # noqa: BLE001 - a kernel that died is a problem to report
             res.problems = [f"could not execute: {type(exc).__name__}: {exc}"]
         res.seconds = time.time() - t0

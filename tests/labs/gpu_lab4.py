@@ -147,6 +147,14 @@ def runtime_wrong_kernels(pc: str, ws: str) -> dict[str, tuple[str, str, str]]:
             "PC", _swap(pc, DRAIN_RELEASE, "if (nk > 0) my_mbar_arrive(&empty[(nk - 1) % STAGES]);"),
             "(ran on the emulator.*empty\\[\\d\\] with 32 lanes in one mbarrier.arrive, but its phase \\d+ awaited "
             f"only 2|failed when it ran on {gpu.where_name()}.*CUDA_ERROR_LAUNCH_FAILED)"),
+        # the last stage read is never released: one tile per block, so nothing in the run waits on it again and C is
+        # right; the executor's record shows each consumer's reads and releases
+        "the last stage never released (no release after the K loop)": (
+            "PC", _swap(pc, DRAIN_RELEASE, ""), "was never released"),
+        # after the K loop the release names nk % STAGES (the stage after the last one read), a stale index
+        "the stage after the last one released after the K loop (a stale index)": (
+            "PC", _swap(pc, DRAIN_RELEASE, "if (nk > 0 && t == 0) my_mbar_arrive(&empty[nk % STAGES]);"),
+            "named empty\\[1\\], but its read #9 was of full\\[0\\]"),
         # the last row of blocks moved up to end at row M: rows computed and stored twice, C right
         "last row of tiles clamped to M - BM (rows computed twice)": (
             "PC", _swap(pc, "m0 = blockIdx.y * BM", "m0 = min((int)blockIdx.y * BM, M - BM)"),

@@ -72,6 +72,28 @@ def lab6_run_only(src: str) -> dict[str, WrongKernel]:
         "the tile's last stage never released": (
             _swap(src, "      if (nk > 0 && t == 0) my_mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last "
                        "stage\n", ""), ("deadlock",), True),
+        # every tile once, each block the same tiles as the grouped order gives it (3 × 3 tiles on the executor's two
+        # blocks), in another order: C is right everywhere; the order of each block's stores, as the executor beside
+        # the H100 recorded them, shows it
+        "the tiles of a group walked along a row first": (
+            _swap(src, "  tm = first + in_group % rows;\n  tn = in_group / rows;\n",
+                  "  tm = first + in_group / tiles_n;\n  tn = in_group % tiles_n;\n"),
+            ("the tiles are not taken in the order the schedule prescribes",
+             "run down a column of the group first"), False),
+        "the group sized along the other dimension (GROUP columns of tiles)": (
+            _swap(src, "  const int per_group = LAB6_GROUP * tiles_n;\n  const int first = (tile / per_group) * "
+                       "LAB6_GROUP;\n  const int rows = min(tiles_m - first, LAB6_GROUP);\n  const int in_group = "
+                       "tile % per_group;\n  tm = first + in_group % rows;\n  tn = in_group / rows;\n",
+                  "  const int per_group = LAB6_GROUP * tiles_m;\n  const int first = (tile / per_group) * "
+                  "LAB6_GROUP;\n  const int cols = min(tiles_n - first, LAB6_GROUP);\n  const int in_group = "
+                  "tile % per_group;\n  tn = first + in_group % cols;\n  tm = in_group / cols;\n"),
+            ("the tiles are not taken in the order the schedule prescribes",), False),
+        # the group's first row of tiles without · GROUP: right while one group holds every row (3 × 3 tiles); the
+        # second group of the 10 × 1 shape starts at row 1, not 8
+        "the group's first row taken as the group's number": (
+            _swap(src, "  const int first = (tile / per_group) * LAB6_GROUP;\n",
+                  "  const int first = tile / per_group;\n"),
+            ("never written|computed and stored 2 times",), True),
         "the last raster group not clipped": (_swap(src, "const int rows = min(tiles_m - first, LAB6_GROUP);",
                                                     "const int rows = LAB6_GROUP;"),
                                               ("never written", "a tile no block took"), True),
@@ -149,6 +171,26 @@ def lab8_run_only(src: str) -> dict[str, WrongKernel]:
                                     "for (int p = cluster_id + (CONSUMERS - 1 - c) * clusters;", 1),
                         "c == 0 ? 1u : 0u", "c == 1 ? 1u : 0u", 1),
             ("was computed by warpgroup 2 (consumer 1)", "the schedule gives that tile to consumer 0"), True),
+        # the cursor's wait names the slot of the section after the one it enters (a wrong slot): the sections still
+        # come out in turn on the executor's schedule; the record of the waits shows the slot
+        "a section entered through the other section's slot": (
+            _swap(src, "my_mbar_wait(&order[index * CONSUMERS + group], phase, \"order\", index * CONSUMERS + group);",
+                  "my_mbar_wait(&order[(index ^ 1) * CONSUMERS + group], phase, \"order\", (index ^ 1) * CONSUMERS + "
+                  "group);"),
+            ("entered its section 0 with a wait on order[2]|deadlock",), False),
+        # the cursor moves on, then arrives: the arrival names the next section's slot of the other warpgroup
+        "the arrival after the cursor moved on": (
+            _swap(src, "    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);\n    if (++index == "
+                       "ORDER_DEPTH) {\n      index = 0;\n      phase ^= 1;\n    }\n",
+                  "    if (++index == ORDER_DEPTH) {\n      index = 0;\n      phase ^= 1;\n    }\n"
+                  "    my_mbar_arrive(&order[index * CONSUMERS + (group + 1) % CONSUMERS]);\n"),
+            ("handed its section 0 on through order[3]|deadlock",), False),
+        # after a tile's K loop the release names it % STAGES (the next tile's first stage), a stale index: C can
+        # come out right; the record shows the release of a stage the consumer did not read
+        "a tile's last stage released through a stale index (it, not it - 1)": (
+            _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
+                  "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[it % STAGES], t);"),
+            ("but its read #|read before the barrier phase|deadlock",), False),
         "a tile's last stage released only when another pair follows (the block's last tile holds it)": (
             _swap(src, "if (nk > 0 && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], t);",
                   "if (p + clusters < pairs && t < CLUSTER) hopper::mbar_arrive_cluster(&empty[(it - 1) % STAGES], "

@@ -89,6 +89,33 @@ def test_a_renamed_variable_the_lab_also_touches_is_reported():
     assert c.yours == ("  C[0] = acc + y;",) and c.yours_lines == (8, 8)
 
 
+def test_a_name_the_student_renamed_is_carried_into_the_labs_lines():
+    """The student renamed x to acc everywhere; this lab's new line names x: the merged kernel uses acc there too
+    (never an undefined x on a line the student did not write), and the report says so."""
+    yours = _lines(("  int x = 1;\n", "  int acc = 1;\n"), ("x += i", "acc += i"), ("C[0] = x + y;", "C[0] = acc + y;"))
+    lab = _lines(("  C[0] = x + y;\n", "  store(C, x + y);\n"))
+    assert carry.renames(BASE, yours) == {"x": "acc"}
+    m = carry.carry_names(BASE, yours, lab, merge(BASE, yours, lab))
+    assert "store(C, acc + y);" in m.text and not carry.renames(BASE, m.text).get("acc")
+    assert not any(w == "x" for w in __import__("re").findall(r"\w+", m.text.split("//")[0]))
+    assert "you renamed x to acc in your kernel: this lab's lines that name x use your acc" in m.report()
+
+
+def test_a_rename_the_lab_collides_with_is_said_plainly():
+    """This lab's own new lines already use the student's new name: nothing is renamed, and the report says what to
+    rename."""
+    yours = _lines(("  int x = 1;\n", "  int acc = 1;\n"), ("x += i", "acc += i"), ("C[0] = x + y;", "C[0] = acc + y;"))
+    lab = _lines(("  C[0] = x + y;\n", "  float acc = 0;\n  store(C, x + y + acc);\n"))
+    m = carry.carry_names(BASE, yours, lab, merge(BASE, yours, lab))
+    assert not m.renamed and "rename acc back to x in your kernel of the previous lab" in " ".join(m.report())
+
+
+def test_a_partial_rename_is_not_a_rename():
+    """x renamed on one line only (x is still used elsewhere): no rename to carry."""
+    yours = _lines(("C[0] = x + y;", "C[0] = acc + y;"))
+    assert carry.renames(BASE, yours) == {}
+
+
 @pytest.mark.parametrize("ws", ["    int y = 2;\n", "  int y = 2;   \n", "  int  y  =  2;\n", "\tint y = 2;\n"])
 def test_whitespace_only_differences_are_no_edit(ws):
     yours = _lines(("  int y = 2;\n", ws))

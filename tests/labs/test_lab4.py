@@ -805,6 +805,42 @@ def test_step8_wrong_regions_are_rejected(name, no_gpu, step7_passed):
     assert re.search(pattern, msg, re.I | re.S) and "Traceback" not in msg, msg
 
 
+#: right answers in other spellings of the ring's depth: the check asks the compiler what STAGES is
+RIGHT_STAGES = {
+    "brace initialiser": "constexpr int STAGES{4};",
+    "a macro": "#define STAGES 4",
+    "static constexpr of an expression": "static constexpr unsigned STAGES = 2 * 2;",
+}
+
+
+@pytest.mark.parametrize("name", RIGHT_STAGES)
+def test_stages_in_other_spellings_pass(name, no_gpu, step7_passed):
+    spelled = RIGHT_STAGES[name]
+    pc = PC_KERNEL.replace(" STAGES = 4,", "", 1).replace("CONSUMERS = 2;\n", f"CONSUMERS = 2;\n{spelled}\n", 1)
+    assert pc.count(spelled) == 1 and "STAGES = 4" not in pc
+    assert _kernel_check("PC", pc) is None, name
+    assert lab4.source_stages(lab4.HEADER + WRAPPERS + pc) == 4
+    assert LAB4_CELL.count("constexpr int STAGES = 4;") == 1
+    assert _step8(PC_KERNEL, LAB4_CELL.replace("constexpr int STAGES = 4;", spelled)) is None, name
+
+
+def test_stages_inside_the_kernel_body_pass(no_gpu, step7_passed):
+    """STAGES declared inside the kernel's body (the compiler cannot see it from outside): read from the kernel's
+    declarations, a right answer too."""
+    cell = LAB4_CELL.replace("constexpr int STAGES = 4;", "")
+    cell = re.sub(r"(lab4_ws_gemm\([^{]*\{)", lambda m: m.group(1) + "\n  constexpr int STAGES{4};", cell, count=1)
+    assert "STAGES{4}" in cell
+    assert _step8(PC_KERNEL, cell) is None
+
+
+def test_no_stages_constant_is_named_in_words(no_gpu):
+    """No constant named STAGES at all (the ring's depth written as 4 everywhere): the check says what to name, in
+    words (not 'your STAGES: None')."""
+    pc = PC_KERNEL.replace(" STAGES = 4,", "", 1).replace("STAGES", "4")
+    msg = _kernel_check("PC", pc)
+    assert msg is not None and "name the ring's depth STAGES" in msg and "None" not in msg, msg
+
+
 # ------------------------------------------------------------------------------------------- the opening diff
 def test_labs_json_holds_the_lab4_kernel():
     data = json.loads(hints.DATA.read_text())["kernels"]["lab4"]

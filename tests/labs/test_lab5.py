@@ -391,6 +391,8 @@ def wrong_kernels(src: str) -> dict[str, tuple[str, str]]:
             "*reinterpret_cast<unsigned*>(buf + r * 128 + chunk * 16 + 4 * (l % 4)) = v;"), "cvt.rn.bf16x2.f32"),
         "no final wait": (_swap(src, "    if (t == 0) hopper::tma_store_wait<0>();  // shared memory", "    // shared"),
                           "wait_group 0"),
+        "the sub-tile loop kept as a loop": (_swap(src, "#pragma unroll\n    for (int sub", "#pragma unroll 1\n    for "
+                                                   "(int sub"), "did not unroll"),
     }
 
 

@@ -6,6 +6,7 @@ check."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,43 @@ def test_personal_edits_are_in_the_graded_kernel_and_it_passes(tmp_path, monkeyp
     lab5.check_epilogue_kernel(lab5_src, benchmark=False)
     out = capsys.readouterr().out
     assert "✓ graded: your kernel (your Lab 4 mainloop" in out and "✓ Lab 5 · the TMA-store epilogue kernel: all" in out
+
+
+def _rename(kernel: str, old: str, new: str) -> str:
+    """The kernel with the name ``old`` renamed ``new`` in its code (not in its comments)."""
+    out = []
+    for line in kernel.split("\n"):
+        code, sep, comment = line.partition("//")
+        out.append(re.sub(rf"\b{old}\b", new, code) + sep + comment)
+    return "\n".join(out)
+
+
+def test_a_consumer_index_renamed_in_lab4_is_carried_into_lab5s_lines(tmp_path, monkeypatch, capsys, lab4_kernel,
+                                                                       pc_kernel, lab5_src, static_only):
+    """The student's correct Lab 4 kernel calls the consumer index cons, not c; Lab 5's new lines name c: the graded
+    kernel uses cons there too, compiles and passes, and the opening says what was carried."""
+    _beside(tmp_path, monkeypatch, _rename(lab4_kernel, "c", "cons"), pc=_rename(pc_kernel, "c", "cons"))
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel" in text, text
+    made, _ = _graded(lab5_src)
+    assert made.previous.yours and ("c", "cons") in made.merge.renamed
+    assert not re.search(r"\bc\b", "\n".join(ln.split("//")[0] for ln in made.kernel.split("\n")))
+    assert "you renamed c to cons in your kernel" in text
+    lab5.check_epilogue_kernel(lab5_src, benchmark=False)
+    assert "✓ Lab 5 · the TMA-store epilogue kernel: all" in capsys.readouterr().out
+
+
+def test_an_edit_outside_the_regions_is_named_in_the_opening(tmp_path, monkeypatch, lab4_kernel, lab5_src,
+                                                             static_only):
+    """A line of the course's code the student changed in their Lab 4 kernel (outside every region): the opening says
+    which line, what it holds, and that it is kept; edits inside the regions are not named."""
+    mine = _edit(lab4_kernel, [("desc |= (unsigned long long)(1024 >> 4) << 32;", "desc |= 64ull << 32;  // SBO")])
+    _beside(tmp_path, monkeypatch, mine)
+    text = _opening(lab5_src)
+    assert "✓ your Lab 4 kernel" in text, text
+    hits = [ln for ln in text.split("\n") if "outside the regions" in ln]
+    assert len(hits) == 1 and "(desc |= 64ull << 32;  // SBO) changes the course's code outside the regions: kept as " \
+        "you wrote it" in hits[0], text
 
 
 def test_an_edit_of_the_step7_producer_reaches_the_graded_kernel(tmp_path, monkeypatch, capsys, lab4_kernel,

@@ -414,17 +414,19 @@ def test_kernel_solution_passes_on_the_executor(sol, monkeypatch, capsys):
     out = capsys.readouterr().out
     each = re.findall(r"✓ ran on the emulator \([^)]*hazard mode\): M=\d+, N=\d+, K=\d+ \((\d+) tiles on 2 blocks, "
                       r"(\d+)(?: or \d+)? tiles each in turn\)", out)
-    assert each == [("9", "4")], out  # 5 and 4 tiles: the last wave is partial
-    assert out.count("the work, as the emulator recorded it: each of the") == 1, out
-    assert out.count("every stage released once per fill, by all its consumers") == 1, out
+    assert each == [("9", "4"), ("10", "5")], out  # 5 and 4 tiles (the last wave partial); two raster groups
+    assert out.count("the work, as the emulator recorded it: each of the") == 2, out
+    assert out.count("every stage released once per fill, by all its consumers") == 2, out
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_emulator_shape_wraps_the_ring_and_gives_every_block_several_tiles(seed):
     from helpers.course.checks.lab5 import _emulator_shapes
 
-    for m, n, k in _emulator_shapes(grading.SeededRng(seed), lab6.LAUNCH):
-        assert (-(-m // 128), -(-n // 256), -(-k // 64)) == (3, 3, 4)  # 5 and 4 tiles per block, the ring wraps
+    shapes = _emulator_shapes(grading.SeededRng(seed), lab6.LAUNCH)
+    # 5 and 4 tiles per block, the ring wraps; then 10 rows of tiles: two raster groups of 8 and 2 rows
+    assert [(-(-m // 128), -(-n // 256), -(-k // 64)) for m, n, k in shapes] == [(3, 3, 4), (10, 1, 2)]
+    for m, n, k in shapes:
         assert m % 128 and n % 256 and m % 8 == n % 8 == k % 8 == 0 and len({m, n, k}) == 3  # partial tiles
 
 

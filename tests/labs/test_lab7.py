@@ -403,6 +403,27 @@ def test_run_only_wrong_kernels_fail_on_the_h100(sol, name):
     rejects_naming(lambda s: lab7.check_cluster_kernel(s, benchmark=False), src, caught_where(every_time), *needles)
 
 
+def right_kernels(src: str) -> dict[str, str]:
+    """Right versions of the Lab 7 kernel in other spellings: the mask, the bytes and the EMPTY count computed from
+    the cluster's size at run time (hopper::cluster_nctarank()) instead of the constants."""
+    size = "hopper::cluster_nctarank()"
+    return {
+        "mask from the cluster's size": _swap(src, "(1u << CLUSTER) - 1);", f"(1u << {size}) - 1);"),
+        "mask as an or of both ranks": _swap(src, "(1u << CLUSTER) - 1);", "0b01u | 0b10u);"),
+        "bytes and EMPTY count from the cluster's size": _swap(
+            _swap(src, "my_mbar_expect_tx(&full[s], STAGE_BYTES)", f"my_mbar_expect_tx(&full[s], A_BYTES + {size} * "
+                  "B_HALF)"), "mbar_init(&empty[s], CONSUMERS * CLUSTER)", f"mbar_init(&empty[s], CONSUMERS * {size})"),
+    }
+
+
+@pytest.mark.parametrize("name", list(right_kernels(SOL_SRC)))
+def test_right_kernels_in_other_spellings_pass_statically(sol, monkeypatch, name, capsys):
+    _static_only(monkeypatch)
+    lab7.check_cluster_kernel(right_kernels(sol["LAB7_SRC"])[name], benchmark=False)
+    out = capsys.readouterr().out
+    assert "mask 0b11" in out and "expects the whole stage: 49152" in out and "initialised for 4 arrivals" in out, out
+
+
 # ------------------------------------------------------------------------------------------- on the PTX executor
 def _executor(monkeypatch) -> None:
     """Run kernels on the course's PTX executor (the default without a GPU; forced here even beside one)."""
@@ -547,6 +568,25 @@ def _no_count_said(stages, full, empty, wg, cl, mc, bars):
 ])
 def test_init_problems_wrong_answers(monkeypatch, wrong, needle):
     rejected_on_every_seed(monkeypatch, lab7.check_arrival_counts, _ok_counts, wrong, needle, answers=2)
+
+
+def _lower_case(stages, full, empty, wg, cl, mc, bars):
+    return [p.lower() for p in _ok_problems(stages, full, empty, wg, cl, mc, bars)]
+
+
+def _sentence_case(stages, full, empty, wg, cl, mc, bars):
+    out = []
+    for p in _ok_problems(stages, full, empty, wg, cl, mc, bars):
+        p = p.replace("FULL", "the full barrier").replace("EMPTY", "the empty barrier")
+        out.append(p[0].upper() + p[1:] + ".")
+    return out
+
+
+@pytest.mark.parametrize("right", [_lower_case, _sentence_case])
+def test_init_problems_in_other_capitals_pass(monkeypatch, right):
+    """A sentence's topic is read whatever its capitals: 'empty initialised with 2 …', 'The full barrier …',
+    'Named barrier 3 …', '0 stages: …'."""
+    passes_on_seeds(monkeypatch, lab7.check_arrival_counts, _ok_counts, right)
 
 
 def test_init_problems_that_invent_a_problem_are_rejected(monkeypatch):

@@ -243,6 +243,22 @@ def wrong_static(src: str) -> dict[str, tuple[str, str]]:
     }
 
 
+def right_static(src: str) -> dict[str, str]:
+    """Right kernels in other spellings: name -> source."""
+    return {
+        "participant count from the block's size": swap(src, "my_mbar_init(&order[i], 128)",
+                                                        "my_mbar_init(&order[i], blockDim.x / 3)"),
+        "participant count as warps times lanes": swap(src, "my_mbar_init(&order[i], 128)",
+                                                       "my_mbar_init(&order[i], 4 * 32)"),
+    }
+
+
+@pytest.mark.parametrize("name", list(right_static(SOL["LAB8_SRC"])))
+def test_right_kernels_in_other_spellings_pass_statically(name, no_gpu):
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab8.check_pingpong_kernel(right_static(SOL["LAB8_SRC"])[name], benchmark=False)
+
+
 def test_kernel_stub_fails():
     msg = grading.assert_rejects(lambda s: lab8.check_pingpong_kernel(s, benchmark=False), STUB["LAB8_SRC"],
                                  "not written yet", "hint")
@@ -278,6 +294,29 @@ def wrong_run_only(src: str) -> dict[str, tuple[str, tuple[str, ...]]]:
         "a slot reused a lap early (the phase never flips)": ("read before the barrier phase",),
         "a warpgroup that never arrives on the other's slot (it arrives on its own)": ("deadlock", "order"),
     }.items()}
+
+
+#: protocol mistakes of the sequence barrier and the ring: the turn order can still come out right on the executor's
+#: schedule; the record of every wait (its slot and phase) and every arrival shows the mistake (the kernels are the
+#: H100 script's, gpu_lab5679.lab8_run_only)
+PROTOCOL_MISTAKES = {
+    "a section entered through the other section's slot": (
+        r"warp 4 \(warpgroup 1\) of block \(0,0\).*: entered its section 0 with a wait on order\[2\]; the protocol "
+        r"admits warpgroup 1 to section 0 through order\[0\]",),
+    "the arrival after the cursor moved on": (
+        r"handed its section 0 on through order\[3\]; the protocol hands it on through order\[1\]",),
+    "a tile's last stage released through a stale index (it, not it - 1)": ("deadlock", r"empty\[\d\]"),
+}
+
+
+@pytest.mark.parametrize("name", list(PROTOCOL_MISTAKES))
+def test_protocol_mistakes_are_rejected_on_the_executor(name, monkeypatch):
+    src = lab8_run_only(SOL["LAB8_SRC"])[name][0]
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "force")
+    text = rejects(lab8.check_pingpong_kernel, src, *PROTOCOL_MISTAKES[name], seeds=None, benchmark=False)
+    assert "on the emulator" in text.split("\n", 1)[0], text
+    assert names_all(text, lab8_run_only(SOL["LAB8_SRC"])[name][1]), text  # what the H100 script looks for
 
 
 def test_solution_kernel_passes_on_the_executor(executor, capsys):

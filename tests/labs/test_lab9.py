@@ -468,7 +468,8 @@ def test_solution_kernel_passes_on_the_executor(capsys, monkeypatch):
     lab9.check_streamk_kernel(SOL["LAB9_SRC"], benchmark=True, seed=5)
     out = capsys.readouterr().out
     assert "bar.sync lies between the workspace stores and the release" in out
-    assert out.count("✓ ran on the emulator (") == 15 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("✓ ran on the emulator (") == 18 and "hazard mode" in out and out.count("on 3 clusters") == 3, out
+    assert out.count("the protocol, as the emulator recorded it: every wait on full[s] named the phase") == 3, out
     assert out.count("the work, as the emulator recorded it: each of the") == 3, out
     assert out.count("every stage released once per fill, by all its consumers") == 3, out
     assert "1 first split, 1 middle split, 1 final split" in out and "3 whole pairs round-robin" in out
@@ -529,6 +530,28 @@ def test_the_bench_kernel_passes_as_a_whole_kernel(monkeypatch):
 def test_wrong_kernels_fail_statically(name):
     src, needle = wrong_kernels(SOL["LAB9_SRC"])[name]
     grading.assert_rejects(lambda s: lab9.check_streamk_kernel(s, benchmark=False), src, needle)
+
+
+def right_kernels(src: str) -> dict[str, str]:
+    """Right fix-ups in other spellings the memory model allows: name -> the kernel."""
+    release = "hopper::flag_store_release(flag, order + 1)"
+    wait = 'hopper::flag_wait_geq(flag, order, "flags", owner * CLUSTER + rank)'
+    reset = "if (threadIdx.x == 128) *flag = 0;"
+    return {
+        "reset with a release store": _swap(src, reset, "if (threadIdx.x == 128) hopper::flag_store_release(flag, 0);"),
+        "reset with an atomic exchange": _swap(src, reset, "if (threadIdx.x == 128) atomicExch(flag, 0u);"),
+        "release as a fence and an atomic exchange": _swap(src, release, "{ __threadfence(); atomicExch(flag, order + 1); }"),
+        "acquire as a volatile spin and a fence": _swap(
+            src, wait, "{ while (*(volatile unsigned*)flag < order) {} __threadfence(); }"),
+    }
+
+
+@pytest.mark.parametrize("name", list(right_kernels(SOL["LAB9_SRC"])))
+def test_right_kernels_in_other_spellings_pass_statically(name, monkeypatch):
+    monkeypatch.setenv("HELPERS_NO_GPU", "1")
+    monkeypatch.setenv("HELPERS_EXECUTOR", "off")
+    with contextlib.redirect_stdout(io.StringIO()):
+        lab9.check_streamk_kernel(right_kernels(SOL["LAB9_SRC"])[name], benchmark=False)
 
 
 def test_reference_ptx_protocol_all_pass():

@@ -252,6 +252,16 @@ class Flow:
             return None
         bits = 64 if re.search(r"\.[bsu]64$", ins.opcode) else 32
         op = ins.parts[0]
+        if op == "mul" and ("hi" in ins.parts or "wide" in ins.parts):  # the high half, or the whole 2·bits product
+            mask = (1 << bits) - 1
+            a, b = (v & mask for v in srcs[:2])
+            if ins.opcode.endswith(("s32", "s64")):
+                a, b = (v - (1 << bits) if v >> (bits - 1) else v for v in (a, b))
+            prod = a * b
+            return (prod >> bits) & mask if "hi" in ins.parts else prod & ((1 << (2 * bits)) - 1)
+        if op in ("div", "rem") and len(srcs) == 2 and srcs[1]:
+            q, r = divmod(srcs[0] & ((1 << bits) - 1), srcs[1] & ((1 << bits) - 1))
+            return q if op == "div" else r
         ops = {"mov": lambda a: a, "cvt": lambda a: a, "cvta": lambda a: a, "add": lambda a, b: a + b,
                "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "mad": lambda a, b, c: a * b + c,
                "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "and": lambda a, b: a & b,

@@ -43,11 +43,16 @@ def _blocks(blocks: list[Any], cluster: int) -> str:
 
 def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, tile: tuple[int, int],
                piece_of: Callable[[int, int], str], store_owner: Callable[[int, int], Owner],
-               mma_owner: Callable[[int, int, int], Owner], cluster: int = 1, hint: str = "") -> None:
+               mma_owner: Callable[[int, int, int], Owner], cluster: int = 1, hint: str = "",
+               store_turn: Callable[[int, int], int] | None = None, order_hint: str = "") -> None:
     """Grade the work of one launch of an M×N GEMM: every ``tile`` (rows, cols) box of C stored exactly once, by
     ``store_owner(row0, col0)``; no product of the mainloop computed twice; each computed by
     ``mma_owner(a_row, c_col, k)``. ``piece_of(row, col)`` names the schedule's unit holding an element in words
-    (e.g. 'pair 3'). ``hint`` says how the schedule hands out work."""
+    (e.g. 'pair 3'). ``hint`` says how the schedule hands out work. ``store_turn(row0, col0)``: the turn at which
+    the schedule has the owner take that tile (its 0th, 1st, … tile): each block stores its tiles in the order of
+    their turns, as the executor recorded the stores (a raster order walked otherwise gives a block the same tiles in
+    another order); each consumer warpgroup of a block in turn (its 64-row slices of the tiles), as the two run on
+    independently."""
     log = run.log
     th, tw = tile
     counts: dict[tuple[int, int], list[Any]] = {}
@@ -66,6 +71,22 @@ def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, t
         if got != want:
             c.fail(f"{label}: {where} was stored by {block_words(got, cluster)}; the schedule gives it to "
                    f"{block_words(want, cluster)}", hint=hint)
+    if store_turn is not None:  # per block and consumer (the 64-row slices of a tile alternate between the two)
+        last: dict[Any, tuple[int, int, int]] = {}
+        for st in log.stores_to(run.c):
+            col0, row0 = st.box.coords[0], st.box.coords[1]
+            turn = store_turn(row0, col0)
+            key = (st.block, (row0 // 64) % 2)
+            prev = last.get(key)
+            if prev is not None and turn < prev[0]:
+                who = block_words((st.block.ctaid[0], st.block.ctaid[1]), cluster)
+                c.fail(f"{label}: {who} stored the tile of C at rows {row0}–{min(row0 + th, m) - 1}, columns {col0}–"
+                       f"{min(col0 + tw, n) - 1} ({piece_of(row0, col0)}: its turn {turn}) after the one at rows "
+                       f"{prev[1]}–{min(prev[1] + th, m) - 1}, columns {prev[2]}–{min(prev[2] + tw, n) - 1} (its turn "
+                       f"{prev[0]}): the tiles are not taken in the order the schedule prescribes (C is right: the "
+                       "order shows in each block's stores, as the kernel ran on the emulator)",
+                       hint=order_hint or hint)
+            last[key] = (turn, row0, col0)
     missing = [(r, q) for r in range(0, m, th) for q in range(0, n, tw) if (r, q) not in counts]
     if missing:
         r, q = missing[0]
@@ -91,7 +112,8 @@ def check_work(c: grading.Check, run: Launched, *, m: int, n: int, label: str, t
                    f"{block_words(want, cluster)}", hint=hint)
     stores = sum(len(v) for v in counts.values())
     c.ok(f"{label}: the work, as the emulator recorded it: each of the {stores} tiles of C stored once and each of the "
-         f"{len(products)} wgmma products computed once, all by the block the schedule gives them")
+         f"{len(products)} wgmma products computed once, all by the block the schedule gives them"
+         + (", each block's tiles in the schedule's order" if store_turn is not None else ""))
 
 
 def check_releases(c: grading.Check, run: Launched, *, label: str, full: str = "full", empty: str = "empty",

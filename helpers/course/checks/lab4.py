@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import inspect
 import io
-import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from helpers.course import carry, grading
 from helpers.course.checks import _common as C
+from helpers.course.checks._record import Protocol, Ring
 from helpers.course.hints import answer, hint
 from helpers.course.widgets import registers
 from helpers.gpu.hardware import this_gpu
@@ -660,6 +660,10 @@ PC = KernelSpec("128×128 · producer + 2 consumers over a ring", "lab4a", "lab4
 WS = KernelSpec("128×256 · m64n256k16 + setmaxnreg", "lab4b", "lab4_ws_gemm", 128, 256, 384, 2, "m64n256k16", 4,
                 (24, 240), True)
 
+#: the ring the lab teaches: the producer (warpgroup 0) fills each stage, both consumer warpgroups read every fill
+#: and each releases it once, in the order it read them (checked on the executor's record of the run)
+PROTOCOL = Protocol(ring=Ring(readers=2))
+
 #: the student's measured results of this session, by step name (filled by the kernel checks on an H100)
 MEASURED: dict[str, Any] = {}
 
@@ -673,10 +677,18 @@ def carry_wrappers() -> str:
     return lab3.carry_wrappers()
 
 
+_NO_STAGES = ("name the ring's depth STAGES, a compile-time constant in any spelling the compiler accepts "
+              "(constexpr int STAGES = 4; constexpr int STAGES{4}; #define STAGES 4): the launch sizes the shared "
+              "memory from it")
+
+
 def source_stages(source: str) -> int | None:
-    """The ``STAGES`` constant of a kernel source (``constexpr int ... STAGES = 4``), or None."""
-    m = re.search(r"\bSTAGES\s*=\s*(\d+)\s*[;,]", source)
-    return int(m.group(1)) if m else None
+    """The ``STAGES`` constant of a kernel source as the compiler sees it (any spelling: ``constexpr int STAGES =
+    4;``, ``constexpr int STAGES{4};``, ``#define STAGES 4``, an expression of other constants), or None. ``source``
+    is best the whole compiled source (header, wrappers, kernel); a kernel alone is read from its declarations."""
+    from ._constants import constant
+
+    return constant(source, "STAGES")
 
 
 def _init_counts(c: grading.Check, spec: KernelSpec, proto: Any) -> None:
@@ -808,15 +820,21 @@ def _static_checks(c: grading.Check, spec: KernelSpec, kernel: Any, compiled: st
         c.true(f"the budget adds up: {decs[0]} + {spec.consumers} × {incs[0]} = {sum(counts)} ≤ "
                f"{1 + spec.consumers} × {entry} (registers at entry)", verdict == "ok",
                hint=_verdict_hint(entry, counts, "ok", verdict) + " (with 384 threads: 24 + 2 × 240 = 504 = 3 × 168)")
-    stages = source_stages(text or compiled)
+    stages = source_stages(compiled)
+    if stages is None:
+        c.fail("STAGES is a compile-time constant of the kernel's source",
+               detail="    neither the compiler nor the kernel's declarations give a constant named STAGES",
+               hint=_NO_STAGES)
     if spec.stages_from_budget:
         best = reference_stages(spec.bm, spec.bn, BK)
         c.true(f"STAGES = {best}: as many as the shared-memory budget allows", stages == best,
-               detail=f"    your STAGES: {stages}",
-               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 5, written as a number")
-    c.true(f"the stages fit: {smem_bytes(stages or 0, spec.bm, spec.bn)} bytes of shared memory ≤ {SMEM_LIMIT}",
-           stages is not None and 1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
-           hint="constexpr int STAGES = <a number> at the top of the kernel")
+               detail=f"    your STAGES, as the compiler evaluates it: {stages}",
+               hint=f"stages_for_budget({spec.bm}, {spec.bn}, {BK}, {SMEM_LIMIT}) from step 5, as a compile-time "
+               "constant")
+    c.true(f"the stages fit: {smem_bytes(stages, spec.bm, spec.bn)} bytes of shared memory ≤ {SMEM_LIMIT}",
+           1 <= stages <= reference_stages(spec.bm, spec.bn, BK),
+           hint=f"at most {reference_stages(spec.bm, spec.bn, BK)} stages of {spec.bm}×{BK} A and {spec.bn}×{BK} B "
+           "tiles fit, and at least one")
     return stages
 
 
@@ -907,10 +925,11 @@ def _check_kernel(spec: KernelSpec, source: str, kernel: str | None, benchmark: 
         if not ex.runnable(kern, checked="the compile report and the protocol on every path of the PTX; the roles "
                                         "were graded on the emulator"):
             return
-        stages = source_stages(kernel or compiled)
+        stages = source_stages(compiled)
         if stages is None or not 1 <= stages <= reference_stages(spec.bm, spec.bn, BK):
             ex.settle()  # the run's shared memory comes from STAGES: the check above says what is wrong with it
-            c.fail("constexpr int STAGES = <a number> that fits the shared memory", detail=f"    found: {stages}")
+            c.fail("STAGES: a compile-time constant that fits the shared memory", detail=f"    found: {stages}",
+                   hint=_NO_STAGES)
         with ex.run():
             _run_kernel(c, spec, kern, compiled, stages, rng, timed=benchmark)
         ex.settle()
@@ -976,6 +995,7 @@ _RELEASE_HINT = ("EMPTY counts one arrival per consumer warpgroup (CONSUMERS): w
 def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, rng: Any, *, timed: bool) -> None:
     """The kernel on the course's PTX executor in hazard mode, on :func:`_emulator_shape`: C against fp64, then the
     ring's releases (no stage released more times than it was filled) and the work (:func:`check_kernel_work`)."""
+    from ._record import check_protocol
     from ._work import check_releases
 
     m, n, k = _emulator_shape(spec, stages)
@@ -985,6 +1005,7 @@ def _emulated_run(c: grading.Check, spec: KernelSpec, source: str, stages: int, 
     _check_c(c, spec, stages, C.where(timing=timed), m, n, k, a, b, res["c"][0])
     run = res["work"][0]
     if run.log is not None:
+        check_protocol(c, run, PROTOCOL, label=f"{C.where()}: M={m}, N={n}, K={k}", ring_hint=_RELEASE_HINT)
         check_releases(c, run, label=f"{C.where()}: M={m}, N={n}, K={k}", reused=False, hint=_RELEASE_HINT)
         check_kernel_work(c, spec, run, m=m, n=n, label=f"{C.where()}: M={m}, N={n}, K={k}")
 
@@ -1081,9 +1102,9 @@ def show_timeline(source: str, kernel_name: str = PC.name, m: int = 256, n: int 
     from helpers.gpu import TensorMapArg
 
     spec = {PC.name: PC, WS.name: WS}[kernel_name]
-    stages = source_stages(source)
+    stages = source_stages(HEADER + source)
     if stages is None:
-        raise ValueError("constexpr int STAGES = <a number> is missing from the source")
+        raise ValueError(f"STAGES: {_NO_STAGES}")
     kern = C.compile_student(HEADER + source, spec.name, what="your kernel")
     a, b = gpu.random_host((m, k), gpu.bfloat16, seed=1), gpu.random_host((n, k), gpu.bfloat16, seed=2)
     grid, smem = (-(-n // spec.bn), -(-m // spec.bm)), dynamic_smem_bytes(stages, spec.bm, spec.bn)

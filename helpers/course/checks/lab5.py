@@ -19,8 +19,12 @@ from helpers.course import carry, grading
 from helpers.course.hints import answer, hint
 from helpers.hopper import epilogue, wgmma
 
-from ._common import GemmLaunch, Opening, compile_student, find_instrs, on_h100, stream
+from ._common import GemmLaunch, Opening, compile_student, on_h100
+from ._kernel import check_epilogue_ptx as _check_epilogue_ptx
+from ._kernel import epilogue_ops_from_ptx
+from ._kernel import report_checks as _report_checks
 from ._ladder import TIMED, lab_ladder_rows, shape_words, show_rows, timed
+from ._record import Protocol, Ring
 
 __all__ = [
     "KERNEL_NAME",
@@ -352,134 +356,6 @@ def check_epilogue_ops(epilogue_ops: Callable[[int, int], list]) -> None:
 
 
 # ------------------------------------------------------------------------------------------- 5 · the kernel
-def epilogue_ops_from_ptx(ptx: str, entry: str, buffers: int = 2) -> tuple[list[list[tuple]], list[tuple], list[str]]:
-    """The epilogue of a kernel as the model's operations, read from its PTX in text order after the last
-    ``wgmma.wait_group 0``: a run of st.shared is one ("write", sub % buffers), fence.proxy.async ("fence",),
-    bar.sync ("bar",), the TMA store ("store", sub % buffers), commit / wait_group(.read). Returns the ops of each
-    sub-tile, the ops after the tile loop (past its back edge) or after the last store, and notes (e.g. a
-    whole-block barrier)."""
-    lines = stream(ptx, entry)
-    waits = [i for i, ln in enumerate(lines) if ln.instr and ln.instr.opcode.startswith("wgmma.wait_group")
-             and ln.instr.operands.strip() == "0"]
-    start = waits[-1] + 1 if waits else 0
-    labels = {ln.label: i for i, ln in enumerate(lines) if ln.label}
-    flat: list[tuple[int, tuple]] = []
-    notes: list[str] = []
-    back_edges: list[int] = []
-    writing, subs = False, 0
-    for i in range(start, len(lines)):
-        ln = lines[i]
-        if ln.target is not None and labels.get(ln.target, len(lines)) < start:  # the tile loop's back edge
-            back_edges.append(len(flat))
-        if ln.instr is None:
-            continue
-        op, args = ln.instr.opcode, ln.instr.operands.strip()
-        if op.startswith("st.shared"):
-            if not writing:
-                flat.append((i, ("write", subs % buffers)))
-            writing = True
-            continue
-        if op.startswith("fence.proxy.async"):
-            kind: tuple | None = ("fence",)
-        elif op.split(".")[0] in ("bar", "barrier") and ".sync" in op and "cluster" not in op:
-            if args in ("0", ""):
-                notes.append("a whole-block barrier (bar.sync 0 / __syncthreads) in the epilogue: the producer "
-                             "warpgroup never reaches it")
-            kind = ("bar",)
-        elif op.startswith("cp.async.bulk.tensor") and ".global.shared::cta" in op:
-            kind = ("store", subs % buffers)
-            subs += 1
-        elif op == "cp.async.bulk.commit_group":
-            kind = ("commit",)
-        elif op.startswith("cp.async.bulk.wait_group"):
-            kind = ("wait_read" if op.endswith(".read") else "wait", int(args) if args.isdigit() else 0)
-        else:
-            continue
-        writing = False
-        flat.append((i, kind))
-    last_store = max((k for k, (_, o) in enumerate(flat) if o[0] == "store"), default=-1)
-    cut = last_store + 1
-    later_edges = [b for b in back_edges if b > last_store]
-    if later_edges:
-        cut = later_edges[0]
-    body, final = [o for _, o in flat[:cut]], [o for _, o in flat[cut:]]
-    chunks: list[list[tuple]] = [[]]
-    for o in body:
-        if o[0] == "write" and any(x[0] == "write" for x in chunks[-1]):
-            chunks.append([])
-        chunks[-1].append(o)
-    if chunks == [[]]:
-        chunks = []
-    return chunks, final, notes
-
-
-def _report_checks(c: grading.Check, report: Any, *, spills_allowed: bool = False) -> None:
-    c.ok(f"compiles: {report.summary()}")
-    c.true("setmaxnreg is kept (ptxas did not ignore it: __launch_bounds__(384, 1))",
-           report.uses_setmaxnreg and not report.setmaxnreg_ignored,
-           hint="keep __launch_bounds__(384, 1): with 384 alone ptxas cannot tell the entry register count")
-    c.true("the compiler kept wgmma asynchronous (not serialized)", not report.wgmma_serialized,
-           hint="see kernel.report.log for ptxas's C7510/C7511 notes")
-    if not spills_allowed:
-        c.true("no register spills", report.spill_bytes == 0,
-               hint="the 128 accumulators must stay in registers: index d[] only with compile-time constants")
-
-
-def _check_epilogue_ptx(c: grading.Check, ptx: str, entry: str, *, tiles: int, final_required: bool) -> None:
-    """The static checks of the epilogue both labs share: rounding instruction, the TMA store's full form, and the
-    order of writes, fences, barriers, stores and waits run through the epilogue model."""
-    lines = stream(ptx, entry)
-    opcodes = [ln.instr.opcode for ln in lines if ln.instr]
-    if any(o.startswith("cvt.rz") and "bf16" in o for o in opcodes):
-        c.fail("the accumulators are converted with cvt.rz (toward zero)",
-               hint="round to nearest: __floats2bfloat162_rn (cvt.rn.bf16x2.f32)")
-    c.true("the accumulators are rounded to bf16 with cvt.rn.bf16x2.f32 (round to nearest even)",
-           "cvt.rn.bf16x2.f32" in opcodes,
-           hint="convert each register pair with __floats2bfloat162_rn(d[j], d[j + 1]); shifting the bits "
-                "truncates")
-    stores = find_instrs(ptx, "cp.async.bulk.tensor", entry)
-    stores = [s for s in stores if ".global.shared::cta" in s.opcode]
-    c.true("the sub-tiles leave through cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
-           bool(stores) and all(s.opcode == "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
-                                for s in stores),
-           hint="hopper::tma_store_2d(&tmap_c, buf, column, row), one per 64×64 sub-tile")
-    chunks, final, notes = epilogue_ops_from_ptx(ptx, entry)
-    if notes:
-        c.fail("the epilogue's barrier", detail="    " + notes[0],
-               hint="use the warpgroup's named barrier: hopper::named_bar_sync(1 + c, 128)")
-    c.true("the epilogue stores 4 sub-tiles per tile (the sub-tile loop unrolled)", len(chunks) == 4,
-           hint=f"found {len(chunks)} groups of shared-memory writes after the mainloop; keep #pragma unroll")
-    if final_required and not any(o[0] in ("wait", "wait_read") and o[1] == 0 for o in final):
-        c.fail("no cp.async.bulk.wait_group 0 after the last store",
-               hint="before the block exits, thread 0 waits until every store has read its buffer: "
-                    "hopper::tma_store_wait<0>()")
-    try:
-        result = epilogue.run(chunks, len(chunks), 2, tiles=tiles, final=final)
-    except epilogue.EpilogueError as exc:
-        c.fail(f"the epilogue's order, read from the PTX ({exc.rule})", detail=f"    {str(exc).split('] ', 1)[-1]}",
-               hint=_KERNEL_RULE_HINTS.get(exc.rule, ""))
-    waits = sorted({o[1] for ch in chunks for o in ch if o[0] == "wait_read"})
-    ideal = [min(i + 1, 2) for i in range(len(chunks))] if tiles == 1 else [2] * (len(chunks) * tiles - 1)
-    got = result.in_flight_after_store if tiles == 1 else result.in_flight_after_store[1:]
-    if got != ideal:
-        c.fail("the epilogue waits more than it must", ideal, got,
-               hint=f"your cp.async.bulk.wait_group.read {waits}: with two buffers one store may stay in flight: "
-                    "hopper::tma_store_wait_read<1>()")
-    c.ok("read from the PTX and run on the epilogue model: st.shared → fence.proxy.async → bar.sync → store → "
-         f"commit_group; wait_group.read {waits} then bar.sync before a buffer is reused"
-         + (f"; {tiles} tiles in a row with the stores left in flight across tiles" if tiles > 1 else ""))
-
-
-_KERNEL_RULE_HINTS = {
-    "unfenced-store": "hopper::fence_proxy_async() after stage_subtile, by every thread, before the named barrier",
-    "fence-after-barrier": "stage_subtile, then fence_proxy_async(), then named_bar_sync(1 + c, 128), then the store",
-    "unsynced-store": "hopper::named_bar_sync(1 + c, 128) between the fence and thread 0's store",
-    "overwrite-in-flight": "before writing a buffer again: thread 0 hopper::tma_store_wait_read<1>(), then "
-                           "hopper::named_bar_sync(1 + c, 128); and hopper::tma_store_commit() after every store",
-    "exit-in-flight": "hopper::tma_store_commit() after each store and hopper::tma_store_wait<0>() before the end",
-}
-
-
 def _gpu_shapes(rng: np.random.Generator, multiple: int = 8) -> list[tuple[int, int, int]]:
     """Non-square shapes with partial tiles (M, N, K multiples of 8, M ≠ N ≠ K): one with fewer 256×256 pairs than a
     persistent grid's 66 clusters (a partial wave), one with more (clusters take several tiles: the ring and the
@@ -495,14 +371,18 @@ def _gpu_shapes(rng: np.random.Generator, multiple: int = 8) -> list[tuple[int, 
 def _emulator_shapes(rng: np.random.Generator, spec: GemmLaunch) -> list[tuple[int, int, int]]:
     """Smaller non-square shapes for the PTX executor (a CPU runs every thread), still with partial tiles and several
     K steps (the last one partial): Lab 5's grid has several blocks; the persistent grids of Labs 6 and 7 (two blocks,
-    or two clusters, there) have at least two tiles per block, so each block takes several tiles in turn."""
+    or two clusters, there) have at least two tiles per block, so each block takes several tiles in turn; Lab 6's
+    second shape has two raster groups."""
     if spec.persistent_unit and spec.cluster == 1:
-        # one shape of 3 × 3 tiles, the last row and column partial: 5 and 4 tiles on two blocks (a partial last
-        # wave), 4 K steps each (the ring of 4 stages wraps from tile to tile); one shape keeps the check fast
+        # a shape of 3 × 3 tiles, the last row and column partial: 5 and 4 tiles on two blocks (a partial last
+        # wave), 4 K steps each (the ring of 4 stages wraps from tile to tile); then 10 × 1 tiles, 2 K steps: more
+        # rows of tiles than a raster group holds (8), so the second group, clipped to 2 rows, is walked too
         while True:
             m, n, k = 8 * int(rng.integers(33, 48)), 8 * int(rng.integers(65, 96)), 8 * int(rng.integers(25, 33))
             if len({m, n, k}) == 3:
-                return [(m, n, k)]
+                break
+        tall = 8 * int(rng.integers(145, 160)), 8 * int(rng.integers(17, 32)), 8 * int(rng.integers(9, 16))
+        return [(m, n, k), tall]
     shapes, low = [(392, 520, 200)], (33 if spec.persistent_unit else 17)  # 2 × 2 pairs at least
     while len(shapes) < 2:
         m, n, k = (8 * int(x) for x in rng.integers(low, 66, size=3))
@@ -613,6 +493,29 @@ def _owners(spec: GemmLaunch, m: int, n: int, blocks: int) -> tuple[Any, Any, An
     return pair_words, pair_owner, pair_owner
 
 
+def _turn_of(spec: GemmLaunch, m: int, n: int, blocks: int) -> Any:
+    """For a persistent grid: the turn at which the schedule has a tile's owner take it (tile p of the grouped raster
+    order, GROUP = 8 rows of tiles, is its owner's turn p // (blocks or clusters)); None for a grid of tiles."""
+    from helpers.hopper import scheduler
+
+    if not spec.persistent_unit:
+        return None
+    pm, pn = -(-m // spec.persistent_unit[0]), -(-n // spec.persistent_unit[1])
+    order = {(int(a), int(b)): p for p, (a, b) in enumerate(scheduler.grouped(pm, pn, 8))}
+    clusters = blocks // spec.cluster
+
+    def turn(row: int, col: int) -> int:
+        return order[(row // spec.persistent_unit[0], col // spec.persistent_unit[1])] // clusters
+
+    return turn
+
+
+_ORDER_HINT = ("the grouped raster order: tile t's group is t / (GROUP · tiles_n), its rows of tiles start at group · "
+               "GROUP (the last group clipped to the rows that are left), and within the group the tiles run down a "
+               "column of the group first (row = first + t % rows), then on to the next column; each block takes its "
+               "tiles t = b, b + gridDim.x, … in that order")
+
+
 #: how the work is handed out, for a failed work check: a grid of tiles, a persistent grid of blocks, of clusters
 _WORK_HINT = {False: "block (x, y) computes and stores the 128×256 tile at rows 128·y, columns 256·x: each tile once",
               "blocks": "block b takes tiles b, b + gridDim.x, b + 2·gridDim.x, … of the raster order (step by the "
@@ -647,12 +550,19 @@ def _release_hint(spec: GemmLaunch) -> str:
     return _RELEASE_HINT[bool(spec.persistent_unit)]
 
 
+def protocol_of(spec: GemmLaunch) -> Protocol:
+    """The ring of Labs 5-7: both consumer warpgroups read every fill and release it once each, on every block of the
+    cluster its copies land in."""
+    return Protocol(ring=Ring(readers=2), cluster=spec.cluster)
+
+
 def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.random.Generator, *, what: str,
                     shapes: list[tuple[int, int, int]]) -> None:
     """The run on the course's PTX executor in hazard mode: C against fp64, then the ring's releases (every stage
     released once per fill; a ring that serves one tile per block: never more) and the work (every tile of C stored
     once, by the block the schedule gives it; no product computed twice)."""
     from ._common import run_gemm, where
+    from ._record import check_protocol
     from ._work import check_releases, check_work
     from .lab3 import make_operands
 
@@ -679,7 +589,9 @@ def _emulated_check(c: grading.Check, source: str, spec: GemmLaunch, rng: np.ran
         piece, store_owner, mma_owner = _owners(spec, m, n, blocks)
         check_work(c, run, m=m, n=n, label=f"M={m}, N={n}, K={k}", tile=spec.box_c or (64, 64), piece_of=piece,
                    store_owner=store_owner, mma_owner=mma_owner, cluster=spec.cluster,
-                   hint=_work_hint(spec))
+                   hint=_work_hint(spec), store_turn=_turn_of(spec, m, n, blocks), order_hint=_ORDER_HINT)
+        check_protocol(c, run, protocol_of(spec), label=f"{where()}: M={m}, N={n}, K={k}",
+                       ring_hint=_release_hint(spec))
 
 
 #: the course's kernels, timed beside the student's in the same run (the speed floor)

@@ -26,7 +26,8 @@ from helpers.hopper import scheduler
 
 from . import lab5
 from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream
-from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+from ._kernel import check_epilogue_ptx, report_checks
+from .lab5 import HEADER, SMEM_BYTES, _gpu_check
 
 #: the H100 SXM's SMs, the worker count of the cases named after it
 _SMS = _parts.PROFILES["h100-sxm"].sms
@@ -359,7 +360,7 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
                 print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
-        _report_checks(c, kernel.report, spills_allowed=True)
+        report_checks(c, kernel.report, spills_allowed=True)
         c.true("the kernel runs without clusters (one block per SM, each on its own)",
                ".reqnctapercluster" not in ptx and ".explicitcluster" not in ptx,
                hint="this lab's kernel has no __cluster_dims__: clusters come in Lab 7")
@@ -373,7 +374,7 @@ def check_persistent_kernel(source: str, *, benchmark: bool = True, sizes: tuple
                         "scale-d = 0 (accumulate = false) on the tile's first wgmma, k == 0 and kk == 0")
         c.ok("a tile's first wgmma starts from zero (scale-d = 0)" if any(s != "1" for s in scale)
              else "the accumulators are zeroed before each tile")
-        _check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
+        check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
         if not can_run(kernel, checked="the tile loop and scale-d (from the PTX), the epilogue's order across tiles "
                                        "(on the epilogue model)"):
             return

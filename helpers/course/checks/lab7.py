@@ -28,8 +28,10 @@ from helpers.hopper import cluster, pipeline, scheduler
 from helpers.hopper.mbarrier import MBarrierError
 
 from . import lab5, lab6
-from ._common import GemmLaunch, Opening, compile_student, find_instrs, resolve, stream, symbol_plus_offset, trace
-from .lab5 import HEADER, SMEM_BYTES, _check_epilogue_ptx, _gpu_check, _report_checks
+from ._common import GemmLaunch, Opening, compile_student, find_instrs, stream, symbol_plus_offset, trace
+from ._kernel import check_epilogue_ptx, report_checks
+from ._ptxflow import Flow
+from .lab5 import HEADER, SMEM_BYTES, _gpu_check
 
 __all__ = [
     "KERNEL_NAME",
@@ -319,6 +321,27 @@ def _mapa_ranks(ptx: str, entry: str) -> list[str]:
     return out
 
 
+def _cluster_values(flow: Flow, operand: str) -> set[int] | None:
+    """The values an operand takes in the two CTAs of a cluster of 2 (``%cluster_nctarank`` 2, ``%cluster_ctarank`` 0
+    and 1): what the compiler folded, or what the PTX computes from the cluster's registers; None when it depends on
+    anything else (a value only the run knows)."""
+    out: set[int] = set()
+    for rank in (0, 1):
+        v = flow.evaluate(operand, {"%cluster_nctarank": 2, "%cluster_ctarank": rank, "%cluster_nctaid.x": 2,
+                                    "%cluster_ctaid.x": rank})
+        if v is None:
+            return None
+        out.add(v)
+    return out
+
+
+def _shown(values: set[int] | None) -> Any:
+    """A set of values as the failure shows it (one value: that value, as text)."""
+    if values is None:
+        return "computed at run time"
+    return str(next(iter(values))) if len(values) == 1 else sorted(values)
+
+
 def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[Any, ...] = (4096, 8192),
                          wrappers: str | None = None, here: Any = None, carried: bool = True) -> None:
     """Grade the Lab 7 kernel: your Lab 6 kernel (the course's where yours does not pass Lab 6's check) with this
@@ -345,7 +368,7 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[An
                 print(f"   ⚠ {line}")
         kernel = compile_student(source, KERNEL_NAME, what="your kernel")
         ptx = kernel.ptx
-        _report_checks(c, kernel.report, spills_allowed=True)
+        report_checks(c, kernel.report, spills_allowed=True)
         c.true("the kernel is compiled for clusters of 2 CTAs (.reqnctapercluster 2, 1, 1)",
                ".reqnctapercluster 2, 1, 1" in ptx, hint="keep __cluster_dims__(2, 1, 1) on the kernel")
         loads = [i for i in find_instrs(ptx, "cp.async.bulk.tensor", KERNEL_NAME)
@@ -354,32 +377,49 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[An
         c.true("one plain TMA load (A) and one multicast load (B) per stage fill",
                len(multi) == 1 and len(loads) == 2,
                hint="your my_tma_load_2d for A, hopper::tma_load_2d_multicast for this CTA's half of B")
+        flow = Flow(ptx, KERNEL_NAME)
+        runtime: list[str] = []  # values the PTX computes from the cluster's registers at run time: the run checks
         mask_op = [o.strip() for o in multi[0].operands.rsplit(",", 1)][-1]
-        mask = resolve(ptx, mask_op)
-        if mask != "3":
-            c.fail("the multicast mask", "3 (0b11: both CTAs)", mask,
-                   hint="the half of B lands in both CTAs: (1u << CLUSTER) - 1")
-        c.ok("the multicast load of B goes to both CTAs (mask 0b11)")
+        mask = _cluster_values(flow, mask_op)
+        if mask is None:
+            runtime.append("the multicast mask")
+        elif mask != {3}:
+            c.fail("the multicast mask", "3 (0b11: both CTAs)", _shown(mask),
+                   hint="the half of B lands in both CTAs: (1u << CLUSTER) - 1" if mask != {1, 2} else
+                   "the mask names every CTA the copy lands in; one bit for this CTA only multicasts to it alone")
+        else:
+            c.ok("the multicast load of B goes to both CTAs (mask 0b11)")
         expects = (find_instrs(ptx, "mbarrier.arrive.expect_tx", KERNEL_NAME)  # the header's, or your wrapper's
                    + find_instrs(ptx, "mbarrier.expect_tx", KERNEL_NAME))
-        nbytes = {resolve(ptx, i.operands.rsplit(",", 1)[-1]) for i in expects}
-        if nbytes != {"49152"}:
+        nbytes = [_cluster_values(flow, i.operands.rsplit(",", 1)[-1]) for i in expects]
+        if any(v is None for v in nbytes):
+            runtime.append("the bytes full[s] expects")
+        elif set().union(*nbytes) != {49152}:
+            got = set().union(*nbytes)
             hint = ("32768 is this CTA's own loads only: the half the other CTA multicasts lands here and counts on "
-                    "this full[s] too: STAGE_BYTES" if nbytes == {"32768"} else "STAGE_BYTES = 49152: A + all of B")
-            c.fail("the bytes full[s] expects", {"49152"}, nbytes, hint=hint)
-        c.ok("full[s] expects the whole stage: 49152 bytes (A 16384 + both halves of B)")
-        counts: dict[str, set[str]] = {}
+                    "this full[s] too: STAGE_BYTES" if got == {32768} else "STAGE_BYTES = 49152: A + all of B")
+            c.fail("the bytes full[s] expects", {"49152"}, _shown(got), hint=hint)
+        else:
+            c.ok("full[s] expects the whole stage: 49152 bytes (A 16384 + both halves of B)")
+        counts: dict[str, set[int] | None] = {}
         for ins in find_instrs(ptx, "mbarrier.init", KERNEL_NAME):
             addr, count = (o.strip() for o in ins.operands.split(","))
             where = symbol_plus_offset(ptx, addr)
             name = "empty" if where and "empty" in where[0] else "full" if where and "full" in where[0] else "?"
-            counts.setdefault(name, set()).add(resolve(ptx, count))
-        if counts.get("empty") != {"4"}:
+            vals = _cluster_values(flow, count)
+            counts[name] = None if vals is None or counts.get(name, set()) is None else counts.get(name, set()) | vals
+        if "empty" in counts and counts["empty"] is None:
+            runtime.append("empty[s]'s arrival count")
+        elif counts.get("empty") != {4}:
             hint = ("2 counts this CTA's consumers only: the other CTA's consumers read the same refill, so "
-                    "empty[s] counts CONSUMERS * CLUSTER" if counts.get("empty") == {"2"} else
+                    "empty[s] counts CONSUMERS * CLUSTER" if counts.get("empty") == {2} else
                     "CONSUMERS * CLUSTER = 4 arrivals per phase")
-            c.fail("mbarrier.init of empty[s]", {"4"}, counts.get("empty"), hint=hint)
-        c.ok("empty[s] is initialised for 4 arrivals (2 consumer warpgroups × 2 CTAs)")
+            c.fail("mbarrier.init of empty[s]", {"4"}, _shown(counts.get("empty")), hint=hint)
+        else:
+            c.ok("empty[s] is initialised for 4 arrivals (2 consumer warpgroups × 2 CTAs)")
+        if runtime:
+            c.ok(f"{', '.join(runtime)}: computed at run time from the cluster's registers (the PTX holds no constant "
+                 "to read): the run below checks it (the wrong value deadlocks a stage or leaves C wrong)")
         if find_instrs(ptx, "mbarrier.arrive.release.cluster", KERNEL_NAME):
             c.fail("the remote arrivals use mbarrier.arrive.release.cluster",
                    hint="use the bare hopper::mbar_arrive_cluster: the default release at CTA scope is enough for "
@@ -414,7 +454,7 @@ def check_cluster_kernel(source: str, *, benchmark: bool = True, sizes: tuple[An
                len(arrives) >= 2 and max(arrives) > stores_done and max(waits) > stores_done,
                hint="hopper::cluster_sync() before the kernel ends: no CTA may leave while the other can still "
                     "multicast into its shared memory or arrive on its barriers")
-        _check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
+        check_epilogue_ptx(c, ptx, KERNEL_NAME, tiles=3, final_required=True)
         if not can_run(kernel, checked="the cluster, multicast, barrier counts and remote arrivals (from the PTX), "
                                        "the epilogue's order across tiles (on the epilogue model)"):
             return
@@ -495,12 +535,23 @@ def course_kernel_inits() -> list[KernelInit]:
     return [k for k in found if k is not None]
 
 
+_TOPIC_WORDS = ((r"\bnamed[ _]barrier\s*#?\s*(-?\d+)", None), (r"\bfull\b", "FULL"), (r"\bempty\b", "EMPTY"),
+                (r"\bstages?\b", "stages"))
+
+
 def _topic(sentence: str) -> str | None:
-    """What one problem sentence is about: the first of "named barrier <id>", "FULL", "EMPTY", "stages" it names."""
-    m = re.search(r"named barrier (-?\d+)", sentence)
+    """What one problem sentence is about, whatever its capitals: a named barrier ("named barrier <id>") first; then
+    FULL or EMPTY as the text writes them in capitals (the first of them); then the one topic the sentence names in
+    any case ("Full barrier …", "empty: …", "Stages: 0"); where it names several, the first it names."""
+    m = re.search(_TOPIC_WORDS[0][0], sentence, re.I)
     if m:
         return f"named barrier {m.group(1)}"
-    return next((t for t in ("FULL", "EMPTY") if t in sentence), "stages" if "stage" in sentence else None)
+    capital = next((t for t in ("FULL", "EMPTY") if re.search(rf"\b{t}\b", sentence)), None)
+    if capital:
+        return capital
+    found = [(m.start(), topic) for pattern, topic in _TOPIC_WORDS[1:] for m in [re.search(pattern, sentence, re.I)]
+             if m]
+    return min(found)[1] if found else None
 
 
 def _topics(stages: int, full: int, empty: int, wg: int, cl: tuple[int, int], mc: str,

@@ -35,6 +35,7 @@ from helpers.hopper import seqbar
 from . import _common as C
 from . import lab5, lab7
 from ._ptxflow import Flow, Ins
+from ._record import Protocol, Ring, Turns
 from .lab5 import HEADER
 
 __all__ = [
@@ -192,13 +193,24 @@ def _is_epilogue_write(ins: Ins) -> bool:
                                                   and ".global.shared" in ins.opcode)
 
 
+def _depends_on_thread(flow: Flow, predicate: str) -> bool:
+    """Whether a predicate register is computed from the thread's index (%tid, %laneid, %warpid), through the
+    setp that sets it."""
+    regs = set(flow.registers(predicate))
+    for ins in flow.ins:
+        if ins.opcode.startswith("setp") and ins.ops() and predicate in ins.ops()[0].split("|"):
+            for op in ins.ops()[1:]:
+                regs |= flow.registers(op)
+    return any(r.startswith(("%tid", "%laneid", "%warpid")) for r in regs)
+
+
 def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
     """Static checks of the sequence barrier in the kernel's PTX: (what, passed, hint), in order."""
     flow = Flow(ptx, KERNEL_NAME)
     inits, waits, arrives = _order_ops(flow)
     wait_set = {i.index for i in waits}
     out: list[tuple[str, bool, str]] = []
-    counts = {C.resolve(ptx, i.ops()[-1]) for i in inits}
+    counts = {str(flow.evaluate(i.ops()[-1], {"%ntid.x": 384, "%ntid.y": 1, "%ntid.z": 1})) for i in inits}
     out.append(("the sequence barrier's slots are initialised (mbarrier.init on order)", bool(inits),
                 "init every slot of order[] in the block's set-up, before the cluster barrier"))
     if inits:
@@ -229,9 +241,17 @@ def ptx_order(ptx: str, source: str = "") -> list[tuple[str, bool, str]]:
     skipped = late is not None and any(max(mmas) < a.index < late.index for a in arrives)
     why = ("arrive right after the K loop, before wgmma_wait<0>: the other consumer's wgmmas then follow yours on the "
            "tensor cores while yours finish; waiting first leaves the tensor cores idle")
-    if skipped:
-        why = ("some threads skip the arrive (it is under a condition): every thread of the warpgroup arrives, the "
-               "slot counts 128 arrivals, and with fewer its phase never completes: the other consumer waits forever")
+    by_thread = skipped and late is not None and any(
+        ins.guard and _depends_on_thread(flow, ins.guard.lstrip("!")) for ins in flow.ins[max(mmas):late.index])
+    if by_thread:
+        why = ("some threads skip the arrive (it is under a condition on the thread's index): every thread of the "
+               "warpgroup arrives, the slot counts 128 arrivals, and with fewer its phase never completes: the other "
+               "consumer waits forever")
+    elif skipped:
+        why = ("on some path from the last wgmma to wgmma_wait<0> the arrive is not passed (it is under a condition, "
+               "or in a branch the other path skips): every thread of the warpgroup arrives on every path, before "
+               "wgmma_wait<0> (the slot counts 128 arrivals; were some threads never to arrive, its phase would not "
+               "complete and the other consumer would wait for it)")
     out.append(("the mainloop is handed on as soon as its last wgmma is issued, by every thread (an arrive before "
                 "wgmma_wait<0> on every path)", late is None, why))
     return out
@@ -423,11 +443,24 @@ def _check_consumers(c: grading.Check, run: Any, *, label: str, words: Callable[
          "consumer j % 2)")
 
 
+#: the protocol Lab 8 teaches: each fill of a CTA's ring is read by one consumer (the one whose tile it is) and
+#: released by it on both CTAs of the cluster; the consumers (warpgroups 1 and 2) take sections in turn through
+#: order[section · 2 + consumer], consumer 0 first, ORDER_DEPTH = 2 sections (the mainloop, the epilogue)
+PROTOCOL = Protocol(ring=Ring(readers=1), turns=Turns(barrier="order", groups=(1, 2), depth=2, first=0), cluster=2)
+_RING_HINT = ("a stage is read by one consumer, in each CTA of the cluster, and released by it on both CTAs once: a "
+              "tile's K steps are ring positions it = j · nk …, its wait on full[it % STAGES] names (it / STAGES) & 1; "
+              "count the releases of one tile, its first K step and the stage after its K loop included")
+_TURNS_HINT = ("seq.wait() waits on order[index · CONSUMERS + group] for the cursor's phase; seq.arrive() arrives on "
+               "order[index · CONSUMERS + (group + 1) % CONSUMERS] first, and only then moves the index on (the phase "
+               "flips when it wraps)")
+
+
 def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list[tuple[int, int, int]]) -> None:
     """Run the kernel on ``shapes`` (C poisoned) where the run path runs it and grade C against fp64; on the executor
     (hazard mode) also the ring's releases (every stage released once per fill), the work (every sub-tile of C stored
     once, by the block the schedule gives it; every wgmma product once, by its block and its consumer) and the
     trace's order (the consumers in turn)."""
+    from ._record import check_protocol
     from ._work import check_releases, check_work
 
     cases = [C.make_operands(rng, m, n, k) for m, n, k in shapes]
@@ -458,6 +491,7 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
             check_work(c, run, m=m, n=n, label=label, tile=LAUNCH.box_c or (64, 64), piece_of=words,
                        store_owner=owner, mma_owner=owner, cluster=2, hint=_WORK_HINT)
             _check_consumers(c, run, label=label, words=words, group=group)
+            check_protocol(c, run, PROTOCOL, label=label, ring_hint=_RING_HINT, turns_hint=_TURNS_HINT)
         if secs is not None:
             problems = order_problems(secs, m, n, EMULATED_CLUSTERS)
             first = next(iter(secs.values()))

@@ -551,11 +551,23 @@ _WS_STORE = re.compile(r"^\s*(?:@!?%\w+\s+)?st\.global(?:\.\w+)*\.f32\s")
 _WS_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.global(?:\.(?:cg|ca|cs|lu|cv|nc|L1::\w+|L2::\w+))*\.f32\s")
 _ACQUIRE = re.compile(r"\bld\.acquire\.gpu(?:\.global)?\.(?:u32|b32|s32)\b")
 _RELEASE = re.compile(r"\b(?:st\.release\.gpu(?:\.global)?\.(?:u32|b32|s32)|red\.release\.gpu(?:\.global)?\.add\.u32|"
-                      r"atom\.release\.gpu(?:\.global)?\.add\.u32)\b")
+                      r"atom\.(?:release|acq_rel)\.gpu(?:\.global)?\.(?:add|exch)\.(?:u32|b32))\b")
 _WEAK_FLAG = re.compile(r"\b(?:ld|st)\.(?:relaxed|volatile)(?:\.gpu|\.sys)?(?:\.global)?\.(?:u32|b32|s32)\b")
 _BAR = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bar\.sync|barrier\.sync|bar\.red)\b")
-_U32_STORE = re.compile(r"^\s*(?:@!?%\w+\s+)?st(?:\.relaxed\.gpu|\.volatile)?\.global\.(?:u32|b32|s32)\s+\[[^\]]+\],\s*"
-                        r"([^;]+);")
+#: the kernel's parameters in order: tmap_a, tmap_b, tmap_c, M, N, K, workspace, flags
+_FLAGS_PARAM = 7
+#: a fence at GPU scope or wider: __threadfence() (membar.gl), fence.sc / fence.acq_rel
+_FENCE = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:membar\.(?:gl|sys)|fence\.(?:sc|acq_rel)\.(?:gpu|sys))\b")
+#: every 32-bit write of a flag: a store (any qualifiers), an atomic exchange / and / add, a reduction
+_FLAG_WRITE = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:st(?:\.[\w:]+)*\.global(?:\.[\w:]+)*\.(?:u32|b32|s32)\s+\[[^\]]+\],"
+                         r"\s*([^;]+);|atom(?:\.[\w:]+)*\.global(?:\.[\w:]+)*\.(exch|and|add|or|inc)\.(?:u32|b32|s32)"
+                         r"\s+%\w+,\s*\[[^\]]+\],\s*([^;,]+);|red(?:\.[\w:]+)*\.global(?:\.[\w:]+)*\.add\.u32\s+"
+                         r"\[[^\]]+\],\s*([^;]+);)")
+#: a strong (not weak) 32-bit flag write: relaxed, volatile or release stores, atomics, reductions
+_STRONG_WRITE = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:st\.(?:relaxed|volatile|release)|atom\.|red\.)")
+#: a strong 32-bit flag read that a following fence makes acquiring: relaxed or volatile loads, atomics
+_STRONG_READ = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:ld\.(?:relaxed|volatile)(?:\.gpu|\.sys)?(?:\.global)?\."
+                          r"(?:u32|b32|s32)|atom(?:\.[\w:]+)*\.global(?:\.[\w:]+)*\.(?:add|or)\.(?:u32|b32))\b")
 
 
 def _entry_lines(ptx: str) -> list[str]:
@@ -563,28 +575,68 @@ def _entry_lines(ptx: str) -> list[str]:
     return (m.group(0) if m else ptx).splitlines()
 
 
-def ptx_protocol(ptx: str) -> list[tuple[str, bool, str]]:
-    """Static checks of the fix-up in the kernel's PTX: (what, passed, hint) in order. Text order in the PTX is
-    the order of the source for this kernel's straight-line fix-up blocks."""
+def _writes_zero(text: str, line: str) -> bool:
+    """A flag write that leaves 0: a store or exchange of 0, an and with 0."""
     from ._common import resolve
 
+    m = _FLAG_WRITE.match(line)
+    if not m:
+        return False
+    value = next(g for g in (m.group(1), m.group(3), m.group(4)) if g is not None).strip()
+    if m.group(2) in ("add", "or", "inc") or (m.group(4) is not None):
+        return False
+    return resolve(text, value) == "0"
+
+
+def ptx_protocol(ptx: str) -> list[tuple[str, bool, str]]:
+    """Static checks of the fix-up in the kernel's PTX: (what, passed, hint) in order. Text order in the PTX is
+    the order of the source for this kernel's straight-line fix-up blocks.
+
+    Every form the memory model gives the same guarantee is accepted: the release as ``st.release.gpu``, a release
+    atomic or reduction, or a GPU-scope fence (``__threadfence()``) before a strong write (an atomic, a relaxed or
+    volatile store); the acquire as ``ld.acquire.gpu``, or a strong read (relaxed, volatile, atomic) with a fence
+    after it before the workspace loads; the reset as any write that leaves 0 (a store of any kind, an exchange, an
+    and with 0)."""
+    from ._ptxflow import Flow
+
     lines = _entry_lines(ptx)
-    idx = {"st": [i for i, x in enumerate(lines) if _WS_STORE.match(x)],
-           "ld": [i for i, x in enumerate(lines) if _WS_LOAD.match(x)],
-           "acq": [i for i, x in enumerate(lines) if _ACQUIRE.search(x)],
-           "rel": [i for i, x in enumerate(lines) if _RELEASE.search(x)],
+    text = "\n".join(lines)
+    flow = Flow(ptx, KERNEL_NAME)
+    flags_param = f"{KERNEL_NAME}_param_{_FLAGS_PARAM}"
+
+    def on_flags(line: str) -> bool:  # the address is computed from the flags parameter
+        m = re.search(r"\[[^\]]+\]", line)
+        return bool(m) and flags_param in flow.symbols(m.group(0))
+
+    st = [i for i, x in enumerate(lines) if _WS_STORE.match(x)]
+    ld = [i for i, x in enumerate(lines) if _WS_LOAD.match(x)]
+    fences = [i for i, x in enumerate(lines) if _FENCE.match(x)]
+    zero = {i for i, x in enumerate(lines) if _writes_zero(text, x) and on_flags(x)}
+    # a strong write of a flag with a fence between the workspace stores before it and itself: a release
+    fenced_rel = [i for i, x in enumerate(lines) if i not in zero and _FLAG_WRITE.match(x) and _STRONG_WRITE.match(x)
+                  and on_flags(x) and any(max([s for s in st if s < i], default=-1) < f < i for f in fences)]
+    # a strong read of a flag with a fence after it, before the next workspace load: an acquire
+    fenced_acq = [i for i, x in enumerate(lines) if _STRONG_READ.match(x) and on_flags(x)
+                  and any(i < f < min([d for d in ld if d > i], default=len(lines)) for f in fences)]
+    idx = {"st": st, "ld": ld,
+           "acq": sorted({i for i, x in enumerate(lines) if _ACQUIRE.search(x)} | set(fenced_acq)),
+           "rel": sorted({i for i, x in enumerate(lines) if _RELEASE.search(x) and i not in zero} | set(fenced_rel)),
            "bar": [i for i, x in enumerate(lines) if _BAR.match(x)],
-           "weak": [i for i, x in enumerate(lines) if _WEAK_FLAG.search(x)]}
+           "weak": [i for i, x in enumerate(lines) if _WEAK_FLAG.search(x) and i not in zero
+                    and i not in fenced_rel and i not in fenced_acq]}
     out: list[tuple[str, bool, str]] = []
     out.append(("the partials go to the workspace as fp32 global stores and come back as fp32 global loads",
                 bool(idx["st"]) and bool(idx["ld"]),
                 "store every d[j] with __stcg(ws + j·128, d[j]) and add them back with __ldcg"))
-    out.append(("the wait reads the flag with ld.acquire.gpu", bool(idx["acq"]),
-                "wait with hopper::flag_wait_geq (ld.acquire.gpu in a loop): a relaxed or volatile read does not "
-                "make the partials visible"))
-    out.append(("the flag is released with st.release.gpu (or red.release.gpu.add)", bool(idx["rel"]),
-                "release with hopper::flag_store_release: a plain store may become visible before the partials"))
-    out.append(("no relaxed or volatile 32-bit flag read or write", not idx["weak"],
+    out.append(("the wait reads the flag with acquire semantics (ld.acquire.gpu, or a read with a fence after it)",
+                bool(idx["acq"]),
+                "wait with hopper::flag_wait_geq (ld.acquire.gpu in a loop): a relaxed or volatile read without a "
+                "fence after it does not make the partials visible"))
+    out.append(("the flag is released (st.release.gpu, a release atomic, or a fence before the write)",
+                bool(idx["rel"]),
+                "release with hopper::flag_store_release: a plain store, or a relaxed one without a fence before "
+                "it, may become visible before the partials"))
+    out.append(("no relaxed or volatile 32-bit flag read or write without a fence", not idx["weak"],
                 "the flag handoff is release/acquire at GPU scope (hopper::flag_store_release / flag_wait_geq)"))
     if idx["st"] and idx["rel"]:
         rel = idx["rel"][-1]
@@ -601,11 +653,10 @@ def ptx_protocol(ptx: str) -> list[tuple[str, bool, str]]:
                     "thread 128 waits (acquire), then named_bar_sync(3, 256), then every thread loads: without the "
                     "barrier the other threads read before the partials are theirs to see"))
     if idx["acq"]:
-        after = [m for i, x in enumerate(lines) if i > idx["acq"][0] and (m := _U32_STORE.match(x))]
-        zero = any(resolve("\n".join(lines), m.group(1).strip()) == "0" for m in after)
-        out.append(("the final split writes 0 to the flag (the reset for the next launch)", zero,
-                    "thread 128 of the final split: *flag = 0 after its wait, or the next launch's splits stop "
-                    "waiting too early"))
+        reset = any(i > idx["acq"][0] for i in zero)
+        out.append(("the final split writes 0 to the flag (the reset for the next launch)", reset,
+                    "thread 128 of the final split: *flag = 0 after its wait (a plain store is enough; a release "
+                    "store or an exchange also resets it), or the next launch's splits stop waiting too early"))
     return out
 
 
@@ -883,6 +934,7 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
     from ml_dtypes import bfloat16
 
     from . import _common
+    from ._record import Protocol, Ring, check_protocol
     from ._work import check_releases, check_work
 
     cases = [(rng.standard_normal((m, k)).astype(bfloat16), rng.standard_normal((n, k)).astype(bfloat16))
@@ -915,6 +967,9 @@ def _trial(c: grading.Check, source: str, rng: np.random.Generator, shapes: list
                        mma_owner=mma_owner, cluster=2,
                        hint="a cluster computes only its own pieces (Work::item: whole pairs round-robin, then its "
                             "Stream-K range), and only the final split (or a whole pair) stores the pair's tiles")
+            check_protocol(c, run, Protocol(ring=Ring(readers=2), cluster=2), label=f"{where}: {m}×{n}×{k}",
+                           ring_hint="both consumers read every fill and each releases it once, on both CTAs; at a "
+                                     "piece's first K step, stage it - 1 belongs to the piece before")
 
 
 def _timing(c: grading.Check, source: str) -> None:

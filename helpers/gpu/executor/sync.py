@@ -21,6 +21,7 @@ from .barriers import barrier_label, demangle, get_barrier  # noqa: F401 - the n
 from .machine import CTA, SHARED_WINDOW, Binder, ExecFault, Machine, _indices, count
 from .memory import OFFSET_MASK, RANK_SHIFT
 from .registry import ctl, decoder
+from .work import log_of
 
 _Q = {"shared", "shared::cta", "shared::cluster", "release", "acquire", "relaxed", "cta", "cluster", "b64",
       "parity", "expect_tx", "noComplete"}
@@ -150,6 +151,8 @@ def _arrive(b: Binder) -> Any:
                     mach.hz.expect(bar, int(x[sel].astype(np.int64).sum()))
             if bar.initialized:  # the lanes of one warp arrive together (measured on the H100)
                 _one_warp_at_a_time(mach, c, m, sel, bar, x[sel] if x is not None and not expect else None, cta)
+                log_of(mach).arrived(c, np.asarray(mach.WARPG[_indices(m)])[sel] - c.w0, bar,
+                                     x[sel] if x is not None and not expect else None)
             try:
                 if expect:
                     toks = [bar.arrive_expect_tx(int(v)) for v in x[sel]]
@@ -294,6 +297,12 @@ def _wait(b: Binder) -> Any:
             except MBarrierError as e:
                 raise _fault(e) from None
             waits.append((bar, sel))
+        for bar, sel in waits:  # the protocol record: which phase each warp got through on, naming which parity
+            got = res & sel
+            if got.any():
+                for p in np.unique(v[got]).tolist() if parity_form else [-1]:
+                    lanes = got & (v == p) if parity_form else got
+                    log_of(mach).waited(c, np.asarray(mach.WARPG[idx[lanes]]) - c.w0, bar, int(p))
         if mach.hz is not None:
             for bar, sel in waits:
                 if (res & sel).any():

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorkLog", "Block", "Box", "Mma", "Store", "BarrierEnd", "log_of"]
+__all__ = ["WorkLog", "Block", "Box", "Mma", "Store", "BarrierEnd", "SyncOp", "log_of"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,26 @@ class BarrierEnd:
         return self.pending == self.expected
 
 
+@dataclass(frozen=True)
+class SyncOp:
+    """One warp's wait that got through, or its arrival, on an mbarrier, in the order they happened.
+
+    ``block`` / ``warp``: the block and its warp that waited or arrived; ``owner``: the block the barrier lives in
+    (another block of the cluster for a remote arrival); ``barrier``: its name (``full[2]``, ``order[3]``);
+    ``parity``: the parity a wait named (-1: an arrival, or a wait on a state token); ``phase``: for a wait, the
+    phase it got through on (the last one completed: -1 on a fresh barrier); for an arrival, the phase it arrived
+    in; ``lanes``: the warp's arrivals (an arrival), or the lanes that got through (a wait)."""
+
+    block: Block
+    warp: int
+    kind: str
+    owner: Block
+    barrier: str
+    parity: int
+    phase: int
+    lanes: int
+
+
 @dataclass
 class WorkLog:
     """Every wgmma and store of one launch, with the block that issued it."""
@@ -97,6 +117,7 @@ class WorkLog:
     stores: list[Store] = field(default_factory=list)
     global_stores: dict[Block, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
     barriers: list[BarrierEnd] = field(default_factory=list)
+    syncs: list[SyncOp] = field(default_factory=list)
     _boxes: dict[tuple, dict[int, tuple[Box, int, int, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ recording (the executor's hooks)
@@ -145,6 +166,25 @@ class WorkLog:
             if bar.initialized:
                 self.barriers.append(BarrierEnd(self.block_of(c), bar.name, int(bar.expected),
                                                 int(bar.pending_arrivals), int(bar.phase)))
+
+    def waited(self, c: Any, warps: Any, bar: Any, parity: int) -> None:
+        """Warps ``warps`` (warp in the block, one entry per lane that got through) of ``c`` got through a wait on
+        ``bar`` naming ``parity``."""
+        who, owner = self.block_of(c), self.block_of(bar.cta) if getattr(bar, "cta", None) is not None else None
+        ws, lanes = np.unique(np.asarray(warps, np.int64), return_counts=True)
+        for w, k in zip(ws.tolist(), lanes.tolist(), strict=True):
+            self.syncs.append(SyncOp(who, int(w), "wait", owner or who, bar.name, int(parity), int(bar.phase) - 1,
+                                     int(k)))
+
+    def arrived(self, c: Any, warps: Any, bar: Any, counts: Any = None) -> None:
+        """Warps ``warps`` (warp in the block, one entry per arriving lane) of ``c`` arrive on ``bar`` (``counts``:
+        each lane's arrival count, else 1), before the arrival is counted."""
+        who, owner = self.block_of(c), self.block_of(bar.cta) if getattr(bar, "cta", None) is not None else None
+        warps = np.asarray(warps, np.int64)
+        each = np.ones(len(warps), np.int64) if counts is None else np.asarray(counts, np.int64)
+        for w in np.unique(warps).tolist():
+            self.syncs.append(SyncOp(who, int(w), "arrive", owner or who, bar.name, -1, int(bar.phase),
+                                     int(each[warps == w].sum())))
 
     def stored_global(self, c: Any, addr: np.ndarray) -> None:
         """Ordinary global stores by ``c`` at these byte addresses."""
