@@ -540,7 +540,8 @@ def right_kernels(src: str) -> dict[str, str]:
     return {
         "reset with a release store": _swap(src, reset, "if (threadIdx.x == 128) hopper::flag_store_release(flag, 0);"),
         "reset with an atomic exchange": _swap(src, reset, "if (threadIdx.x == 128) atomicExch(flag, 0u);"),
-        "release as a fence and an atomic exchange": _swap(src, release, "{ __threadfence(); atomicExch(flag, order + 1); }"),
+        "release as a fence and an atomic exchange": _swap(
+            src, release, "{ __threadfence(); atomicExch(flag, order + 1); }"),
         "acquire as a volatile spin and a fence": _swap(
             src, wait, "{ while (*(volatile unsigned*)flag < order) {} __threadfence(); }"),
     }

@@ -85,7 +85,8 @@ def test_a_wait_on_a_fresh_full_barrier_is_named():
 def test_a_fill_read_by_one_consumer_where_two_read_it_is_named():
     run = _ring_run()
     run.log.syncs = [op for op in run.log.syncs if not (op.kind == "wait" and op.warp == 8 and op.barrier == "full[1]")]
-    run.log.syncs = [op for op in run.log.syncs if not (op.kind == "arrive" and op.warp == 8 and op.barrier == "empty[1]")]
+    run.log.syncs = [op for op in run.log.syncs
+                     if not (op.kind == "arrive" and op.warp == 8 and op.barrier == "empty[1]")]
     text = _verdict(run, RING)
     assert text is not None and "fill #0 of full[1] (its phase 0) was read by 1 consumer warpgroup(s)" in text, text
 
