@@ -306,3 +306,90 @@ def write_kmajor_tile(smem: np.ndarray, offset: int, tile: np.ndarray, swizzle: 
     rows, cols = bits.shape
     tmap = encode_tiled(DataType.BFLOAT16, 2, 0, (cols, rows), (cols * 2,), (cols, rows), (1, 1), 0, swizzle)
     load_tile(tmap, np.ascontiguousarray(bits), (0, 0), smem_address=offset, smem=smem)
+
+
+# --------------------------------------------------------------------------------------------- every input type
+#: K of one wgmma and the element size in bytes, per input type (one K-major row is 32 bytes for every type)
+K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+
+
+def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype: str) -> np.ndarray:
+    """The (rows, K) element bit patterns (uint32) of a K-major operand of type ``etype`` a descriptor points at:
+    byte ``p`` (0..31) of row ``r`` sits where :func:`operand_addresses` puts byte ``p`` of a bf16 row."""
+    d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
+    buf = np.asarray(smem).reshape(-1).view(np.uint8)
+    r = np.arange(rows)[:, None]
+    p = np.arange(32)[None, :]
+    span = _SPAN_OF_LAYOUT[d.layout]
+    if span == 0:
+        addr = d.start_address + (r // 8) * d.stride_byte_offset + (p // 16) * d.leading_byte_offset \
+            + (r % 8) * 16 + p % 16
+    else:
+        a = d.start_address + (r // 8) * d.stride_byte_offset + (r % 8) * span + p
+        mask = {128: 7, 64: 3, 32: 1}[span]
+        addr = a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+    if addr.max() + 1 > buf.size:
+        raise WGMMAError("smem-range", int(addr.max()), f"the descriptor reads byte {int(addr.max()) + 1} but the "
+                         f"shared-memory image has {buf.size} bytes.")
+    byts = buf[addr].astype(np.uint32)  # (rows, 32)
+    e = 32 // K_OF[etype]
+    byts = byts.reshape(rows, K_OF[etype], e)
+    return np.bitwise_or.reduce(byts << (8 * np.arange(e, dtype=np.uint32)), axis=-1).astype(np.uint32)
+
+
+def a_fragment_tile(regs: np.ndarray, etype: str) -> np.ndarray:
+    """A from registers: (128 threads, 4 registers) uint32 -> the (64, K) element bit patterns. Warp ``w`` holds
+    rows 16w..16w+15 in the layout of mma.sync's m16 A fragment (helpers.hopper.tensorcore.a_map)."""
+    from . import tensorcore as tc
+
+    k = K_OF[etype]
+    rows, cols = tc.a_map(16, k, etype, 4)
+    el = tc.unpack(np.asarray(regs, np.uint32).reshape(4, 32, 4), etype)  # (warp, lane, reg, E)
+    tile = np.zeros((64, k), np.uint64)
+    for w in range(4):
+        tile[16 * w + rows, cols] = el[w]
+    return tile.astype(np.uint32)
+
+
+def mma_async_typed(smem: np.ndarray, a: int | np.ndarray, desc_b: int, n: int, accum: np.ndarray | None,
+                    scale_d: int, atype: str, btype: str, dtype: str, neg_a: bool = False, neg_b: bool = False,
+                    satfinite: bool = False) -> np.ndarray:
+    """One ``wgmma.mma_async m64n{n}k{K}.{dtype}.{atype}.{btype}`` with K-major operands: ``a`` is A's descriptor
+    or, from registers, the (128, 4) uint32 fragment registers; ``accum`` the (128, R) uint32 accumulator registers
+    (R = n/2, or n/4 for f16 accumulators), None = zeros. Returns the (128, R) uint32 result registers.
+
+    Floating types sum through helpers.hopper.tensorcore.dot (the bf16 model; NaN canonical, subnormal fp32
+    accumulators as zero); s8/u8 exactly into s32 (wrapping, or clamped with ``satfinite``)."""
+    from . import tensorcore as tc
+
+    _check_n(n)
+    if isinstance(a, np.ndarray):
+        abits = a_fragment_tile(a, atype)
+    else:
+        abits = operand_elements(smem, a, 64, atype)
+    bbits = operand_elements(smem, desc_b, n, btype)
+    A = tc.decode(abits, atype)
+    B = tc.decode(bbits, btype)
+    if neg_a:
+        A = -A
+    if neg_b:
+        B = -B
+    rows, cols = fragment_maps(n)
+    half = dtype == "f16"
+    C = np.zeros((64, n), np.float64 if dtype != "s32" else np.int64)
+    if scale_d and accum is not None:
+        acc = np.asarray(accum, np.uint32)
+        if half:
+            acc = tc.unpack(acc, "f16").reshape(128, n // 2)
+        C[rows, cols] = tc.decode(acc, "f16" if half else ("s32" if dtype == "s32" else "f32"))
+    if dtype == "s32":
+        D = C + A @ B.T
+        if satfinite:
+            D = np.clip(D, -(1 << 31), (1 << 31) - 1)
+        return (D & 0xFFFFFFFF).astype(np.uint32)[rows, cols]
+    with np.errstate(all="ignore"):
+        D = tc.dot(A[:, None, :], B[None, :, :], C, atype)
+    out = tc.round_accumulator(D, dtype)[rows, cols]
+    if half:
+        return tc.pack(out.reshape(128, n // 4, 2), "f16")
+    return out.astype(np.uint32)

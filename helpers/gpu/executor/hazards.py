@@ -1072,7 +1072,8 @@ class HazardChecker:
                          "which comes after the warp's last wgmma.fence. Fence after the accumulators are written "
                          "(if your source writes them before the fence, the compiler moved the writes: pin them "
                          "with hopper::wgmma_fence_operands(d) just before hopper::wgmma_fence()).", (self.pc, tpc))
-        ch = np.concatenate([self._operand_chunks(op.desc[0], 64), self._operand_chunks(op.desc[1], n)])
+        a_ch = self._operand_chunks(op.desc[0], 64) if not getattr(op, "a_regs", None) else np.zeros(0, np.int64)
+        ch = np.concatenate([a_ch, self._operand_chunks(op.desc[1], n)])
         ch = ch[(ch >= 0) & (ch < len(ts.aw))]
         self._async_read(c, w, g, ch, f"the wgmma {here}", "the wgmma",
                          "the tensor core (the async proxy) may not see them. Each writing thread fences "
