@@ -318,7 +318,7 @@ def run_section(section: str, out: Path) -> None:
 
 
 def main() -> int:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for i, a in enumerate(sys.argv[1:]) if not a.startswith("--") and sys.argv[i] != "--only"]
     out = Path(args[0] if args else os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
     if "--section" in sys.argv:
@@ -327,6 +327,8 @@ def main() -> int:
     work = out / "tensor_types_parts"
     work.mkdir(exist_ok=True)
     status: dict[str, Any] = {}
+    if "--only" in sys.argv:  # e.g. --only mma,ldmatrix (with --dry: the sections the executor runs quickly)
+        SECTIONS[:] = sys.argv[sys.argv.index("--only") + 1].split(",")
     for s in SECTIONS:
         t0 = time.time()
         cmd = [sys.executable, __file__, str(work), "--section", s] + [a for a in ("--fake", "--dry")

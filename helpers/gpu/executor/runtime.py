@@ -278,12 +278,19 @@ def _say_notes(mach: Machine, name: str) -> None:
     """Once per run, for each instruction known only within a bound: a warning in words."""
     if not mach.notes:
         return
+    import sys
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", ApproximationWarning)
-        for note in mach.notes.values():
-            warnings.warn(f"kernel {name} on the executor: {note}", ApproximationWarning, stacklevel=5)
+    try:  # point at the caller's line (the cell that launched), past helpers.gpu's own frames
+        f = sys._getframe(1)
+        while f.f_back is not None and "/helpers/gpu/" in f.f_code.co_filename.replace("\\", "/"):
+            f = f.f_back
+        where = (f.f_code.co_filename, f.f_lineno, f.f_globals.get("__name__", "?"))
+    except ValueError:
+        where = ("<executor>", 0, "?")
+    for note in mach.notes.values():  # a fresh registry: said at every run (an "ignore" filter still silences it)
+        warnings.warn_explicit(f"kernel {name} on the executor: {note}", ApproximationWarning, where[0], where[1],
+                               module=where[2], registry={})
 
 
 #: The machine of the last emulated launch (its trace and hazards), for helpers.gpu.executor.last_run().
