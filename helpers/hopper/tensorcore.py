@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 __all__ = ["BITS", "FLOAT_TYPES", "INT_TYPES", "decode", "unpack", "pack", "dot", "fp8_table", "a_map", "b_map",
-           "c_map", "round_accumulator"]
+           "c_map", "round_accumulator", "WGMMA_PRECISION"]
 
 BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "s4": 4, "u4": 4,
         "b1": 1, "f64": 64, "s32": 32}
@@ -97,8 +97,9 @@ def pack(elems: np.ndarray, etype: str) -> np.ndarray:
 
 def round_accumulator(d: np.ndarray, dtype: str) -> np.ndarray:
     """fp32 (float32 array) sums -> accumulator bit patterns: f32 (NaN canonical) or f16 (nearest, NaN 0x7FFF)."""
-    d = np.asarray(d, np.float32)
     nan = np.isnan(d)
+    if d.dtype != np.float64 or dtype != "f16":
+        d = np.asarray(d, np.float32)
     if dtype == "f16":
         with np.errstate(all="ignore"):
             h = d.astype(np.float16).view(np.uint16).copy()
@@ -109,15 +110,60 @@ def round_accumulator(d: np.ndarray, dtype: str) -> np.ndarray:
     return u
 
 
-def dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, atype: str) -> np.ndarray:
-    """``c + sum_k a[..., k] b[..., k]`` as the tensor core sums floating inputs (fp64 values in; float32 out):
-    the H100 model of :func:`helpers.hopper.wgmma.dot_h100`, subnormal fp32 accumulators counted as zero."""
-    from .wgmma import dot_h100
+#: (bits kept below the largest term, significant bits of the result) of a wgmma's sum, per (input type,
+#: accumulator type), measured on an H200 (tools/h100/tensor_types.py): fp8 inputs keep 13 bits below the largest
+#: term, and with fp32 accumulators the sum is rounded toward zero to 14 significant bits (with f16 accumulators to
+#: fp32's 24, then to nearest f16); every other type keeps 25 and rounds toward zero to 24
+WGMMA_PRECISION = {("e4m3", "f32"): (13, 14), ("e5m2", "f32"): (13, 14), ("e4m3", "f16"): (13, 24),
+                   ("e5m2", "f16"): (13, 24), ("f16", "f16"): (25, 53)}
 
+
+#: the smallest normal exponent of each input type: a subnormal input counts with this exponent when the sum is
+#: aligned (its encoded exponent, as the hardware sees it)
+EMIN = {"f16": -14, "bf16": -126, "tf32": -126, "f32": -126, "e4m3": -6, "e5m2": -14}
+
+
+def _exponent_floor(x: np.ndarray, emin: int) -> np.ndarray:
+    from .wgmma import _exponent16
+
+    e = _exponent16(x)
+    return np.where(x != 0, np.maximum(e, emin), e).astype(np.int16)
+
+
+def dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, atype: str, precision: tuple[int, int] = (25, 24),
+        btype: str | None = None) -> np.ndarray:
+    """``c + sum_k a[..., k] b[..., k]`` as the tensor core sums floating inputs (fp64 values in; float32 out):
+    every product exact; each term (the accumulator's too) truncated toward zero to a multiple of
+    2**(E - kept), E the largest exponent of the products' factors and of the accumulator; the terms added exactly
+    and the sum rounded toward zero to ``significant`` bits; 2**128 and beyond is infinity; subnormal fp32
+    accumulators count as zero; NaN is canonical (returned as a float32 NaN). ``precision`` = (kept,
+    significant): (25, 24) is the H100's bf16 model (:func:`helpers.hopper.wgmma.dot_h100`)."""
+    from .wgmma import _exponent16, _round_to_zero_f32
+
+    kept, sig = precision
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
     c = np.where(np.abs(c) < 2.0 ** -126, 0.0, c)
+    ak = np.ascontiguousarray(np.moveaxis(np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)), -1, 0))
+    bk = np.ascontiguousarray(np.moveaxis(np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape)), -1, 0))
     with np.errstate(all="ignore"):
-        return dot_h100(a, b, c)
+        ea = _exponent_floor(ak, EMIN[atype]).astype(np.int64)
+        eb = _exponent_floor(bk, EMIN[btype or atype])
+        pair = (ea + eb).max(axis=0)
+        emax = np.maximum(pair, _exponent16(c).astype(np.int64))
+        q = np.ldexp(1.0, np.clip(emax - kept, -1074, 1023).astype(np.int32))
+        p = ak * bk
+        s = (np.trunc(p / q) * q).sum(axis=0) + np.trunc(c / q) * q
+        s = np.where(emax <= -(1 << 13), 0.0, s)
+        nan = np.isnan(s) | np.isnan(p).any(axis=0)
+        if sig < 24:
+            m, e = np.frexp(s)
+            s = np.where(np.isfinite(s), np.ldexp(np.trunc(m * 2.0 ** sig) / 2.0 ** sig, e), s)
+        if sig > 24:  # no rounding here: the caller rounds the exact sum (to f16)
+            return np.where(nan, np.nan, s)
+        out = _round_to_zero_f32(s, overflow_inf=True)
+    return np.where(nan, np.float32(np.nan), out).astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------------- fragments

@@ -140,13 +140,18 @@ def _exponent(x: np.ndarray) -> np.ndarray:
     return np.where(m > 0, e - 1, -(1 << 20)).astype(np.int64)
 
 
-def _round_to_zero_f32(x: np.ndarray) -> np.ndarray:
-    f = x.astype(np.float32)
-    over = np.abs(f.astype(np.float64)) > np.abs(x)
+def _round_to_zero_f32(x: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
+    """fp64 -> fp32 rounded toward zero; a sum of 2**128 or more gives the largest fp32 (or, with
+    ``overflow_inf``, infinity, as the tensor cores do)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        over = np.abs(f.astype(np.float64)) > np.abs(x)
+        if overflow_inf:
+            over &= np.isfinite(f)
     return np.where(over, np.nextafter(f, np.float32(0)), f).astype(np.float32)
 
 
-def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
     """The H100's fp32 result of ``c + sum_k a[..., k] * b[..., k]`` for bf16 a, b (16 terms) and fp32 c.
 
     Model fitted to silicon (bit-exact on 90112 random accumulators): every product is exact; the alignment
@@ -166,7 +171,7 @@ def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     pair = (_exponent16(ak) + _exponent16(bk)).max(axis=0).astype(np.int64)
     emax = np.maximum(pair, _exponent16(c).astype(np.int64))
     if emax.size and int(emax.max()) > 1000:  # near fp64 overflow (never for bf16 and fp32): term by term
-        return _dot_h100_terms(a, b, c)
+        return _dot_h100_terms(a, b, c, overflow_inf)
     q = np.ldexp(1.0, np.clip(emax - 25, -1074, 1023).astype(np.int32))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         p = ak * bk
@@ -177,8 +182,8 @@ def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         s += np.trunc(c / q) * q
     s = np.where(emax <= -(1 << 13), 0.0, s)
     if np.isnan(s).any():  # which NaN (its sign) depends on the order of the terms: the terms' own order
-        return _dot_h100_terms(a, b, c)
-    return _round_to_zero_f32(s)
+        return _dot_h100_terms(a, b, c, overflow_inf)
+    return _round_to_zero_f32(s, overflow_inf)
 
 
 def _exponent16(x: np.ndarray) -> np.ndarray:
@@ -188,7 +193,7 @@ def _exponent16(x: np.ndarray) -> np.ndarray:
     return np.where(m > 0, e - 1, -(1 << 14)).astype(np.int16)
 
 
-def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
     """:func:`dot_h100` with the 17 terms side by side (any fp64 inputs)."""
     prods = a * b
     emax = np.maximum((_exponent(a) + _exponent(b)).max(axis=-1), _exponent(c))
@@ -197,7 +202,7 @@ def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         s = (np.trunc(terms / q[..., None]) * q[..., None]).sum(axis=-1)
     s = np.where(emax <= -(1 << 19), 0.0, s)
-    return _round_to_zero_f32(s)
+    return _round_to_zero_f32(s, overflow_inf)
 
 
 def mma_async(smem: np.ndarray, desc_a: int | Descriptor, desc_b: int | Descriptor, n: int,
@@ -388,7 +393,7 @@ def mma_async_typed(smem: np.ndarray, a: int | np.ndarray, desc_b: int, n: int, 
             D = np.clip(D, -(1 << 31), (1 << 31) - 1)
         return (D & 0xFFFFFFFF).astype(np.uint32)[rows, cols]
     with np.errstate(all="ignore"):
-        D = tc.dot(A[:, None, :], B[None, :, :], C, atype)
+        D = tc.dot(A[:, None, :], B[None, :, :], C, atype, tc.WGMMA_PRECISION.get((atype, dtype), (25, 24)), btype)
     out = tc.round_accumulator(D, dtype)[rows, cols]
     if half:
         return tc.pack(out.reshape(128, n // 4, 2), "f16")

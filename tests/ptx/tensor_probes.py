@@ -702,9 +702,17 @@ def kernels_of(source: str) -> dict:
 
     names = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)
     first = gpu.compile(source, names[0])
+    ptx = first.ptx
+    starts = [m.start() for m in re.finditer(r"^\.visible \.entry ", ptx, re.M)]
+    parts: dict[str, str] = {}
+    if starts and ".func" not in ptx:  # one entry's PTX each: the executor then reads only the kernel it runs
+        head = ptx[:starts[0]]
+        for i, st in enumerate(starts):
+            block = ptx[st:starts[i + 1] if i + 1 < len(starts) else len(ptx)]
+            parts[re.match(r"\.visible \.entry (\w+)", block).group(1)] = head + block
     out = {}
     for n in names:
         rep = dataclasses.replace(first.report, name=n, lowered_name=n,
                                   static_smem=compiler.read_cubin(first.cubin, n).static_smem)
-        out[n] = compiler.Kernel(source, n, first.options, first.arch, first.cubin, first.ptx, rep)
+        out[n] = compiler.Kernel(source, n, first.options, first.arch, first.cubin, parts.get(n, ptx), rep)
     return out

@@ -39,9 +39,11 @@ def _regs(b: Binder, op: object, what: str) -> list[Reg]:
 
 
 def fp_note(name: str) -> str:
-    return (f"{name}: the tensor core's sum for these types follows the model fitted to the H100's bf16 wgmma "
-            "(exact products, terms truncated 25 bits below the largest, one rounding toward zero); it is not yet "
-            "compared with silicon, so results can differ from the GPU's in the last bits")
+    return (f"{name}: the executor sums the fp8 products as the tensor core sums bf16 ones (exact products, terms "
+            "truncated 25 bits below the largest, rounded toward zero) and adds the accumulator rounding to nearest; "
+            "on the H200 this gives the same bits for ordinary sums but for about 1 result in 500 (1 unit in the "
+            "last place), while where large terms cancel the GPU keeps fewer bits (up to a few hundred units in the "
+            "last place of the small result, measured)")
 
 
 @decoder("mma")
@@ -94,9 +96,8 @@ def _mma(b: Binder) -> Any:
     mach = b.mach
     pc = b.pc
     name = b.ins.opcode
-    note = fp_note(name) if not wide else (
-        f"{name}: the executor chains exact fused multiply-adds in k order (each rounded to nearest); not yet "
-        "compared with silicon, so results can differ from the GPU's in the last bits")
+    # bf16 / f16 / tf32 / f64 sums are bit-identical with the H200 capture (tools/h100/tensor_types.py); fp8's not
+    note = fp_note(name) if aty in ("e4m3", "e5m2") else None
 
     def gather(readers: list, g: Any, dt: Any) -> np.ndarray:
         cols = []
@@ -134,14 +135,31 @@ def _mma(b: Binder) -> Any:
         elif wide:
             from . import numerics as N
 
-            mach.notes.setdefault(name, note)
-            D = C.copy()
+            # measured: values chain fused multiply-adds in k order; a NaN of A or B (the first k's, A before B)
+            # wins over any other NaN (C's, or one an infinity made), quieted
+            D = np.where(np.isnan(C), (C.view(np.uint64) | np.uint64(1 << 51)).view(np.float64), C)
+            sticky = np.zeros((m, n), bool)
             for kk in range(k):
-                D = N.fma_f64(A[:, kk][:, None] * np.ones((1, n)), B[kk][None, :] * np.ones((m, 1)), D)
+                a_k = np.broadcast_to(A[:, kk][:, None], (m, n))
+                b_k = np.broadcast_to(B[kk][None, :], (m, n))
+                new = np.isnan(a_k) | np.isnan(b_k)
+                take = new & ~sticky
+                pick = np.where(np.isnan(a_k), a_k, b_k)
+                quiet = (pick.view(np.uint64) | np.uint64(1 << 51)).view(np.float64)
+                skip = new | np.isnan(D)
+                fresh = N.fma_f64(np.where(skip, 0.0, a_k), np.where(skip, 0.0, b_k), np.where(skip, 0.0, D))
+                D = np.where(take, quiet, np.where(skip, D, fresh))
+                sticky |= take
             bits = np.asarray(D, np.float64).view(np.uint64)
         else:
-            mach.notes.setdefault(name, note)
-            D = tc.dot(A[:, None, :], B.T[None, :, :], C, aty)
+            if note is not None:
+                mach.notes.setdefault(name, note)
+            if aty in ("e4m3", "e5m2"):  # closest model found: the products' sum, then a rounded fp32 add of C
+                with np.errstate(all="ignore"):
+                    s_ = tc.dot(A[:, None, :], B.T[None, :, :], np.zeros_like(C), aty, (25, 24), bty)
+                    D = (s_.astype(np.float64) + np.where(np.abs(C) < 2.0 ** -126, 0.0, C)).astype(np.float32)
+            else:
+                D = tc.dot(A[:, None, :], B.T[None, :, :], C, aty, (25, 24), bty)
             bits = tc.round_accumulator(D, dty)
         out = bits[rc, cc]  # (32, d positions)
         if dty == "f16":
@@ -179,6 +197,159 @@ def _movmatrix(b: Binder) -> Any:
         mat[row, col + 1] = v >> np.uint32(16)
         t = mat.T
         wr(g, t[row, col] | (t[row, col + 1] << np.uint32(16)))
+        mach.PC[g] = pc + 1
+        return True
+
+    op.ctl = True  # type: ignore[attr-defined]
+    return op
+
+
+# ------------------------------------------------------------------------------------------- wmma
+def wmma_note(name: str) -> str:
+    return (f"{name}: the PTX ISA leaves the order of elements in a wmma fragment unspecified; the executor keeps "
+            "its own (loads, mma and stores agree with each other, so code that treats fragments whole is exact), "
+            "and code that reads or writes single fragment elements by index may see other elements than on the "
+            "GPU")
+
+
+def _wmma_dims(q: list[str]) -> tuple[int, int, int]:
+    return _shape(q)
+
+
+def _frag_slots(lanes_regs: int, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The executor's wmma fragment order: slot i of lane l holds element f = (l * S + i) mod (rows * cols) of
+    the tile in row-major order (S slots a lane; small fragments repeat the tile)."""
+    lane = np.arange(32)[:, None]
+    i = np.arange(lanes_regs)[None, :]
+    f = (lane * lanes_regs + i) % (rows * cols)
+    return f // cols, f % cols
+
+
+@decoder("wmma")
+def _wmma(b: Binder) -> Any:
+    """wmma.load.{a,b,c} / wmma.mma / wmma.store.d (the PTX <mma.h> compiles to), with the executor's own fragment
+    order (:func:`wmma_note`) and the sums of mma.sync."""
+    from .memops import _space, load, store
+
+    q = b.q
+    mach = b.mach
+    pc = b.pc
+    name = b.ins.opcode
+    note = wmma_note(name)
+    try:
+        mm, nn, kk = _wmma_dims(q)
+    except ValueError:
+        raise b.fail("no shape") from None
+    kind = q[0]
+    if kind in ("load", "store"):
+        which = q[1]
+        ety = next((x for x in q if x in tc.BITS), None)
+        if ety is None:
+            raise b.fail("no element type")
+        lay = "row" if "row" in q else "col"
+        rows, cols = {"a": (mm, kk), "b": (kk, nn), "c": (mm, nn), "d": (mm, nn)}[which]
+        regs_op, addr_op = (b.ops[0], b.ops[1]) if kind == "load" else (b.ops[1], b.ops[0])
+        regs = _regs(b, regs_op, "fragment")
+        per = max(1, 32 // tc.BITS[ety])
+        slots = len(regs) * per
+        r_of, c_of = _frag_slots(slots, rows, cols)
+        addr = b.addr(addr_op)
+        stride = b.val(b.ops[2], "u32") if len(b.ops) > 2 else (lambda m: cols if lay == "row" else rows)
+        space = _space(b)
+        esize = max(1, tc.BITS[ety] // 8)
+        edt = np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32}[esize])
+        readers = [b.val(r, "b32") for r in regs]
+        writers = [b.dst(r, "b32") for r in regs]
+        if tc.BITS[ety] < 8:
+            raise b.fail("sub-byte wmma types are not emulated")
+
+        def ls(m: Any, c: CTA) -> Any:
+            g = collective(mach, m, c, pc, 0xFFFFFFFF)
+            if g is None:
+                return True
+            mach.notes.setdefault(name, note)
+            base = np.broadcast_to(np.asarray(addr(g), np.uint64), (32,))
+            ld = np.broadcast_to(np.asarray(stride(g), np.uint64), (32,))
+            if kind == "load":
+                vals = np.zeros((32, slots), np.uint32)
+                for i in range(slots):
+                    off = (r_of[:, i] * ld + c_of[:, i]) if lay == "row" else (c_of[:, i] * ld + r_of[:, i])
+                    vals[:, i] = load(mach, space, g, c, base + off.astype(np.uint64) * np.uint64(esize), edt, 1)
+                packed = tc.pack(vals.reshape(32, len(regs), per), ety) if per > 1 else vals
+                for j, w in enumerate(writers):
+                    w(g, packed[:, j].astype(np.uint32))
+            else:
+                words = np.stack([np.broadcast_to(np.asarray(f(g), np.uint32), (32,)) for f in readers], 1)
+                el = tc.unpack(words, ety).reshape(32, slots) if per > 1 else words
+                first = (np.arange(32)[:, None] * slots + np.arange(slots)[None, :]) < rows * cols
+                for i in range(slots):
+                    sel = first[:, i]
+                    if not sel.any():
+                        continue
+                    off = (r_of[:, i] * ld + c_of[:, i]) if lay == "row" else (c_of[:, i] * ld + r_of[:, i])
+                    lanes = np.asarray(_indices(g))[sel]
+                    store(mach, space, lanes, c, (base + off.astype(np.uint64) * np.uint64(esize))[sel],
+                          el[sel, i].astype(edt), edt, 1)
+                mach.since_progress = 0
+            mach.PC[g] = pc + 1
+            return True
+
+        ls.ctl = True  # type: ignore[attr-defined]
+        return ls
+    if kind != "mma":
+        raise b.fail()
+    types = [x for x in q if x in tc.BITS]
+    if len(types) == 2:  # f16 forms: .dtype.ctype
+        dty, cty = types
+        aty = bty = "f16"
+    elif len(types) == 4:
+        dty, aty, bty, cty = types
+    else:
+        raise b.fail("types")
+    sat = "satfinite" in q
+    d_ops, a_ops, b_ops, c_ops = (_regs(b, b.ops[i], w) for i, w in enumerate("DABC"))
+    rd = {w: [b.val(r, "b32") for r in ops] for w, ops in (("a", a_ops), ("b", b_ops), ("c", c_ops))}
+    wr = [b.dst(r, "b32") for r in d_ops]
+
+    def tile(words: np.ndarray, ety: str, rows: int, cols: int) -> np.ndarray:
+        per = max(1, 32 // tc.BITS[ety])
+        el = tc.unpack(words, ety).reshape(32, -1) if per > 1 else words
+        r_of, c_of = _frag_slots(el.shape[1], rows, cols)
+        t = np.zeros((rows, cols), np.float64 if ety in tc.FLOAT_TYPES else np.int64)
+        t[r_of[::-1].ravel(), c_of[::-1].ravel()] = tc.decode(el[::-1].ravel(), ety)  # the first copy wins
+        return t
+
+    def op(m: Any, c: CTA) -> Any:
+        g = collective(mach, m, c, pc, 0xFFFFFFFF)
+        if g is None:
+            return True
+        mach.notes.setdefault(name, note)
+
+        def words(w: str) -> np.ndarray:
+            return np.stack([np.broadcast_to(np.asarray(f(g), np.uint32), (32,)) for f in rd[w]], 1)
+
+        A = tile(words("a"), aty, mm, kk)
+        B = tile(words("b"), bty, kk, nn)
+        C = tile(words("c"), cty, mm, nn)
+        if aty in tc.INT_TYPES:
+            D = C + A @ B
+            if sat:
+                D = np.clip(D, -(1 << 31), (1 << 31) - 1)
+            bits = (D & 0xFFFFFFFF).astype(np.uint32)
+        else:
+            step = 4 if aty == "tf32" else kk  # measured: the tf32 wmma is two chained k4 products
+            acc = C
+            for k0 in range(0, kk, step):
+                acc = tc.dot(A[:, None, k0:k0 + step], B.T[None, :, k0:k0 + step], acc, aty).astype(np.float64)
+            bits = tc.round_accumulator(acc, dty)
+        per = 2 if dty == "f16" else 1
+        slots = len(d_ops) * per
+        r_of, c_of = _frag_slots(slots, mm, nn)
+        out = bits[r_of, c_of]
+        if per == 2:
+            out = tc.pack(out.reshape(32, len(d_ops), 2), "f16")
+        for j, w in enumerate(wr):
+            w(g, out[:, j].astype(np.uint32))
         mach.PC[g] = pc + 1
         return True
 

@@ -695,12 +695,6 @@ def _wg_mma(b: Binder) -> Any:
     pc = b.pc
     W = mach.view("W", np.dtype(np.uint32))
     line = b.ins
-    note = None
-    if (aty, dty) != ("bf16", "f32") and not ints:
-        note = (f"{b.ins.opcode}: the tensor core's sum for these types follows the model fitted to the H100's bf16 "
-                "wgmma (exact products, terms truncated 25 bits below the largest, one rounding toward zero); it is "
-                "not yet compared with silicon, so results can differ from the GPU's in the last bits")
-
     def issue(m: Any, c: CTA) -> None:
         st, g, w, idx = _wg_of(mach, c, m)
         if len(idx) != 32:
@@ -737,8 +731,6 @@ def _wg_mma(b: Binder) -> Any:
         op.kind = kind
         if a_readers is not None:
             op.a_regs[w] = np.stack([np.broadcast_to(np.asarray(f(m), np.uint32), (32,)) for f in a_readers], 1)
-        if note is not None:
-            mach.notes.setdefault(b.ins.opcode, note)
         op.count += 1
         if op.count == 1:
             log_of(mach).mma(c, g, desc[0], desc[1], n)
