@@ -121,7 +121,8 @@ def test_special_functions_against_the_capture(capture: tuple[dict, dict]) -> No
     rec = next(c for c in doc["cases"] if c["id"] == "sfu")
     xs = tp.sample_inputs(arrays[rec["sample_starts"]])
     samples: dict[str, np.ndarray] = {}
-    report = []
+    report: list[str] = []
+    beyond: list[int] = []
     for fn, info in rec["functions"].items():
         if "table16" in info:
             x = np.arange(65536, dtype=np.uint32)
@@ -135,15 +136,18 @@ def test_special_functions_against_the_capture(capture: tuple[dict, dict]) -> No
                 twin[arrays[info["sample_vs"]["index"]]] = arrays[info["sample_vs"]["value"]]
                 want = twin
             samples[fn] = want
+        keep = np.ones(x.size, bool) if x.size == 65536 else (np.arange(x.size) // tp.RUN) % 4 == 0  # every 4th run
+        x, want = x[keep], want[keep]
         got = _sfu_outputs(fn, x)
         if fn.endswith(("bf16", "f16")):
             got &= 0xFFFF
         outside = _outside_bound(fn, x, got, want)
+        beyond.append(int(outside.sum()))
         report.append(f"{fn}: {int((got != want).sum())} of {x.size} differ, {int(outside.sum())} beyond the stated "
                       "bound" + (f" (e.g. input {int(x[outside][0]):#010x}: executor {int(got[outside][0]):#x}, GPU "
                                  f"{int(want[outside][0]):#x})" if outside.any() else ""))
     print("\n".join(report))
-    assert not any("0 beyond" not in r for r in report), "\n".join(report)
+    assert not any(beyond), "\n".join(report)
 
 
 def _ordered(u: np.ndarray, bits: int) -> np.ndarray:
@@ -156,7 +160,8 @@ def _ordered(u: np.ndarray, bits: int) -> np.ndarray:
 def _outside_bound(fn: str, x: np.ndarray, got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Where the executor's answer is further from the GPU's than the bound the executor states
     (helpers.gpu.executor.alu.SPECIAL_FNS): NaNs must agree bit for bit, finite answers within a few ulp (sin/cos
-    within 2**-20 absolute for |x| <= 100 pi, tanh within 2**-10 relative, lg2 within 2**-21 absolute)."""
+    within 2**-21 absolute for |x| <= pi and 2**-14.5 up to 100 pi, tanh within 2**-10 relative, lg2 within 2**-21
+    absolute)."""
     bits = 16 if fn.endswith(("f16", "bf16")) else 32
     if bits == 16:
         ulps = np.abs(_ordered(got, 16) - _ordered(want, 16))
@@ -171,7 +176,7 @@ def _outside_bound(fn: str, x: np.ndarray, got: np.ndarray, want: np.ndarray) ->
         diff = np.abs(g - w)
         xv = x.view(np.float32).astype(np.float64)
         if fn.startswith(("sin", "cos")):
-            ok |= (diff <= 2.0 ** -20) | ~(np.abs(xv) <= 100 * np.pi)
+            ok |= (diff <= 2.0 ** -21) | ((diff <= 2.0 ** -14.5) & (np.abs(xv) > np.pi)) | ~(np.abs(xv) <= 100 * np.pi)
         elif fn.startswith("tanh"):
             ok |= diff <= 2.0 ** -10 * np.abs(w)
         elif fn.startswith("lg2"):
