@@ -25,8 +25,8 @@ __all__ = ["CourseKernel", "course_kernels", "opcodes", "unsupported", "kernel_n
 
 #: Instructions of the course's kernels the executor refuses on purpose, with why (substring of the refusal).
 KNOWN_GAPS = {
-    "imm-trans-b = Imm(value=1)": "wgmma with a transposed (MN-major) B operand: no H100 capture of that layout yet; "
-                                  "only tests/gpu/every_wrapper.cu instantiates it (wgmma_bf16<256, 0, 1>)",
+    "imm-trans-b = Imm(value=1)": "wgmma with a transposed (MN-major) B operand: captured on an H200, not yet "
+                                  "modelled; only tests/gpu/every_wrapper.cu instantiates it (wgmma_bf16<256, 0, 1>)",
 }
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,13 @@ B operand's register ``r`` holds column ``g`` of rows ``E t + j + (K / 2) r``; t
 holds row ``g + 8 (i // 2)``, column ``2 t + i % 2``. tf32 and f64 hold one element a register with columns
 ``t + 4 (r // 2)``.
 
-Sums (``dot``): the model fitted to the H100's bf16 wgmma (:func:`helpers.hopper.wgmma.dot_h100`: exact products,
-terms truncated to 25 bits below the largest exponent, one rounding toward zero), used for every floating input type
-and for ``mma.sync``; NaN results are the GPU's canonical NaN (0x7FFFFFFF, 0x7FFF in f16); subnormal fp32
-accumulator inputs count as zero; f16 accumulators take the fp32 result rounded to nearest f16. Only the bf16
-wgmma is bit-exact on silicon so far; the rest is the same model until tools/h100/tensor_types.py's capture is
-committed (tests/ptx/test_tensor_types.py compares).
+Sums (``dot``), fitted to an H200 capture (tools/h100/tensor_types.py -> tests/data/tensor_types_h200.*; bit-exact
+on every non-transposed wgmma case and on mma.sync/wmma but fp8 mma.sync): exact products; every term, the
+accumulator's too, truncated toward zero to a multiple of 2**(E - kept), E the largest exponent of the factors'
+pairs and of the accumulator (subnormal inputs count at their format's smallest exponent); the terms added
+exactly; the sum rounded toward zero to the significant bits (fp32's 24; 14 for fp8 wgmma into fp32), or, into
+f16, once to nearest; 2**128 and beyond is infinity; NaN is canonical (0x7FFFFFFF, 0x7FFF in f16); subnormal fp32
+accumulators count as zero.
 """
 
 from __future__ import annotations
@@ -123,9 +124,22 @@ WGMMA_PRECISION = {("e4m3", "f32"): (13, 14), ("e5m2", "f32"): (13, 14), ("e4m3"
 EMIN = {"f16": -14, "bf16": -126, "tf32": -126, "f32": -126, "e4m3": -6, "e5m2": -14}
 
 
-def _exponent_floor(x: np.ndarray, emin: int) -> np.ndarray:
-    from .wgmma import _exponent16
+def _exponent16(x: np.ndarray) -> np.ndarray:
+    """floor(log2|x|) per element as int16; -2**14 for zeros (below any real pair's sum)."""
+    m = np.abs(x)
+    _, e = np.frexp(m)
+    return np.where(m > 0, e - 1, -(1 << 14)).astype(np.int16)
 
+
+def _round_to_zero_f32(x: np.ndarray) -> np.ndarray:
+    """fp64 -> fp32 rounded toward zero; 2**128 and beyond is infinity (as the tensor cores give)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        over = (np.abs(f.astype(np.float64)) > np.abs(x)) & np.isfinite(f)
+    return np.where(over, np.nextafter(f, np.float32(0)), f).astype(np.float32)
+
+
+def _exponent_floor(x: np.ndarray, emin: int) -> np.ndarray:
     e = _exponent16(x)
     return np.where(x != 0, np.maximum(e, emin), e).astype(np.int16)
 
@@ -137,9 +151,7 @@ def dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, atype: str, precision: tupl
     2**(E - kept), E the largest exponent of the products' factors and of the accumulator; the terms added exactly
     and the sum rounded toward zero to ``significant`` bits; 2**128 and beyond is infinity; subnormal fp32
     accumulators count as zero; NaN is canonical (returned as a float32 NaN). ``precision`` = (kept,
-    significant): (25, 24) is the H100's bf16 model (:func:`helpers.hopper.wgmma.dot_h100`)."""
-    from .wgmma import _exponent16, _round_to_zero_f32
-
+    significant): (25, 24) is the H100's bf16 model (helpers.hopper.wgmma.dot_h100)."""
     kept, sig = precision
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
@@ -162,7 +174,7 @@ def dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, atype: str, precision: tupl
             s = np.where(np.isfinite(s), np.ldexp(np.trunc(m * 2.0 ** sig) / 2.0 ** sig, e), s)
         if sig > 24:  # no rounding here: the caller rounds the exact sum (to f16)
             return np.where(nan, np.nan, s)
-        out = _round_to_zero_f32(s, overflow_inf=True)
+        out = _round_to_zero_f32(s)
     return np.where(nan, np.float32(np.nan), out).astype(np.float32)
 
 

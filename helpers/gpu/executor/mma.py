@@ -1,11 +1,11 @@
-"""Warp-level tensor-core instructions: ``mma.sync`` (every shape and type sm_90 takes but m8n8k4 .f16) and
-``movmatrix``, through helpers.hopper.tensorcore's fragments and sums.
+"""Warp-level tensor-core instructions: ``mma.sync`` (every shape and type sm_90 takes but m8n8k4 .f16), ``wmma``
+and ``movmatrix``, through helpers.hopper.tensorcore's fragments and sums.
 
 A warp-collective instruction: the lanes gather (like shfl), their registers are assembled into the A, B and C
 tiles by the fragment maps of the PTX ISA, D is computed and scattered back. Integer types sum exactly (s32
-wrapping, or clamped with .satfinite), b1 counts bits (.xor/.and .popc), f64 chains exact fused multiply-adds
-in k order, and floating inputs go through the tensor core's sum (tensorcore.dot), which the run names once as
-not yet compared with silicon for types other than bf16."""
+wrapping, or clamped with .satfinite), b1 counts bits (.xor/.and .popc), f64 chains fused multiply-adds in k order,
+and floating inputs go through the tensor core's sum (tensorcore.dot); all bit-identical with an H200 capture but
+fp8 mma.sync, which runs within a bound the run states once."""
 
 from __future__ import annotations
 

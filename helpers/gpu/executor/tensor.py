@@ -669,10 +669,11 @@ def _wg_mma(b: Binder) -> Any:
                 raise b.fail(f"{name} = {ops[kk]!r}: 1 or -1")
             neg[i] = ops[kk].value != 1
     if aty in ("f16", "bf16"):
-        for kk in range(6, want):
+        names = ["imm-trans-b"] if a_regs else ["imm-trans-a", "imm-trans-b"]
+        for kk, tname in zip(range(6, want), names, strict=True):
             if not isinstance(ops[kk], Imm) or ops[kk].value != 0:
-                raise b.fail(f"a transpose immediate of {ops[kk]!r}: only 0 (K-major operands) is emulated; the "
-                             "MN-major layouts are not yet compared with silicon")
+                raise b.fail(f"{tname} = {ops[kk]!r}: only 0 (K-major operands) is emulated; the MN-major layouts "
+                             "are captured (tools/h100/tensor_types.py) but not yet modelled")
     rows = []
     for r in d.items:
         if not isinstance(r, Reg):
