@@ -318,11 +318,35 @@ def write_kmajor_tile(smem: np.ndarray, offset: int, tile: np.ndarray, swizzle: 
 K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 
 
-def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype: str) -> np.ndarray:
+def _mn_major_elements(buf: np.ndarray, d: Descriptor, rows: int) -> np.ndarray:
+    """(rows, 16) 16-bit elements of an MN-major (transposed) swizzled operand: atoms of 8 K-rows of ``span``
+    bytes (span/2 consecutive M or N elements); K-row groups ``SBO`` apart, atoms along M/N ``LBO`` apart, the
+    16-byte chunks swizzled by address bits as in the K-major case."""
+    span = _SPAN_OF_LAYOUT[d.layout]
+    if span == 0:
+        raise WGMMAError("layout", 0, "a transposed (MN-major) operand without swizzle is not modelled.")
+    per = span // 2
+    mn = np.arange(rows)[:, None]
+    k = np.arange(16)[None, :]
+    a = d.start_address + (mn // per) * d.leading_byte_offset + (k // 8) * d.stride_byte_offset + (k % 8) * span \
+        + (mn % per) * 2
+    mask = {128: 7, 64: 3, 32: 1}[span]
+    addr = a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+    if addr.max() + 2 > buf.size:
+        raise WGMMAError("smem-range", int(addr.max()), f"the descriptor reads byte {int(addr.max()) + 2} but the "
+                         f"shared-memory image has {buf.size} bytes.")
+    return (buf[addr].astype(np.uint32) | (buf[addr + 1].astype(np.uint32) << 8)).astype(np.uint32)
+
+
+def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype: str,
+                     transposed: bool = False) -> np.ndarray:
     """The (rows, K) element bit patterns (uint32) of a K-major operand of type ``etype`` a descriptor points at:
-    byte ``p`` (0..31) of row ``r`` sits where :func:`operand_addresses` puts byte ``p`` of a bf16 row."""
+    byte ``p`` (0..31) of row ``r`` sits where :func:`operand_addresses` puts byte ``p`` of a bf16 row.
+    ``transposed``: an MN-major f16/bf16 operand (:func:`_mn_major_elements`)."""
     d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
     buf = np.asarray(smem).reshape(-1).view(np.uint8)
+    if transposed:
+        return _mn_major_elements(buf, d, rows)
     r = np.arange(rows)[:, None]
     p = np.arange(32)[None, :]
     span = _SPAN_OF_LAYOUT[d.layout]
@@ -358,7 +382,7 @@ def a_fragment_tile(regs: np.ndarray, etype: str) -> np.ndarray:
 
 def mma_async_typed(smem: np.ndarray, a: int | np.ndarray, desc_b: int, n: int, accum: np.ndarray | None,
                     scale_d: int, atype: str, btype: str, dtype: str, neg_a: bool = False, neg_b: bool = False,
-                    satfinite: bool = False) -> np.ndarray:
+                    satfinite: bool = False, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
     """One ``wgmma.mma_async m64n{n}k{K}.{dtype}.{atype}.{btype}`` with K-major operands: ``a`` is A's descriptor
     or, from registers, the (128, 4) uint32 fragment registers; ``accum`` the (128, R) uint32 accumulator registers
     (R = n/2, or n/4 for f16 accumulators), None = zeros. Returns the (128, R) uint32 result registers.
@@ -371,8 +395,8 @@ def mma_async_typed(smem: np.ndarray, a: int | np.ndarray, desc_b: int, n: int, 
     if isinstance(a, np.ndarray):
         abits = a_fragment_tile(a, atype)
     else:
-        abits = operand_elements(smem, a, 64, atype)
-    bbits = operand_elements(smem, desc_b, n, btype)
+        abits = operand_elements(smem, a, 64, atype, trans_a)
+    bbits = operand_elements(smem, desc_b, n, btype, trans_b)
     A = tc.decode(abits, atype)
     B = tc.decode(bbits, btype)
     if neg_a:

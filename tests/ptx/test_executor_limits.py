@@ -32,8 +32,6 @@ CONSTRUCTS = {
                            "{%r1,%r2}, {%r3,%r4}, {%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7};",
     "cp.async.mbarrier.arrive": "cp.async.mbarrier.arrive.noinc.shared.b64 [%r1];",
     "sub-byte wmma": "wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r0}, [%rd1];",
-    "wgmma transposed": "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, %p1, 1, 1, "
-                        "1, 0;",
     "wgmma sparse": "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, %r1, 0, "
                     "1, 1, 1, 1, 1;",
     "clusterlaunchcontrol": "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "

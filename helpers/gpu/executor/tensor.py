@@ -507,7 +507,7 @@ class _WGOp:
         self.ins: Any = None
         self.hz_id: int | None = None
         self.n_cols = n  # N of the instruction (``n`` counts accumulator registers x 2)
-        self.kind: tuple = ("bf16", "bf16", "f32", False, False, False)
+        self.kind: tuple = ("bf16", "bf16", "f32", False, False, False, False, False)
         self.a_regs: dict[int, np.ndarray] = {}
 
 
@@ -668,12 +668,13 @@ def _wg_mma(b: Binder) -> Any:
             if not isinstance(ops[kk], Imm) or ops[kk].value not in (1, -1, (1 << 32) - 1):
                 raise b.fail(f"{name} = {ops[kk]!r}: 1 or -1")
             neg[i] = ops[kk].value != 1
+    trans = [False, False]
     if aty in ("f16", "bf16"):
         names = ["imm-trans-b"] if a_regs else ["imm-trans-a", "imm-trans-b"]
         for kk, tname in zip(range(6, want), names, strict=True):
-            if not isinstance(ops[kk], Imm) or ops[kk].value != 0:
-                raise b.fail(f"{tname} = {ops[kk]!r}: only 0 (K-major operands) is emulated; the MN-major layouts "
-                             "are captured (tools/h100/tensor_types.py) but not yet modelled")
+            if not isinstance(ops[kk], Imm) or ops[kk].value not in (0, 1):
+                raise b.fail(f"{tname} = {ops[kk]!r}: 0 (K-major) or 1 (MN-major)")
+            trans[1 if tname == "imm-trans-b" else 0] = ops[kk].value == 1
     rows = []
     for r in d.items:
         if not isinstance(r, Reg):
@@ -682,7 +683,7 @@ def _wg_mma(b: Binder) -> Any:
         if bank != "W":
             raise b.fail("accumulators must be 32-bit registers")
         rows.append(row)
-    kind = (aty, bty, dty, neg[0], neg[1], "satfinite" in q)
+    kind = (aty, bty, dty, neg[0], neg[1], "satfinite" in q, trans[0], trans[1])
     a_readers = None
     if a_regs:
         if len(ops[1].items) != 4:
@@ -767,13 +768,13 @@ def _compute(mach: Machine, c: CTA, st: _WG, g: int, op: _WGOp, ins: Any) -> Non
             acc[32 * w:32 * w + 32] = prev.result[32 * w:32 * w + 32]
         else:
             acc[32 * w:32 * w + 32] = op.inputs[w]
-    aty, bty, dty, neg_a, neg_b, satf = op.kind
+    aty, bty, dty, neg_a, neg_b, satf, tr_a, tr_b = op.kind
     a: Any = op.desc[0]
     if op.a_regs:
         a = np.concatenate([op.a_regs[w] for w in range(4)], axis=0)
     try:
         op.result = wg.mma_async_typed(c.smem, a, op.desc[1], op.n_cols, acc, int(op.scale_d), aty, bty, dty,
-                                       neg_a, neg_b, satf)
+                                       neg_a, neg_b, satf, tr_a, tr_b)
     except RuleError as e:
         raise _located(mach, ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"wgmma refused: {e}"), ins, c) from None
     op.done = True
