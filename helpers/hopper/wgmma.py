@@ -318,10 +318,10 @@ def write_kmajor_tile(smem: np.ndarray, offset: int, tile: np.ndarray, swizzle: 
 K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 
 
-def _mn_major_elements(buf: np.ndarray, d: Descriptor, rows: int) -> np.ndarray:
-    """(rows, 16) 16-bit elements of an MN-major (transposed) swizzled operand: atoms of 8 K-rows of ``span``
-    bytes (span/2 consecutive M or N elements); K-row groups ``SBO`` apart, atoms along M/N ``LBO`` apart, the
-    16-byte chunks swizzled by address bits as in the K-major case."""
+def mn_major_addresses(desc: int | Descriptor, rows: int) -> np.ndarray:
+    """Shared-memory byte address of 16-bit element (row, k) of an MN-major (transposed) swizzled operand, shape
+    (rows, 16) (:func:`_mn_major_elements`)."""
+    d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
     span = _SPAN_OF_LAYOUT[d.layout]
     if span == 0:
         raise WGMMAError("layout", 0, "a transposed (MN-major) operand without swizzle is not modelled.")
@@ -331,7 +331,14 @@ def _mn_major_elements(buf: np.ndarray, d: Descriptor, rows: int) -> np.ndarray:
     a = d.start_address + (mn // per) * d.leading_byte_offset + (k // 8) * d.stride_byte_offset + (k % 8) * span \
         + (mn % per) * 2
     mask = {128: 7, 64: 3, 32: 1}[span]
-    addr = a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+    return a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+
+
+def _mn_major_elements(buf: np.ndarray, d: Descriptor, rows: int) -> np.ndarray:
+    """(rows, 16) 16-bit elements of an MN-major (transposed) swizzled operand: atoms of 8 K-rows of ``span``
+    bytes (span/2 consecutive M or N elements); K-row groups ``SBO`` apart, atoms along M/N ``LBO`` apart, the
+    16-byte chunks swizzled by address bits as in the K-major case."""
+    addr = mn_major_addresses(d, rows)
     if addr.max() + 2 > buf.size:
         raise WGMMAError("smem-range", int(addr.max()), f"the descriptor reads byte {int(addr.max()) + 2} but the "
                          f"shared-memory image has {buf.size} bytes.")
