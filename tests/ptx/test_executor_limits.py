@@ -28,8 +28,9 @@ CONSTRUCTS = {
     "multimem": "multimem.ld_reduce.global.add.f32 %f1, [%rd1];",
     "tensormap.replace": "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;",
     "cp.reduce.async.bulk": "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd1], [%r1], 16;",
-    "mma.sync m8n8k4 f16": "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7}, "
-                           "{%r1,%r2}, {%r3,%r4}, {%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7};",
+    "mma.sync m8n8k4 f16 into f32": "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 "
+                                    "{%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7}, {%r1,%r2}, {%r3,%r4}, "
+                                    "{%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7};",
     "cp.async.mbarrier.arrive": "cp.async.mbarrier.arrive.noinc.shared.b64 [%r1];",
     "sub-byte wmma": "wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r0}, [%rd1];",
     "wgmma sparse": "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, %r1, 0, "

@@ -1,4 +1,5 @@
-"""Warp-level tensor-core instructions: ``mma.sync`` (every shape and type sm_90 takes but m8n8k4 .f16), ``wmma``
+"""Warp-level tensor-core instructions: ``mma.sync`` (every shape and type sm_90 takes but m8n8k4 .f16 into fp32),
+``wmma``
 and ``movmatrix``, through helpers.hopper.tensorcore's fragments and sums.
 
 A warp-collective instruction: the lanes gather (like shfl), their registers are assembled into the A, B and C
@@ -57,7 +58,9 @@ def _mma(b: Binder) -> Any:
     if "row" not in q or "col" not in q:
         raise b.fail("only the .row.col layouts are emulated")
     if (m, n, k) == (8, 8, 4) and "f16" in types:
-        raise b.fail("mma.m8n8k4 with .f16 (Volta's quad-pair fragments) is not emulated")
+        if types.count("f32"):
+            raise b.fail("mma.m8n8k4 .f16 with fp32 accumulators: captured on an H200, its sums are not yet modelled")
+        return _mma_m8n8k4(b)
     if len(types) == 4:
         dty, aty, bty, cty = types
     elif len(types) == 2:  # .f64 forms and .s32.b1 forms name fewer
@@ -166,6 +169,51 @@ def _mma(b: Binder) -> Any:
             out = tc.pack(out.reshape(32, -1, 2), "f16")
         for i, w in enumerate(wr_d):
             w(g, out[:, i])
+        mach.PC[g] = pc + 1
+        return True
+
+    op.ctl = True  # type: ignore[attr-defined]
+    return op
+
+
+def _mma_m8n8k4(b: Binder) -> Any:
+    """mma.sync.aligned.m8n8k4.row.col.f16.f16.f16.f16: each quad pair (lanes 4q..4q+3 and 4q+16..4q+19) computes its
+    own 8x8 tile; lane l of a pair holds A row / B column ``l % 4 + 4 (l >= 16)`` (k 0..3) and that row of C and D
+    (bit-identical with the H200 capture)."""
+    d_ops, a_ops, b_ops, c_ops = (_regs(b, b.ops[i], w) for i, w in enumerate("DABC"))
+    if (len(d_ops), len(a_ops), len(b_ops), len(c_ops)) != (4, 2, 2, 4):
+        raise b.fail("m8n8k4 .f16 takes 4 D, 2 A, 2 B and 4 C registers")
+    rd = [[b.val(r, "b32") for r in ops] for ops in (a_ops, b_ops, c_ops)]
+    wr = [b.dst(r, "b32") for r in d_ops]
+    mach = b.mach
+    pc = b.pc
+    lane = np.arange(32)
+    quad = (lane % 16) // 4
+    pos = lane % 4 + 4 * (lane >= 16)
+
+    def op(mm: Any, c: CTA) -> Any:
+        g = collective(mach, mm, c, pc, 0xFFFFFFFF)
+        if g is None:
+            return True
+        if len(_indices(g)) != 32:
+            raise ExecFault("CUDA_ERROR_ILLEGAL_INSTRUCTION", "mma.sync needs all 32 lanes of the warp")
+        av, bv, cv = (tc.decode(tc.unpack(np.stack([np.broadcast_to(np.asarray(f(g), np.uint32), (32,))
+                                                     for f in fs], 1), "f16").reshape(32, -1), "f16") for fs in rd)
+        out = np.zeros((32, 8), np.uint16)
+        for q in range(4):
+            mem = np.flatnonzero(quad == q)
+            A = np.zeros((8, 4))
+            B = np.zeros((8, 4))
+            C = np.zeros((8, 8))
+            A[pos[mem]] = av[mem]
+            B[pos[mem]] = bv[mem]
+            C[pos[mem]] = cv[mem]
+            with np.errstate(all="ignore"):
+                D = tc.dot(A[:, None, :], B[None, :, :], C, "f16")
+            out[mem] = tc.round_accumulator(D, "f16")[pos[mem]]
+        words = tc.pack(out.reshape(32, 4, 2), "f16")
+        for j, w in enumerate(wr):
+            w(g, words[:, j])
         mach.PC[g] = pc + 1
         return True
 
