@@ -157,25 +157,31 @@ def dot(a: np.ndarray, b: np.ndarray, c: np.ndarray, atype: str, precision: tupl
     b = np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
     c = np.where(np.abs(c) < 2.0 ** -126, 0.0, c)
-    ak = np.ascontiguousarray(np.moveaxis(np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)), -1, 0))
-    bk = np.ascontiguousarray(np.moveaxis(np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape)), -1, 0))
+    ak = np.ascontiguousarray(np.moveaxis(a, -1, 0))  # (K, ...): each k a contiguous block, not yet broadcast
+    bk = np.ascontiguousarray(np.moveaxis(b, -1, 0))
     with np.errstate(all="ignore"):
-        ea = _exponent_floor(ak, EMIN[atype]).astype(np.int64)
+        ea = _exponent_floor(ak, EMIN[atype])
         eb = _exponent_floor(bk, EMIN[btype or atype])
-        pair = (ea + eb).max(axis=0)
+        pair = (ea + eb).max(axis=0).astype(np.int64)
         emax = np.maximum(pair, _exponent16(c).astype(np.int64))
         q = np.ldexp(1.0, np.clip(emax - kept, -1074, 1023).astype(np.int32))
         p = ak * bk
-        s = (np.trunc(p / q) * q).sum(axis=0) + np.trunc(c / q) * q
+        p /= q
+        np.trunc(p, out=p)
+        p *= q
+        s = p.sum(axis=0)
+        s += np.trunc(c / q) * q
         s = np.where(emax <= -(1 << 13), 0.0, s)
-        nan = np.isnan(s) | np.isnan(p).any(axis=0)
+        nan = np.isnan(s)
         if sig < 24:
             m, e = np.frexp(s)
             s = np.where(np.isfinite(s), np.ldexp(np.trunc(m * 2.0 ** sig) / 2.0 ** sig, e), s)
         if sig > 24:  # no rounding here: the caller rounds the exact sum (to f16)
-            return np.where(nan, np.nan, s)
+            return s
         out = _round_to_zero_f32(s)
-    return np.where(nan, np.float32(np.nan), out).astype(np.float32)
+    if nan.any():
+        out[nan] = np.float32(np.nan)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- fragments

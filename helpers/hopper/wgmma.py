@@ -350,10 +350,26 @@ def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype:
     """The (rows, K) element bit patterns (uint32) of a K-major operand of type ``etype`` a descriptor points at:
     byte ``p`` (0..31) of row ``r`` sits where :func:`operand_addresses` puts byte ``p`` of a bf16 row.
     ``transposed``: an MN-major f16/bf16 operand (:func:`_mn_major_elements`)."""
-    d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
     buf = np.asarray(smem).reshape(-1).view(np.uint8)
     if transposed:
+        d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
         return _mn_major_elements(buf, d, rows)
+    addr, top = _kmajor_bytes(int(desc.encode() if isinstance(desc, Descriptor) else desc), rows)
+    if top + 1 > buf.size:
+        raise WGMMAError("smem-range", top, f"the descriptor reads byte {top + 1} but the shared-memory image has "
+                         f"{buf.size} bytes.")
+    e = 32 // K_OF[etype]
+    if e == 2:  # 16-bit elements: the even and odd bytes
+        return buf[addr[:, 0::2]].astype(np.uint32) | (buf[addr[:, 1::2]].astype(np.uint32) << 8)
+    byts = buf[addr].astype(np.uint32).reshape(rows, K_OF[etype], e)
+    return np.bitwise_or.reduce(byts << (8 * np.arange(e, dtype=np.uint32)), axis=-1).astype(np.uint32)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kmajor_bytes(desc: int, rows: int) -> tuple[np.ndarray, int]:
+    """Addresses (rows, 32) of the bytes of a K-major operand's rows, and the largest (cached per descriptor: a
+    kernel issues the same few descriptors over and over)."""
+    d = decode_descriptor(desc)
     r = np.arange(rows)[:, None]
     p = np.arange(32)[None, :]
     span = _SPAN_OF_LAYOUT[d.layout]
@@ -364,13 +380,9 @@ def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype:
         a = d.start_address + (r // 8) * d.stride_byte_offset + (r % 8) * span + p
         mask = {128: 7, 64: 3, 32: 1}[span]
         addr = a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
-    if addr.max() + 1 > buf.size:
-        raise WGMMAError("smem-range", int(addr.max()), f"the descriptor reads byte {int(addr.max()) + 1} but the "
-                         f"shared-memory image has {buf.size} bytes.")
-    byts = buf[addr].astype(np.uint32)  # (rows, 32)
-    e = 32 // K_OF[etype]
-    byts = byts.reshape(rows, K_OF[etype], e)
-    return np.bitwise_or.reduce(byts << (8 * np.arange(e, dtype=np.uint32)), axis=-1).astype(np.uint32)
+    addr = np.ascontiguousarray(addr, np.int64)
+    addr.setflags(write=False)
+    return addr, int(addr.max())
 
 
 def a_fragment_tile(regs: np.ndarray, etype: str) -> np.ndarray:
