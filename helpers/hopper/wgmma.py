@@ -365,7 +365,7 @@ def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype:
     return np.bitwise_or.reduce(byts << (8 * np.arange(e, dtype=np.uint32)), axis=-1).astype(np.uint32)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def _kmajor_bytes(desc: int, rows: int) -> tuple[np.ndarray, int]:
     """Addresses (rows, 32) of the bytes of a K-major operand's rows, and the largest (cached per descriptor: a
     kernel issues the same few descriptors over and over)."""
