@@ -24,10 +24,7 @@ from helpers.gpu.executor.program import load_program
 __all__ = ["CourseKernel", "course_kernels", "opcodes", "unsupported", "kernel_names", "KNOWN_GAPS"]
 
 #: Instructions of the course's kernels the executor refuses on purpose, with why (substring of the refusal).
-KNOWN_GAPS = {
-    "imm-trans-b = Imm(value=1)": "wgmma with a transposed (MN-major) B operand: no H100 capture of that layout yet; "
-                                  "only tests/gpu/every_wrapper.cu instantiates it (wgmma_bf16<256, 0, 1>)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 ROOT = Path(__file__).resolve().parents[2]
 #: ``__global__ void [__launch_bounds__(...)] [__cluster_dims__(...)] [#if ... lines] name(``

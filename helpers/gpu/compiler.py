@@ -134,7 +134,23 @@ def include_dirs() -> tuple[str, ...]:
                 dirs.append(str(d))
     except ImportError:
         pass
+    if not any(os.path.exists(os.path.join(d, "crt", "mma.h")) for d in dirs):
+        crt = _crt_include_dir()
+        if crt:
+            dirs.append(crt)
     return tuple(dirs)
+
+
+def _crt_include_dir() -> str | None:
+    """A directory holding ``crt/mma.h`` (what ``<mma.h>`` includes): the nvidia-cuda-crt wheel wherever it was
+    installed (next to nvidia-cuda-runtime, or a ``--target`` folder on sys.path), else a CUDA toolkit's."""
+    import sys
+
+    cands = [os.path.join(p, "nvidia", "cu13", "include") for p in sys.path if p]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cands += [os.path.join(home, "include")] if home else []
+    cands += ["/usr/local/cuda/include"]
+    return next((c for c in cands if os.path.exists(os.path.join(c, "crt", "mma.h"))), None)
 
 
 def _header_digest() -> str:

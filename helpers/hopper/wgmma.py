@@ -140,13 +140,18 @@ def _exponent(x: np.ndarray) -> np.ndarray:
     return np.where(m > 0, e - 1, -(1 << 20)).astype(np.int64)
 
 
-def _round_to_zero_f32(x: np.ndarray) -> np.ndarray:
-    f = x.astype(np.float32)
-    over = np.abs(f.astype(np.float64)) > np.abs(x)
+def _round_to_zero_f32(x: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
+    """fp64 -> fp32 rounded toward zero; a sum of 2**128 or more gives the largest fp32 (or, with
+    ``overflow_inf``, infinity, as the tensor cores do)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        over = np.abs(f.astype(np.float64)) > np.abs(x)
+        if overflow_inf:
+            over &= np.isfinite(f)
     return np.where(over, np.nextafter(f, np.float32(0)), f).astype(np.float32)
 
 
-def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
     """The H100's fp32 result of ``c + sum_k a[..., k] * b[..., k]`` for bf16 a, b (16 terms) and fp32 c.
 
     Model fitted to silicon (bit-exact on 90112 random accumulators): every product is exact; the alignment
@@ -166,7 +171,7 @@ def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     pair = (_exponent16(ak) + _exponent16(bk)).max(axis=0).astype(np.int64)
     emax = np.maximum(pair, _exponent16(c).astype(np.int64))
     if emax.size and int(emax.max()) > 1000:  # near fp64 overflow (never for bf16 and fp32): term by term
-        return _dot_h100_terms(a, b, c)
+        return _dot_h100_terms(a, b, c, overflow_inf)
     q = np.ldexp(1.0, np.clip(emax - 25, -1074, 1023).astype(np.int32))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         p = ak * bk
@@ -177,8 +182,8 @@ def dot_h100(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         s += np.trunc(c / q) * q
     s = np.where(emax <= -(1 << 13), 0.0, s)
     if np.isnan(s).any():  # which NaN (its sign) depends on the order of the terms: the terms' own order
-        return _dot_h100_terms(a, b, c)
-    return _round_to_zero_f32(s)
+        return _dot_h100_terms(a, b, c, overflow_inf)
+    return _round_to_zero_f32(s, overflow_inf)
 
 
 def _exponent16(x: np.ndarray) -> np.ndarray:
@@ -188,7 +193,7 @@ def _exponent16(x: np.ndarray) -> np.ndarray:
     return np.where(m > 0, e - 1, -(1 << 14)).astype(np.int16)
 
 
-def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray, overflow_inf: bool = False) -> np.ndarray:
     """:func:`dot_h100` with the 17 terms side by side (any fp64 inputs)."""
     prods = a * b
     emax = np.maximum((_exponent(a) + _exponent(b)).max(axis=-1), _exponent(c))
@@ -197,7 +202,7 @@ def _dot_h100_terms(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         s = (np.trunc(terms / q[..., None]) * q[..., None]).sum(axis=-1)
     s = np.where(emax <= -(1 << 19), 0.0, s)
-    return _round_to_zero_f32(s)
+    return _round_to_zero_f32(s, overflow_inf)
 
 
 def mma_async(smem: np.ndarray, desc_a: int | Descriptor, desc_b: int | Descriptor, n: int,
@@ -306,3 +311,133 @@ def write_kmajor_tile(smem: np.ndarray, offset: int, tile: np.ndarray, swizzle: 
     rows, cols = bits.shape
     tmap = encode_tiled(DataType.BFLOAT16, 2, 0, (cols, rows), (cols * 2,), (cols, rows), (1, 1), 0, swizzle)
     load_tile(tmap, np.ascontiguousarray(bits), (0, 0), smem_address=offset, smem=smem)
+
+
+# --------------------------------------------------------------------------------------------- every input type
+#: K of one wgmma and the element size in bytes, per input type (one K-major row is 32 bytes for every type)
+K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+
+
+def mn_major_addresses(desc: int | Descriptor, rows: int) -> np.ndarray:
+    """Shared-memory byte address of 16-bit element (row, k) of an MN-major (transposed) swizzled operand, shape
+    (rows, 16) (:func:`_mn_major_elements`)."""
+    d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
+    span = _SPAN_OF_LAYOUT[d.layout]
+    if span == 0:
+        raise WGMMAError("layout", 0, "a transposed (MN-major) operand without swizzle is not modelled.")
+    per = span // 2
+    mn = np.arange(rows)[:, None]
+    k = np.arange(16)[None, :]
+    a = d.start_address + (mn // per) * d.leading_byte_offset + (k // 8) * d.stride_byte_offset + (k % 8) * span \
+        + (mn % per) * 2
+    mask = {128: 7, 64: 3, 32: 1}[span]
+    return a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+
+
+def _mn_major_elements(buf: np.ndarray, d: Descriptor, rows: int) -> np.ndarray:
+    """(rows, 16) 16-bit elements of an MN-major (transposed) swizzled operand: atoms of 8 K-rows of ``span``
+    bytes (span/2 consecutive M or N elements); K-row groups ``SBO`` apart, atoms along M/N ``LBO`` apart, the
+    16-byte chunks swizzled by address bits as in the K-major case."""
+    addr = mn_major_addresses(d, rows)
+    if addr.max() + 2 > buf.size:
+        raise WGMMAError("smem-range", int(addr.max()), f"the descriptor reads byte {int(addr.max()) + 2} but the "
+                         f"shared-memory image has {buf.size} bytes.")
+    return (buf[addr].astype(np.uint32) | (buf[addr + 1].astype(np.uint32) << 8)).astype(np.uint32)
+
+
+def operand_elements(smem: np.ndarray, desc: int | Descriptor, rows: int, etype: str,
+                     transposed: bool = False) -> np.ndarray:
+    """The (rows, K) element bit patterns (uint32) of a K-major operand of type ``etype`` a descriptor points at:
+    byte ``p`` (0..31) of row ``r`` sits where :func:`operand_addresses` puts byte ``p`` of a bf16 row.
+    ``transposed``: an MN-major f16/bf16 operand (:func:`_mn_major_elements`)."""
+    buf = np.asarray(smem).reshape(-1).view(np.uint8)
+    if transposed:
+        d = desc if isinstance(desc, Descriptor) else decode_descriptor(desc)
+        return _mn_major_elements(buf, d, rows)
+    addr, top = _kmajor_bytes(int(desc.encode() if isinstance(desc, Descriptor) else desc), rows)
+    if top + 1 > buf.size:
+        raise WGMMAError("smem-range", top, f"the descriptor reads byte {top + 1} but the shared-memory image has "
+                         f"{buf.size} bytes.")
+    e = 32 // K_OF[etype]
+    if e == 2:  # 16-bit elements: the even and odd bytes
+        return buf[addr[:, 0::2]].astype(np.uint32) | (buf[addr[:, 1::2]].astype(np.uint32) << 8)
+    byts = buf[addr].astype(np.uint32).reshape(rows, K_OF[etype], e)
+    return np.bitwise_or.reduce(byts << (8 * np.arange(e, dtype=np.uint32)), axis=-1).astype(np.uint32)
+
+
+@functools.lru_cache(maxsize=256)
+def _kmajor_bytes(desc: int, rows: int) -> tuple[np.ndarray, int]:
+    """Addresses (rows, 32) of the bytes of a K-major operand's rows, and the largest (cached per descriptor: a
+    kernel issues the same few descriptors over and over)."""
+    d = decode_descriptor(desc)
+    r = np.arange(rows)[:, None]
+    p = np.arange(32)[None, :]
+    span = _SPAN_OF_LAYOUT[d.layout]
+    if span == 0:
+        addr = d.start_address + (r // 8) * d.stride_byte_offset + (p // 16) * d.leading_byte_offset \
+            + (r % 8) * 16 + p % 16
+    else:
+        a = d.start_address + (r // 8) * d.stride_byte_offset + (r % 8) * span + p
+        mask = {128: 7, 64: 3, 32: 1}[span]
+        addr = a ^ ((((a >> 7) - d.base_offset) & mask) << 4)
+    addr = np.ascontiguousarray(addr, np.int64)
+    addr.setflags(write=False)
+    return addr, int(addr.max())
+
+
+def a_fragment_tile(regs: np.ndarray, etype: str) -> np.ndarray:
+    """A from registers: (128 threads, 4 registers) uint32 -> the (64, K) element bit patterns. Warp ``w`` holds
+    rows 16w..16w+15 in the layout of mma.sync's m16 A fragment (helpers.hopper.tensorcore.a_map)."""
+    from . import tensorcore as tc
+
+    k = K_OF[etype]
+    rows, cols = tc.a_map(16, k, etype, 4)
+    el = tc.unpack(np.asarray(regs, np.uint32).reshape(4, 32, 4), etype)  # (warp, lane, reg, E)
+    tile = np.zeros((64, k), np.uint64)
+    for w in range(4):
+        tile[16 * w + rows, cols] = el[w]
+    return tile.astype(np.uint32)
+
+
+def mma_async_typed(smem: np.ndarray, a: int | np.ndarray, desc_b: int, n: int, accum: np.ndarray | None,
+                    scale_d: int, atype: str, btype: str, dtype: str, neg_a: bool = False, neg_b: bool = False,
+                    satfinite: bool = False, trans_a: bool = False, trans_b: bool = False) -> np.ndarray:
+    """One ``wgmma.mma_async m64n{n}k{K}.{dtype}.{atype}.{btype}`` with K-major operands: ``a`` is A's descriptor
+    or, from registers, the (128, 4) uint32 fragment registers; ``accum`` the (128, R) uint32 accumulator registers
+    (R = n/2, or n/4 for f16 accumulators), None = zeros. Returns the (128, R) uint32 result registers.
+
+    Floating types sum through helpers.hopper.tensorcore.dot (the bf16 model; NaN canonical, subnormal fp32
+    accumulators as zero); s8/u8 exactly into s32 (wrapping, or clamped with ``satfinite``)."""
+    from . import tensorcore as tc
+
+    _check_n(n)
+    if isinstance(a, np.ndarray):
+        abits = a_fragment_tile(a, atype)
+    else:
+        abits = operand_elements(smem, a, 64, atype, trans_a)
+    bbits = operand_elements(smem, desc_b, n, btype, trans_b)
+    A = tc.decode(abits, atype)
+    B = tc.decode(bbits, btype)
+    if neg_a:
+        A = -A
+    if neg_b:
+        B = -B
+    rows, cols = fragment_maps(n)
+    half = dtype == "f16"
+    C = np.zeros((64, n), np.float64 if dtype != "s32" else np.int64)
+    if scale_d and accum is not None:
+        acc = np.asarray(accum, np.uint32)
+        if half:
+            acc = tc.unpack(acc, "f16").reshape(128, n // 2)
+        C[rows, cols] = tc.decode(acc, "f16" if half else ("s32" if dtype == "s32" else "f32"))
+    if dtype == "s32":
+        D = C + A @ B.T
+        if satfinite:
+            D = np.clip(D, -(1 << 31), (1 << 31) - 1)
+        return (D & 0xFFFFFFFF).astype(np.uint32)[rows, cols]
+    with np.errstate(all="ignore"):
+        D = tc.dot(A[:, None, :], B[None, :, :], C, atype, tc.WGMMA_PRECISION.get((atype, dtype), (25, 24)), btype)
+    out = tc.round_accumulator(D, dtype)[rows, cols]
+    if half:
+        return tc.pack(out.reshape(128, n // 4, 2), "f16")
+    return out.astype(np.uint32)

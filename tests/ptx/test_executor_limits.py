@@ -20,10 +20,6 @@ HEAD = """.version 8.0
 
 #: construct -> one PTX line using it (the course's kernels use none of them)
 CONSTRUCTS = {
-    "ex2.approx": "ex2.approx.f32 %f1, %f2;",
-    "tanh.approx": "tanh.approx.f32 %f1, %f2;",
-    "lg2.approx": "lg2.approx.f32 %f1, %f2;",
-    "sin.approx": "sin.approx.f32 %f1, %f2;",
     "rcp.approx.ftz.f64": "rcp.approx.ftz.f64 %rd1, %rd2;",
     "brx.idx": "ts: .branchtargets L0; brx.idx %r1, ts;\nL0:",
     "tex": "tex.2d.v4.f32.f32 {%f1,%f2,%f3,%f4}, [%rd1, {%f5,%f6}];",
@@ -32,9 +28,11 @@ CONSTRUCTS = {
     "multimem": "multimem.ld_reduce.global.add.f32 %f1, [%rd1];",
     "tensormap.replace": "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;",
     "cp.reduce.async.bulk": "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd1], [%r1], 16;",
-    "cp.async": "cp.async.ca.shared.global [%r1], [%rd1], 4;",
-    "mma.sync": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
-                "{%r5,%r6}, {%f1,%f2,%f3,%f4};",
+    "mma.sync m8n8k4 f16 into f32": "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 "
+                                    "{%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7}, {%r1,%r2}, {%r3,%r4}, "
+                                    "{%f0,%f1,%f2,%f3,%f4,%f5,%f6,%f7};",
+    "cp.async.mbarrier.arrive": "cp.async.mbarrier.arrive.noinc.shared.b64 [%r1];",
+    "sub-byte wmma": "wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r0}, [%rd1];",
     "wgmma sparse": "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, %r1, 0, "
                     "1, 1, 1, 1, 1;",
     "clusterlaunchcontrol": "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
@@ -75,7 +73,7 @@ def test_a_construct_the_executor_lacks_is_named_as_its_own_limit(construct: str
 def test_through_gpu_launch_it_is_an_executor_limit() -> None:
     from helpers import gpu
 
-    k = gpu.compile('extern "C" __global__ void e(float* x) { float r; asm("ex2.approx.f32 %0, %1;" : "=f"(r) : '
-                    '"f"(x[threadIdx.x])); x[threadIdx.x] = r; }', "e")
+    k = gpu.compile('extern "C" __global__ void e(double* x) { double r; asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) '
+                    ': "d"(x[threadIdx.x])); x[threadIdx.x] = r; }', "e")
     with pytest.raises(gpu.ExecutorLimit, match="cannot run on the executor: the executor does not support"):
-        gpu.launch(k, 1, 32, 0, gpu.zeros(32))
+        gpu.launch(k, 1, 32, 0, gpu.zeros(32, np.float64))

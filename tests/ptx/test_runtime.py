@@ -140,18 +140,18 @@ def test_executor_off_restores_the_refusal(monkeypatch: pytest.MonkeyPatch, vadd
 
 def test_unsupported_instruction_names_it_and_the_line() -> None:
     src = r'''
-extern "C" __global__ void fast_exp(float* x) {
-  float r;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x[threadIdx.x]));
+extern "C" __global__ void fast_rcp(double* x) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x[threadIdx.x]));
   x[threadIdx.x] = r;
 }'''
-    k = gpu.compile(src, "fast_exp")
+    k = gpu.compile(src, "fast_rcp")
     with pytest.raises(gpu.LaunchError) as e:
-        gpu.launch(k, 1, 32, 0, gpu.zeros(32))
+        gpu.launch(k, 1, 32, 0, gpu.zeros(32, np.float64))
     msg = str(e.value)
-    assert "cannot run on the executor: the executor does not support `ex2.approx.f32`" in msg
+    assert "cannot run on the executor: the executor does not support `rcp.approx.ftz.f64`" in msg
     assert "a limit of the executor, not a mistake in the kernel" in msg and isinstance(e.value, gpu.ExecutorLimit)
-    assert "not emulated bit-exactly" in msg and "at line 4 of the CUDA source" in msg and "PTX line" in msg
+    assert "is not emulated" in msg and "at line 4 of the CUDA source" in msg and "PTX line" in msg
 
 
 def test_trace_records_per_warp_events() -> None:

@@ -271,6 +271,10 @@ def cases() -> dict[str, tuple[str, Callable[[], Any]]]:
 
     for name, (shape, run, _want) in foreign_cases().items():
         out[f"foreign: {name}"] = (shape, run)
+    from foreign_tensor import cases as tensor_cases  # the same around the warp-level tensor cores
+
+    for name, (shape, run, _want) in tensor_cases().items():
+        out[f"foreign: {name}"] = (shape, run)
     return out
 
 

@@ -21,3 +21,7 @@ class UnsupportedInstruction(PTXError):
 
 class EmulationLimit(PTXError):
     """The kernel asks for something the executor deliberately does not model (e.g. recursion)."""
+
+
+class ApproximationWarning(UserWarning):
+    """A kernel ran an instruction whose results the executor knows only within a bound (said once per run)."""

@@ -1029,14 +1029,15 @@ class HazardChecker:
         return False
 
     # ------------------------------------------------------------------ wgmma
-    def _operand_chunks(self, desc: int, rows: int) -> np.ndarray:
-        key = (desc, rows)
+    def _operand_chunks(self, desc: int, rows: int, transposed: bool = False) -> np.ndarray:
+        key = (desc, rows, transposed)
         ch = self.desc_cache.get(key)
         if ch is None:
             from helpers.hopper import wgmma as wg
 
             try:
-                addr = np.asarray(wg.operand_addresses(desc, rows), np.int64)
+                where = wg.mn_major_addresses if transposed else wg.operand_addresses
+                addr = np.asarray(where(desc, rows), np.int64)
                 ch = np.unique(np.concatenate([addr.ravel() >> 4, (addr.ravel() + 1) >> 4]))
             except Exception:  # noqa: BLE001  (a bad descriptor: the wgmma itself reports it)
                 ch = np.zeros(0, np.int64)
@@ -1072,7 +1073,11 @@ class HazardChecker:
                          "which comes after the warp's last wgmma.fence. Fence after the accumulators are written "
                          "(if your source writes them before the fence, the compiler moved the writes: pin them "
                          "with hopper::wgmma_fence_operands(d) just before hopper::wgmma_fence()).", (self.pc, tpc))
-        ch = np.concatenate([self._operand_chunks(op.desc[0], 64), self._operand_chunks(op.desc[1], n)])
+        kind = getattr(op, "kind", ())
+        tr_a, tr_b = (bool(kind[6]), bool(kind[7])) if len(kind) > 7 else (False, False)
+        a_ch = self._operand_chunks(op.desc[0], 64, tr_a) if not getattr(op, "a_regs", None) else \
+            np.zeros(0, np.int64)
+        ch = np.concatenate([a_ch, self._operand_chunks(op.desc[1], n, tr_b)])
         ch = ch[(ch >= 0) & (ch < len(ts.aw))]
         self._async_read(c, w, g, ch, f"the wgmma {here}", "the wgmma",
                          "the tensor core (the async proxy) may not see them. Each writing thread fences "

@@ -309,6 +309,7 @@ class Machine:
         self.dispatches = 0
         self.block_pc = 0  # the first instruction of the block running now (clock reads count from it)
         self.steps = 0  # warp instructions executed (a group running one instruction is one step)
+        self.notes: dict[str, str] = {}  # instruction -> what the run says once about its fidelity
         self._watch: dict | None = None  # watching warps for a repeated state (see _livelock)
         self.hz: Any = None
         if self.opts.hazards:

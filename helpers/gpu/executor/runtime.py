@@ -18,8 +18,8 @@ import numpy as np
 from helpers.hopper import faults
 from helpers.hopper import tensormap as tm
 
-from . import alu, control, hazards, launchcheck, memops, sync, tensor  # noqa: F401  (decoders)
-from .errors import EmulationLimit, ParseError, UnsupportedInstruction
+from . import alu, control, hazards, launchcheck, memops, mma, sync, tensor  # noqa: F401  (decoders)
+from .errors import ApproximationWarning, EmulationLimit, ParseError, UnsupportedInstruction
 from .machine import Deadlock, ExecFault, Machine, Options, StepLimit, Trap
 from .memory import Allocation, DeviceMemory, device_memory
 from .program import Program, load_program
@@ -263,6 +263,7 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
         outcome = _run(mach, rec, opts)
     finally:
         memory.free(mach.param_alloc)
+    _say_notes(mach, name)
     found = mach.hz.found if mach.hz is not None else []
     if found:
         then = outcome.sentence if outcome is not None else ""
@@ -271,6 +272,25 @@ def run_kernel(ptx: str, entry: str | None, grid: tuple[int, int, int], block: t
         outcome.machine = mach
         raise outcome
     return RunInfo(mach, time.monotonic() - t0, mach.dispatches)
+
+
+def _say_notes(mach: Machine, name: str) -> None:
+    """Once per run, for each instruction known only within a bound: a warning in words."""
+    if not mach.notes:
+        return
+    import sys
+    import warnings
+
+    try:  # point at the caller's line (the cell that launched), past helpers.gpu's own frames
+        f = sys._getframe(1)
+        while f.f_back is not None and "/helpers/gpu/" in f.f_code.co_filename.replace("\\", "/"):
+            f = f.f_back
+        where = (f.f_code.co_filename, f.f_lineno, f.f_globals.get("__name__", "?"))
+    except ValueError:
+        where = ("<executor>", 0, "?")
+    for note in mach.notes.values():  # a fresh registry: said at every run (an "ignore" filter still silences it)
+        warnings.warn_explicit(f"kernel {name} on the executor: {note}", ApproximationWarning, where[0], where[1],
+                               module=where[2], registry={})
 
 
 #: The machine of the last emulated launch (its trace and hazards), for helpers.gpu.executor.last_run().

@@ -114,8 +114,73 @@ def _cp(b: Binder) -> Any:
     if q[:1] == ["reduce"]:
         raise b.fail("cp.reduce.async.bulk (TMA reductions) is not emulated yet")
     if q[:1] == ["async"]:
-        raise b.fail("cp.async (the Ampere-style copy) is not emulated; the course uses TMA")
+        return _cp_async(b, q[1:])
     raise b.fail()
+
+
+_CP_ASYNC_Q = {"ca", "cg", "shared", "shared::cta", "global", "L2::64B", "L2::128B", "L2::256B", "L2::cache_hint"}
+
+
+def _cp_async(b: Binder, rest: list[str]) -> Any:
+    """Ampere's ``cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size | ignore-src}``: the bytes land in
+    shared memory when the copy is issued (the earliest moment the hardware may make them visible; a thread sees
+    them for certain only after the ``cp.async.wait_group``/``wait_all`` that covers its group), the bytes past
+    src-size, or all of them with ignore-src, as zeros. ``commit_group``/``wait_group``/``wait_all`` then have
+    nothing left to wait for."""
+    from .memops import global_load, smem_store
+
+    if rest and rest[0] in ("commit_group", "wait_group", "wait_all"):
+        return lambda m, c: None
+    if rest and rest[0] == "mbarrier":
+        raise b.fail("cp.async.mbarrier.arrive is not emulated")
+    bad = [x for x in rest if x not in _CP_ASYNC_Q]
+    if bad or not ({"ca", "cg"} & set(rest)):
+        raise b.fail(f"qualifier .{bad[0]} is not emulated" if bad else "cp.async needs .ca or .cg")
+    if "L2::cache_hint" in rest:
+        raise b.fail("cp.async with an L2 cache policy operand is not emulated")
+    ops = list(b.ops)
+    dst = b.addr(ops[0])
+    src = b.addr(ops[1])
+    if not isinstance(ops[2], Imm) or ops[2].value not in (4, 8, 16):
+        raise b.fail("cp-size must be the immediate 4, 8 or 16")
+    size = int(ops[2].value)
+    if "cg" in rest and size != 16:
+        raise b.fail("cp.async.cg copies 16 bytes")
+    src_size: Any = None
+    ignore: Any = None
+    if len(ops) > 3:
+        extra = ops[3]
+        if isinstance(extra, Reg) and b.reg(extra.name)[0] == "P":
+            ignore = b.pred(extra)
+        else:
+            src_size = b.val(extra, "u32")
+    mach = b.mach
+    u8 = np.dtype(np.uint8)
+
+    def copy(m: Any, c: CTA) -> None:
+        n = count(m)
+        da = np.broadcast_to(np.asarray(dst(m), np.uint64), (n,))
+        sa = np.broadcast_to(np.asarray(src(m), np.uint64), (n,))
+        if (da % np.uint64(size)).any() or (sa % np.uint64(size)).any():
+            raise ExecFault("CUDA_ERROR_MISALIGNED_ADDRESS", f"cp.async of {size} bytes from or to an address that is "
+                            f"not a multiple of {size}")
+        sz = np.full(n, size, np.int64)
+        if src_size is not None:
+            sz = np.minimum(np.broadcast_to(np.asarray(src_size(m), np.int64), (n,)), size)
+        if ignore is not None:
+            sz = np.where(np.broadcast_to(np.asarray(ignore(m), bool), (n,)), 0, sz)
+        data = np.zeros((n, size), np.uint8)
+        full = sz == size
+        if full.any():
+            data[full] = np.asarray(global_load(mach, sa[full], u8, size)).reshape(-1, size)
+        for k in range(size):  # partial copies, byte by byte (never past src-size: it may point nowhere)
+            pick = (sz > k) & ~full
+            if pick.any():
+                data[pick, k] = np.asarray(global_load(mach, sa[pick] + np.uint64(k), u8, 1)).reshape(-1)
+        smem_store(mach, c, da, data, u8, size)
+        mach.since_progress = 0
+
+    return copy
 
 
 _TENSOR_Q = {"shared::cluster", "shared::cta", "global", "tile", "mbarrier::complete_tx::bytes", "multicast::cluster",
@@ -425,7 +490,7 @@ def _bulk_group(b: Binder, rest: list[str]) -> Any:
 # ------------------------------------------------------------------------------------------- WGMMA
 class _WGOp:
     __slots__ = ("seq", "n", "desc", "scale_d", "rows", "inputs", "result", "done", "pc", "count", "chain", "ins",
-                 "hz_id")
+                 "hz_id", "n_cols", "kind", "a_regs")
 
     def __init__(self, seq: int, n: int, rows: np.ndarray, pc: int) -> None:
         self.seq = seq
@@ -441,6 +506,9 @@ class _WGOp:
         self.chain: dict[int, Any] = {}
         self.ins: Any = None
         self.hz_id: int | None = None
+        self.n_cols = n  # N of the instruction (``n`` counts accumulator registers x 2)
+        self.kind: tuple = ("bf16", "bf16", "f32", False, False, False, False, False)
+        self.a_regs: dict[int, np.ndarray] = {}
 
 
 class _WG:
@@ -532,7 +600,7 @@ def _wg_wait(b: Binder) -> Any:
     keep = b.ops[0].value
     mach = b.mach
     pc = b.pc
-    W = mach.view("W", np.dtype(np.float32))
+    W = mach.view("W", np.dtype(np.uint32))
 
     @ctl
     def wait(m: Any, c: CTA) -> bool:
@@ -565,30 +633,48 @@ def _wg_wait(b: Binder) -> Any:
 
 
 def _wg_mma(b: Binder) -> Any:
+    from helpers.hopper.wgmma import K_OF
+
     q = b.q[1:]
-    allowed = {"sync", "aligned", "f32", "bf16"}
-    shape = next((x for x in q if x.startswith("m64n") and x.endswith("k16")), None)
-    bad = [x for x in q if x not in allowed and x != shape]
-    if shape is None or bad or q.count("bf16") != 2 or "f32" not in q:
-        raise b.fail("only wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (bf16 inputs, fp32 accumulators) is "
-                     "emulated")
-    n = int(shape[4:-3])
+    shape = next((x for x in q if x.startswith("m64n") and "k" in x), None)
+    types = [x for x in q if x in ("f32", "f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8", "s32")]
+    bad = [x for x in q if x not in {"sync", "aligned", "satfinite"} and x != shape and x not in types]
+    if shape is None or bad or len(types) != 3:
+        raise b.fail("wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype with f16/bf16/tf32/e4m3/e5m2/s8/u8 "
+                     "inputs is emulated")
+    dty, aty, bty = types
+    n_s, k_s = shape[4:].split("k")
+    n, k = int(n_s), int(k_s)
+    if aty not in K_OF or bty not in K_OF or K_OF[aty] != k or K_OF[bty] != k:
+        raise b.fail(f"types .{aty}.{bty} with K = {k}")
+    ints = aty in ("s8", "u8")
+    if ints != (dty == "s32") or (aty in ("f16", "bf16") and aty != bty) or (aty == "tf32" and bty != "tf32") \
+            or (dty == "f16" and aty in ("bf16", "tf32")):
+        raise b.fail(f"accumulator .{dty} with .{aty}.{bty}")
     if n % 8 or not 8 <= n <= 256:
         raise b.fail(f"N = {n}")
+    nreg = n // 4 if dty == "f16" else n // 2
     ops = list(b.ops)
     d = ops[0]
-    if not isinstance(d, Vec) or len(d.items) != n // 2:
-        raise b.fail(f"m64n{n}k16 takes {n // 2} accumulator registers")
-    if isinstance(ops[1], Vec):
-        raise b.fail("A from registers is not emulated (the course's A comes from shared memory)")
-    if len(ops) != 8:
-        raise b.fail("operands: d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b")
-    for k, name in ((4, "imm-scale-a"), (5, "imm-scale-b")):
-        if not isinstance(ops[k], Imm) or ops[k].value != 1:
-            raise b.fail(f"{name} = {ops[k]!r}: only 1 is emulated")
-    for k, name in ((6, "imm-trans-a"), (7, "imm-trans-b")):
-        if not isinstance(ops[k], Imm) or ops[k].value != 0:
-            raise b.fail(f"{name} = {ops[k]!r}: only 0 (K-major) is emulated")
+    if not isinstance(d, Vec) or len(d.items) != nreg:
+        raise b.fail(f"m64n{n}k{k}.{dty} takes {nreg} accumulator registers")
+    a_regs = isinstance(ops[1], Vec)
+    want = 4 if ints else (6 if aty not in ("f16", "bf16") else (7 if a_regs else 8))
+    if len(ops) != want:
+        raise b.fail(f"{want} operands expected")
+    neg = [False, False]
+    if not ints:
+        for i, (kk, name) in enumerate(((4, "imm-scale-a"), (5, "imm-scale-b"))):
+            if not isinstance(ops[kk], Imm) or ops[kk].value not in (1, -1, (1 << 32) - 1):
+                raise b.fail(f"{name} = {ops[kk]!r}: 1 or -1")
+            neg[i] = ops[kk].value != 1
+    trans = [False, False]
+    if aty in ("f16", "bf16"):
+        names = ["imm-trans-b"] if a_regs else ["imm-trans-a", "imm-trans-b"]
+        for kk, tname in zip(range(6, want), names, strict=True):
+            if not isinstance(ops[kk], Imm) or ops[kk].value not in (0, 1):
+                raise b.fail(f"{tname} = {ops[kk]!r}: 0 (K-major) or 1 (MN-major)")
+            trans[1 if tname == "imm-trans-b" else 0] = ops[kk].value == 1
     rows = []
     for r in d.items:
         if not isinstance(r, Reg):
@@ -597,15 +683,20 @@ def _wg_mma(b: Binder) -> Any:
         if bank != "W":
             raise b.fail("accumulators must be 32-bit registers")
         rows.append(row)
+    kind = (aty, bty, dty, neg[0], neg[1], "satfinite" in q, trans[0], trans[1])
+    a_readers = None
+    if a_regs:
+        if len(ops[1].items) != 4:
+            raise b.fail("A from registers takes 4 registers")
+        a_readers = [b.val(r, "b32") for r in ops[1].items]
     rows_a = np.array(rows)
-    da = b.val(ops[1], "b64")
+    da = (lambda m: np.zeros(count(m), np.uint64)) if a_regs else b.val(ops[1], "b64")
     db = b.val(ops[2], "b64")
     sd = b.pred(ops[3])
     mach = b.mach
     pc = b.pc
-    W = mach.view("W", np.dtype(np.float32))
+    W = mach.view("W", np.dtype(np.uint32))
     line = b.ins
-
     def issue(m: Any, c: CTA) -> None:
         st, g, w, idx = _wg_of(mach, c, m)
         if len(idx) != 32:
@@ -639,6 +730,9 @@ def _wg_mma(b: Binder) -> Any:
         lo, hi = (m.start, m.stop) if isinstance(m, slice) else (int(idx[0]), int(idx[-1]) + 1)
         op.chain[w] = prev
         op.inputs[w] = None if prev is not None else W[rows_a, lo:hi].T.copy()
+        op.kind = kind
+        if a_readers is not None:
+            op.a_regs[w] = np.stack([np.broadcast_to(np.asarray(f(m), np.uint32), (32,)) for f in a_readers], 1)
         op.count += 1
         if op.count == 1:
             log_of(mach).mma(c, g, desc[0], desc[1], n)
@@ -664,7 +758,8 @@ def _wg_mma(b: Binder) -> Any:
 def _compute(mach: Machine, c: CTA, st: _WG, g: int, op: _WGOp, ins: Any) -> None:
     from helpers.hopper import wgmma as wg
 
-    acc = np.zeros((128, op.n // 2), np.float32)
+    regs = len(op.rows)
+    acc = np.zeros((128, regs), np.uint32)
     for w in range(4):
         prev = op.chain.get(w)
         if prev is not None:
@@ -673,8 +768,13 @@ def _compute(mach: Machine, c: CTA, st: _WG, g: int, op: _WGOp, ins: Any) -> Non
             acc[32 * w:32 * w + 32] = prev.result[32 * w:32 * w + 32]
         else:
             acc[32 * w:32 * w + 32] = op.inputs[w]
+    aty, bty, dty, neg_a, neg_b, satf, tr_a, tr_b = op.kind
+    a: Any = op.desc[0]
+    if op.a_regs:
+        a = np.concatenate([op.a_regs[w] for w in range(4)], axis=0)
     try:
-        op.result = wg.mma_async(c.smem, op.desc[0], op.desc[1], op.n, acc, scale_d=int(op.scale_d))
+        op.result = wg.mma_async_typed(c.smem, a, op.desc[1], op.n_cols, acc, int(op.scale_d), aty, bty, dty,
+                                       neg_a, neg_b, satf, tr_a, tr_b)
     except RuleError as e:
         raise _located(mach, ExecFault("CUDA_ERROR_ILLEGAL_ADDRESS", f"wgmma refused: {e}"), ins, c) from None
     op.done = True
