@@ -216,6 +216,127 @@ def test_run_all_goes_on_past_a_failing_check_in_a_lab(jupyterlab, browser):
     assert report["failed"] >= 10 and "✗" in report["last"], report
 
 
+@pytest.fixture(scope="module")
+def busy_core():
+    """A second process keeping one core busy all along (a student's laptop always does something else); off with
+    COURSE_BROWSER_BUSY=0."""
+    if os.environ.get("COURSE_BROWSER_BUSY", "1") == "0":
+        yield None
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+#: the plotting area's colour in plotly's own template ("plotly"); the course's figures are white
+PLOTLY_DEFAULT_BG = "#E5ECF6"
+COURSE_NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for d in ("lessons", "labs") for p in (ROOT / d).glob("*.ipynb"))
+
+# every code cell after Run All: its prompt, its outputs' text and kinds, and each plotly figure as drawn
+RAN_CELLS = """() => {
+  const nb = window.jupyterapp.shell.currentWidget.content;
+  return nb.widgets.map((c, i) => {
+    if (c.model.type !== 'code') return null;
+    const area = c.node.querySelector('.jp-OutputArea');
+    const outs = [...area.querySelectorAll('.jp-OutputArea-output')];
+    return {i, count: c.model.executionCount, prompt: c.node.querySelector('.jp-InputPrompt').textContent,
+            outputs: c.model.outputs.length, text: area.innerText.slice(0, 3000),
+            errors: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.error')
+                        .map(o => o.innerText.slice(0, 1500)),
+            stderr: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
+                        .map(o => o.innerText.slice(0, 1500)),
+            plots: [...area.querySelectorAll('.js-plotly-plot')].map(gd => ({
+              traces: (gd._fullData || []).length,
+              logo: !gd._context || gd._context.displaylogo !== false,
+              template: !!(gd.layout && gd.layout.template),
+              bg: gd._fullLayout && gd._fullLayout.plot_bgcolor,
+            }))};
+  }).filter(c => c);
+}"""
+
+# the kernel's connection, watched from before Run All to the end: every status it passed through
+WATCH_KERNEL = """() => {
+  const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
+  window.__kernelSeen = [];
+  const k = ctx.session.kernel;
+  k.connectionStatusChanged.connect((_, s) => window.__kernelSeen.push('connection ' + s));
+  k.statusChanged.connect((_, s) => { if (['unknown', 'dead', 'restarting', 'autorestarting'].includes(s))
+                                         window.__kernelSeen.push('status ' + s); });
+}"""
+
+
+def _expects_output(source: str) -> bool:
+    """Whether a cell shows something when it runs: it prints, displays or shows, or its last statement is an
+    expression (other than a docstring-like constant or an assignment)."""
+    import ast
+
+    if re.search(r"\bprint\(|\bdisplay\(|\.show\(|\.display\(", source):
+        return True
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False  # a cell the student completes; its error is what it shows
+    return bool(body) and isinstance(body[-1], ast.Expr) and not isinstance(body[-1].value, ast.Constant)
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=[Path(p).stem for p in COURSE_NOTEBOOKS])
+def test_every_notebook_runs_clean_under_load(jupyterlab, browser, busy_core, path):
+    """Run All of one lesson or lab (as the course ships it: labs with their stubs) while another process keeps a
+    core busy: the kernel stays connected, every cell runs and the cells that show something show it, every figure
+    draws its traces in the course's style (not plotly's default: logo, no template), and no traceback shows outside
+    a check's report. ``-k 04_pipelines`` runs one notebook."""
+    url, token = jupyterlab
+    name = Path(path).stem
+
+    def run(page):
+        page.goto(f"{url}/lab/workspaces/{name}/tree/{path}?token={token}&reset", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+        _js(page, "() => { window.jupyterapp.shell.collapseLeft(); }")
+        _js(page, WATCH_KERNEL)
+        _js(page, "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function(ALL_RAN, timeout=RUN_ALL_S * 1000)
+        page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000)
+        drawn = ("() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.js-plotly-plot')]"
+                 ".every(gd => gd._fullData && gd._fullData.length > 0)")
+        try:
+            page.wait_for_function(drawn, timeout=30_000, polling=200)
+        except Exception:  # noqa: BLE001 - the figures without traces are reported below
+            pass
+        page.wait_for_timeout(500)
+
+    page, _ = _fresh_page(browser, f"runall-{name}", {"width": 1400, "height": 1000}, run)
+    try:
+        cells = _js(page, RAN_CELLS)
+        seen = _js(page, "() => window.__kernelSeen")
+    finally:
+        _screenshot(page, f"runall-{name}")
+        page.context.close()
+    nb = nbformat.read(ROOT / path, as_version=4)
+    sources = [c.source for c in nb.cells]
+    problems = [f"the kernel's connection dropped: {seen}"] if seen else []
+    for c in cells:
+        where = f"cell {c['i']} ({sources[c['i']].strip().splitlines()[0][:60] if sources[c['i']].strip() else ''})"
+        if not c["count"]:
+            problems.append(f"{where} did not run: prompt {c['prompt']!r}")
+        elif _expects_output(sources[c["i"]]) and not c["outputs"]:
+            problems.append(f"{where} ran but shows nothing")
+        for k, plot in enumerate(c["plots"]):
+            if not plot["traces"]:
+                problems.append(f"{where}: figure {k} is empty (no traces drawn)")
+            if plot["logo"] or not plot["template"] or plot["bg"] == PLOTLY_DEFAULT_BG:
+                problems.append(f"{where}: figure {k} is plotly's default (logo {plot['logo']}, template "
+                                f"{plot['template']}, background {plot['bg']}), not in the course's style")
+        shown = c["errors"] + [t for t in c["stderr"] if "Traceback" in t]
+        for text in shown:
+            if path.startswith("lessons/") or "Traceback" in text or re.search(r'File "[^"]+", line', text):
+                problems.append(f"{where} shows a traceback:\n{text[:600]}")
+    assert not problems, f"{path}:\n" + "\n".join(problems)
+
+
 # what the page knows about one output: sizes, overflow, plotly's own view of each figure
 MEASURE = """(i) => {
   const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
