@@ -34,7 +34,7 @@ import nbformat
 import pytest
 from widget_gallery import GALLERY, gallery_notebook
 
-from helpers.course import workspace
+from helpers.course import labserver, workspace
 from helpers.course.widgets import barrier
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +68,8 @@ def jupyterlab(tmp_path_factory):
     nbformat.write(gallery_notebook(), course / "gallery.ipynb")
     # the course's JupyterLab settings, as `make lab` writes them into the environment (here into a copy)
     overrides = workspace.jupyterlab_settings(tmp / "env").parent
+    # and its server's (no WebSocket pings, the kept kernel connection), as `make lab` writes them
+    labserver.write_server_config(tmp / "config" / "jupyter_server_config.json")
     # the test's own setting: every cell attached to the page (not only those scrolled to), to measure them all
     user = tmp / "user-settings" / "@jupyterlab" / "notebook-extension"
     user.mkdir(parents=True)
