@@ -264,7 +264,11 @@ def _judge(prev: Previous, path: Path | None, text: str | None, problem: str, un
     if unreadable:
         return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel could not be read ({unreadable}); {stands}",
                               unreadable)
-    with contextlib.redirect_stdout(io.StringIO()):
+    from helpers.course import progress
+
+    with contextlib.redirect_stdout(io.StringIO()), \
+            progress.step(f"checking your {prev.lab} kernel with {prev.lab}'s check (this lab builds on it)",
+                          slow=True):
         try:
             prev.check(text)
         except grading.CheckFailed as exc:

@@ -126,6 +126,9 @@ class Options:
 #: so a loaded machine reaches the same verdict as an idle one.
 STEP_LIMIT = 50_000_000
 
+#: called now and then during a run as ``progress_hook(blocks_done, blocks)`` when set (the course's progress line)
+progress_hook: Callable[[int, int], None] | None = None
+
 
 def _step_limit() -> int:
     """HELPERS_EXECUTOR_STEP_LIMIT, else :data:`STEP_LIMIT`."""
@@ -289,6 +292,7 @@ class Machine:
         self.CLU_PHASE = np.full(N, -1, np.int64)
         self.ctas = [CTA(self, s) for s in range(S)]
         self.pending = self._cta_order()
+        self.blocks_total = len(self.pending) * self.csize
         self.events: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.parked: list[Park] = []
@@ -493,6 +497,9 @@ class Machine:
                     raise StepLimit(self.steps, self.where(c.last_pc, c.last_m, c) if c.last_m is not None else "")
                 if limit is not None and loops % 16 == 0 and time.monotonic() - t0 > limit:
                     raise TimeoutError(limit)
+                if progress_hook is not None and loops % 64 == 0:
+                    running = sum(x.alive for x in self.ctas)
+                    progress_hook(self.blocks_total - len(self.pending) * self.csize - running, self.blocks_total)
             while self.events or (self.hz is not None and self.hz.flush()):
                 self._apply_events(None)
 
