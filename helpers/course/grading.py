@@ -463,3 +463,14 @@ class Quiz:
         from IPython.display import display
 
         display(self.widget())
+
+
+def _plain_cell_errors() -> None:
+    """A cell run too early and a stub called from a demo cell: a sentence, not a traceback (see
+    :mod:`helpers.course.cellerrors`); installed in the Jupyter kernel that imports the grading."""
+    from helpers.course import cellerrors
+
+    cellerrors.install()
+
+
+_plain_cell_errors()
