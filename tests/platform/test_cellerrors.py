@@ -65,3 +65,46 @@ def test_in_a_kernel_the_stub_and_the_early_cell_are_one_sentence_each(tmp_path,
     assert len(early.traceback) == 1 and early.traceback[0].startswith("✗ `BOX_ROWS` is not defined")
     assert "Run → Run All Above" in early.traceback[0]
     assert len(other.traceback) > 1 and other.ename == "TypeError"  # any other error keeps its traceback
+
+
+def test_a_run_time_report_names_the_students_cell_and_line(monkeypatch):
+    """Hazards, deadlocks and faults counted lines in the joined CUDA source ("line 31", across two cells); they
+    now also name the cell and its line, as compile errors do."""
+    import importlib
+
+    from helpers.gpu import notebook
+
+    launch = importlib.import_module("helpers.gpu.launch")
+
+    wrappers = "__device__ int twice(int x) {\n  return 2 * x;\n}\n"
+    kernel = 'extern "C" __global__ void spin(volatile int* flag) {\n  while (flag[0] == 0) {}\n}\n'
+    monkeypatch.setattr(notebook, "cells", lambda: [(7, f"KERNEL = r'''\n{kernel}'''"), (6, f"W = '''{wrappers}'''")])
+    source = "#include <x>\n" + wrappers + kernel
+    text = launch.in_cells("spins forever at line 6 of the CUDA source (`ld`)", source)
+    assert text == "spins forever at line 3 of cell [7] (line 6 of the CUDA source) (`ld`)"
+    assert launch.in_cells("at line 1 of the CUDA source", source) == "at line 1 of the CUDA source"  # no cell has it
+
+
+def test_a_wait_on_the_phase_before_the_first_is_said_in_words():
+    """The hazard report said a warp "last waited for full[0] phase -1": a wait with parity 1 on a fresh barrier,
+    which returns at once. It says so in the course's words."""
+    from types import SimpleNamespace
+
+    from helpers.gpu.executor import hazards
+
+    checker = hazards.HazardChecker.__new__(hazards.HazardChecker)
+    said = []
+    checker.last_wait = {1: (10, "full[0]", -1, None)}
+    checker.last_arrive = {}
+    checker.pc = 12
+    checker.add = lambda kind, sentence, pcs: said.append(sentence)
+    checker._region = lambda target, chunk: "sA bytes 0-15"
+    checker.where = lambda *a: "at line 9"
+    checker._thread = lambda: 32
+    copy = SimpleNamespace(bars=[SimpleNamespace(name="full[0]")], phases={0: 0}, after_wait=None, what="TMA load",
+                           pc=5, cta=None, warp=0, thread=0)
+    checker.mach = SimpleNamespace(W=4)
+    checker._read_before_delivered(SimpleNamespace(w0=0), 1, 1, SimpleNamespace(slot=0), 0, copy)
+    assert "phase -1" not in said[0]
+    assert ("warp 1 last waited on full[0] with the parity of the phase before its first: on a barrier none of whose "
+            "phases has completed that wait returns at once") in said[0]
