@@ -572,6 +572,8 @@ def test_no_label_runs_into_another_or_past_the_figure(gallery, name):
         cut = [t["s"][:40] for t in plot["texts"] if t["r"][0] < x0 - 1 or t["r"][2] > x1 + 1
                or t["r"][1] < y0 - 1 or t["r"][3] > y1 + 1]
         assert not cut, f"{name}, figure {k}: labels cut at the figure's edge: {cut[:6]}"
+        short = [t["s"] for t in plot["texts"] if t["s"].endswith("…") and len(t["s"].strip("… ")) < 4]
+        assert not short, f"{name}, figure {k}: labels plotly cut short to fit: {short[:6]}"
 
 
 #: figures whose colours stand for categories or numbers: each explains them with a legend or a colour bar

@@ -264,3 +264,23 @@ def test_figures_shown_without_a_widget_are_in_the_course_style():
     shown = bundle["application/vnd.plotly.v1+json"]
     assert shown["config"]["displaylogo"] is False
     assert shown["layout"]["template"]["layout"]["plot_bgcolor"] == "white"
+
+
+def test_the_register_budget_labels_fit_their_segments():
+    """The producer's segment (24 × 128 registers) is too narrow for its sentence, which plotly cut to "……": it shows
+    its count; the whole sentence is in its hover."""
+    from helpers.course.widgets import registers
+
+    bar = figure._figures(registers.register_budget_widget())[0].data[0]
+    assert bar.text[0] == "P 24" and bar.customdata[0] == "producer: 24 × 128 = 3072"
+    assert bar.text[1] == "consumer 1: 240 × 128 = 30720"
+
+
+def test_the_tile_grid_sliders_send_their_value_when_let_go():
+    """A drag sent every value it passed; on a busy laptop the redraws queued (the figure froze, a readout fell
+    behind its knob)."""
+    from helpers.course.widgets import tiles
+
+    box = tiles.tile_grid_widget()
+    sliders = [s for row in box.children[0].children for s in row.children]
+    assert len(sliders) == 9 and not any(s.continuous_update for s in sliders)
