@@ -52,6 +52,10 @@ pytestmark = [
 ]
 
 
+#: url of a running JupyterLab -> the folder it serves
+SERVED: dict[str, Path] = {}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,6 +89,7 @@ def jupyterlab(tmp_path_factory):
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
+    SERVED[url] = course
     try:
         for _ in range(120):
             try:
@@ -412,12 +417,40 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+#: the widgets each gallery test that is not parametrized by widget looks at
+GALLERY_NEEDS = {"test_barrier_stepper_draws_its_first_state_and_answers_buttons": ["barrier_stepper"],
+                 "test_swizzle_axes_are_whole_chunks_and_the_bank_load_has_a_scale": ["swizzle_32B", "swizzle_128B"],
+                 "test_tensormap_builder_zooms_to_the_box": ["tensormap_builder"],
+                 "test_quiz_grades_on_enter_and_a_new_answer_replaces_the_verdict": ["quiz"],
+                 "test_a_failed_check_shows_its_report_once_without_a_traceback": ["check_report"]}
+
+
+def _gallery_selected(session) -> list[str]:
+    """The widgets the selected tests look at (``-k tile_grid`` runs the gallery with the tile grid alone); every
+    widget when a selected test looks at them all."""
+    wanted: set[str] = set()
+    for item in session.items:
+        if "gallery" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "name" in params:
+            wanted.add(params["name"])
+        elif item.originalname in GALLERY_NEEDS:
+            wanted.update(GALLERY_NEEDS[item.originalname])
+        else:
+            return list(GALLERY)
+    return [n for n in GALLERY if n in wanted] or list(GALLERY)
+
+
 @pytest.fixture(scope="module")
-def gallery(jupyterlab, browser):
-    """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements)."""
+def gallery(jupyterlab, browser, request):
+    """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements). Only the widgets the
+    selected tests look at are in it."""
     url, token = jupyterlab
     console: list[str] = []
-    names = list(GALLERY)
+    names = _gallery_selected(request.session)
+    if names != list(GALLERY):
+        nbformat.write(gallery_notebook(names), SERVED[url] / "gallery.ipynb")
 
     def measure_all(page) -> tuple[dict, dict]:
         console.clear()
