@@ -284,3 +284,12 @@ def test_the_tile_grid_sliders_send_their_value_when_let_go():
     box = tiles.tile_grid_widget()
     sliders = [s for row in box.children[0].children for s in row.children]
     assert len(sliders) == 9 and not any(s.continuous_update for s in sliders)
+
+
+def test_the_ladder_figures_are_in_the_course_style():
+    """Labs 6 and 7 showed the ladder in plotly's default look (its logo, the blue-grey plotting area)."""
+    from helpers.course import ladder
+    from helpers.course.widgets import roofline
+
+    for fig in (roofline.ladder_figure(), ladder.figure()):
+        assert fig.layout.template.layout.plot_bgcolor == "white" and fig._config["displaylogo"] is False
