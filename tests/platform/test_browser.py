@@ -6,7 +6,12 @@
    is screenshotted (test-artifacts/browser/<name>.png), no figure or control runs past the column, no button
    label is cut, no title sits under plotly's modebar, every figure drew its traces (the barrier stepper's bars
    with their categories and three colours), and the interactive parts answer (a quiz graded on Enter, a button
-   redrawing a figure).
+   redrawing a figure). Only the widgets the selected tests look at are shown: ``-k tile_grid`` runs one.
+3. Every lesson and lab, Run All as the course ships it (labs with their stubs), with another process keeping a
+   core busy (``COURSE_BROWSER_BUSY=0``: without): the kernel's connection never drops, every cell runs and those
+   that show something show it, every figure draws its traces in the course's style (not plotly's default: its
+   logo, the blue-grey plotting area), and no traceback shows outside a check's report. ``-k 04_pipelines`` runs
+   one notebook; each takes one to eight minutes on a busy 2-core machine.
 
 Every Playwright step has a time limit (:data:`STEP_MS`; ``page.evaluate`` has none of its own, so scripts run
 through :func:`_js`), and a page that stops answering is replaced by a fresh one once before the test fails, with
