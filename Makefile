@@ -36,10 +36,10 @@ $(VENV)/bin/python:
 
 # The stamps record that the install matches pyproject.toml.
 $(VENV)/.course-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e .
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null 2>&1 || true
-	$(PY) -m helpers.course.workspace --settings-only
+	@echo "setting up the course's Python environment in $(VENV)/ (once; a few minutes):"
+	@$(PY) -m helpers.course.labserver install
+	@$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null 2>&1 || true
+	@$(PY) -m helpers.course.workspace --settings-only
 	@touch $@
 
 $(DEV_VENV)/bin/python:
@@ -57,10 +57,10 @@ $(DEV_VENV)/.gpu-installed: pyproject.toml $(DEV_VENV)/.dev-installed
 	@touch $@
 
 # Students work in $(WORK)/ (git-ignored): a copy of lessons/ and labs/ that `make test` and `git pull` never touch.
+# The last line it prints is the address to open (JupyterLab's own noise is dropped: helpers/course/labserver.py).
 lab: $(VENV)/.course-installed
-	$(PY) -m helpers.course.workspace
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/$(WORK)" --ServerApp.port=$(PORT) \
-		--LabApp.default_url=/lab/tree/$(FIRST_LESSON) $(if $(filter 0,$(shell id -u)),--allow-root)
+	@$(PY) -m helpers.course.workspace
+	@$(PY) -m helpers.course.labserver run --root "$(CURDIR)/$(WORK)" --port $(PORT) --open $(FIRST_LESSON)
 
 lint: $(DEV_VENV)/.dev-installed
 	$(DEV_VENV)/bin/ruff check helpers tests bench tools

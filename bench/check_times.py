@@ -1,14 +1,16 @@
 """How long each graded check of every lab takes where it runs (on a machine without a GPU: the PTX executor, in
 hazard mode, as the student's check cell runs it), one table per lab.
 
-    python bench/check_times.py [--only lab2] [--repeat 1] [--cores 1] [--write bench/results/NAME]
+    python bench/check_times.py [--only lab2] [--repeat 1] [--cores 1] [--busy] [--write bench/results/NAME]
 
 Each graded check cell of ``solutions/labN_*.ipynb`` runs after the notebook's other cells, as a student's correct
 answer would; the first run of a check compiles (NVRTC cache cold for that source), later ones
 reuse the cache. ``--cores 1`` pins the process to one core, as a laptop's single Python process is. The course's
 aim is every check under 10 s on one core. Each run's CPU seconds (the process's own, ``time.process_time``) are
 recorded beside its wall-clock seconds: on a machine shared with other jobs the wall clock includes the time the
-core spent on them, the CPU seconds do not. The header gives the load average before and after.
+core spent on them, the CPU seconds do not. The header gives the load average before and after. ``--busy`` keeps
+the other cores busy all along (a process spinning on each), as a student's laptop always does something else (a
+browser, JupyterLab, the widgets): the aim holds with the other core busy.
 """
 
 from __future__ import annotations
@@ -97,16 +99,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--cores", type=int, default=1, help="pin to this many cores (0: leave as is)")
     p.add_argument("--write", type=Path, default=None, help="write NAME.md and NAME.json")
+    p.add_argument("--busy", action="store_true", help="keep the other cores busy (one spinning process on each)")
     args = p.parse_args(argv)
+    busy = []
     if args.cores and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.cores])
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, cores[:args.cores])
+        if args.busy:
+            import subprocess
+
+            for core in cores[args.cores:] or cores[:1]:
+                busy.append(subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-c", "while True: pass"]))
+    try:
+        return _measure(args)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+
+
+def _measure(args: argparse.Namespace) -> int:
     from helpers import gpu
 
     where = "the H100" if gpu.hopper_available() else "the PTX executor (no sm_90 GPU; hazard mode)"
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
     head = [f"# Graded checks: seconds each ({time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}"
-            f", {args.cores or os.cpu_count()} core(s) of {os.cpu_count()}, on {where})", ""]
-    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "where": where, "cores": args.cores,
+            f", {args.cores or os.cpu_count()} core(s) of {os.cpu_count()}"
+            + (", the other cores kept busy" if args.busy else "") + f", on {where})", ""]
+    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "where": where, "cores": args.cores, "busy": args.busy,
+                    "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
                     "cpus": os.cpu_count(), "load_before": load0, "labs": {}}
     text = list(head)
     for path in sorted((ROOT / "solutions").glob("lab*.ipynb")):

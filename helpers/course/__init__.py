@@ -5,6 +5,9 @@
 - ``labgen`` (``labs/`` from ``solutions/``, ``make validate``), ``author`` (marking exercises), ``workspace``
   (the student's ``my-work/``), ``ladder`` (measured kernels beside cuBLAS), ``ptx_coverage`` (which PTX the
   course's kernels use), ``carry`` (the student's kernel of one lab merged into the next)
+- ``progress`` (what a long cell is doing, as it does it), ``cellerrors`` (a cell run too early, a stub called from
+  a demo cell: one sentence each), ``labserver`` and ``connection`` (``make lab``: the install's progress, the
+  server's settings, the kernel connection kept through a busy laptop)
 - ``autograde`` (grading a class's submissions, each in its own sandbox)
 
 May import: ``helpers.hopper``, ``helpers.gpu`` (and its executor), and the packages of the course's environment.

@@ -30,8 +30,11 @@ around it) and put in its place, and their other edits of the previous kernel ar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import hashlib
 import io
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -231,6 +234,50 @@ class PreviousKernel:
 _CACHE: dict[tuple, PreviousKernel] = {}
 
 
+@functools.lru_cache(maxsize=1)
+def _course_code() -> str:
+    """A digest of the course's code (every module and header under helpers/): a verdict kept on disk holds only for
+    the code that reached it."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".cuh", ".json") and p.is_file()):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _kept(key: tuple) -> Path | None:
+    """Where the verdict for ``key`` is kept across kernels (beside the compiled-kernel cache; none when that cache
+    is off): a lab's opening re-checked the previous lab's kernel in every new kernel, 50-80 s under load."""
+    from helpers import gpu
+    from helpers.gpu import compiler
+
+    folder = compiler.cache_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(repr((key, _course_code(), gpu.hopper_available())).encode()).hexdigest()
+    return folder / "verdicts" / f"{digest[:32]}.json"
+
+
+def _load_verdict(key: tuple) -> PreviousKernel | None:
+    path = _kept(key)
+    try:
+        return PreviousKernel(**json.loads(path.read_text())) if path is not None and path.exists() else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _keep_verdict(key: tuple, got: PreviousKernel) -> None:
+    path = _kept(key)
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(got)))
+        tmp.replace(path)
+
+
 def _read(prev: Previous, here: Path) -> tuple[Path | None, str | None, str]:
     from helpers.course.checks._common import saved_variable
 
@@ -255,7 +302,12 @@ def your_previous_kernel(prev: Previous, *, here: Path | None = None, quiet: boo
     key = (prev.lab, prev.notebook, str(path), hashlib.sha256((text or problem).encode()).hexdigest(),
            hashlib.sha256(prev.depends.encode()).hexdigest(), unreadable)
     if key not in _CACHE:
-        _CACHE[key] = _judge(prev, path, text, problem, unreadable)
+        got = _load_verdict(key)
+        if got is None:
+            got = _judge(prev, path, text, problem, unreadable)
+            if "could not be checked" not in got.line:  # a check that could not run may run another time
+                _keep_verdict(key, got)
+        _CACHE[key] = got
     got = _CACHE[key]
     if not quiet:
         print(got.line)
@@ -278,7 +330,11 @@ def _judge(prev: Previous, path: Path | None, text: str | None, problem: str, un
     if unreadable:
         return PreviousKernel(course, False, f"⚠ your {prev.lab} kernel could not be read ({unreadable}); {stands}",
                               unreadable)
-    with contextlib.redirect_stdout(io.StringIO()):
+    from helpers.course import progress
+
+    with contextlib.redirect_stdout(io.StringIO()), \
+            progress.step(f"checking your {prev.lab} kernel with {prev.lab}'s check (this lab builds on it)",
+                          slow=True):
         try:
             prev.check(text)
         except grading.CheckFailed as exc:

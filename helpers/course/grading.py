@@ -306,10 +306,13 @@ def _student_error(title: str, exc: BaseException) -> CheckFailed | None:
 def check(title: str, *, seed: int | None = None) -> Iterator[Check]:
     """Run a graded check: prints ✓ with a summary when every comparison passes; else raises CheckFailed, whose
     report IPython shows as the cell's error (once, without a traceback into the course's code)."""
+    from helpers.course import progress
+
     c = Check(title, seed=seed)
     _say(f"Checking {title} …")
     try:
-        yield c
+        with progress.step(title):
+            yield c
     except CheckFailed:
         raise
     except NotImplementedError as exc:
@@ -463,3 +466,14 @@ class Quiz:
         from IPython.display import display
 
         display(self.widget())
+
+
+def _plain_cell_errors() -> None:
+    """A cell run too early and a stub called from a demo cell: a sentence, not a traceback (see
+    :mod:`helpers.course.cellerrors`); installed in the Jupyter kernel that imports the grading."""
+    from helpers.course import cellerrors
+
+    cellerrors.install()
+
+
+_plain_cell_errors()

@@ -115,4 +115,6 @@ def figure(shape: tuple[int, int, int] = (4096, 4096, 4096), mine: dict[str, flo
     fig.update_layout(title=f"The ladder at {m}×{n}×{k} (H100, TFLOP/s)", width=860, height=420,
                       yaxis_title="TFLOP/s", margin={"t": 60, "l": 60, "r": 20, "b": 60},
                       legend={"orientation": "h", "y": -0.18})
-    return fig
+    from helpers.course.widgets import figure as style
+
+    return style.styled(fig)

@@ -13,7 +13,8 @@ never makes them fail or nag, and ``git pull`` never conflicts with it (``my-wor
 
 "Changed" means the cells' sources (and kinds) differ: running a notebook adds outputs, and JupyterLab writes the
 kernel's version into its metadata, which make a notebook the student only ran no less the course's.
-- writes JupyterLab's settings for the course (no news pop-up on first start).
+- writes JupyterLab's settings for the course (no news pop-up on first start) and its server's (no WebSocket ping
+  that a busy laptop's late answer turns into a lost kernel: :mod:`helpers.course.labserver`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ MANIFEST = ".course.json"
 #: fetch, Jupyter news or updates
 LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 
-__all__ = ["WORK", "prepare", "jupyterlab_settings", "main"]
+__all__ = ["WORK", "prepare", "jupyterlab_settings", "server_settings", "main"]
 
 
 def _digest(data: bytes) -> str:
@@ -105,11 +106,21 @@ def jupyterlab_settings(prefix: Path | None = None) -> Path:
     return path
 
 
+def server_settings(prefix: Path | None = None) -> Path:
+    """Write the course's JupyterLab server settings into the environment's ``etc/jupyter`` (every server started
+    there reads them); returns the file's path."""
+    from helpers.course import labserver
+
+    path = Path(prefix or sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "course.json"
+    return labserver.write_server_config(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.course.workspace", description=__doc__.split("\n")[0])
     parser.add_argument("--settings-only", action="store_true", help="only write JupyterLab's settings")
     args = parser.parse_args(argv)
     jupyterlab_settings()
+    server_settings()
     if not args.settings_only:
         for line in prepare():
             print(line)

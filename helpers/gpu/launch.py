@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -274,6 +275,21 @@ class Launcher:
             raise_for(err, self)
 
 
+def in_cells(sentence: str, source: str) -> str:
+    """A run-time report's "line N of the CUDA source" (a line of the source as compiled, often several cells
+    joined) also named as the student's cell and line where a cell run in this notebook holds that line."""
+    from . import notebook
+
+    lines = source.splitlines()
+
+    def name(m: Any) -> str:
+        n = int(m.group(1))
+        cell = notebook.find_line(lines, n - 1) if 0 < n <= len(lines) else None
+        return f"{cell} (line {n} of the CUDA source)" if cell is not None else m.group(0)
+
+    return re.sub(r"line (\d+) of the CUDA source", name, sentence)
+
+
 def refusal_sentence(where: str, error: str, reason: str) -> str:
     """The sentence for a launch the driver refuses (the same on the GPU and on the executor)."""
     return f"{where} could not be launched: {reason} [{error}]"
@@ -417,6 +433,7 @@ class EmuLauncher:
             raise LaunchError(str(e)) from None
         except KernelOutcome as e:
             where = self.describe()
+            e.sentence = in_cells(e.sentence, k.source)
             if e.kind == "refused":
                 raise LaunchError(refusal_sentence(where, e.error, e.sentence)) from None
             if e.kind == "hazard":

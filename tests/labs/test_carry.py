@@ -263,3 +263,28 @@ def test_assemble_a_stub_or_a_lost_region_says_which():
         carry.assemble(STEP_A, MINE_A.replace("    // then: the release\n", ""), CELL_B, step="step A")
     with pytest.raises(carry.NotCarried, match="could not tell which part of your step A kernel"):
         carry.assemble(STEP_A, MINE_A, CELL_B + "// carried: your z\n", step="step A")
+
+
+def test_a_verdict_is_kept_across_kernels(tmp_path, monkeypatch, capsys):
+    """A lab's opening re-checked the previous lab's kernel in every new kernel (50-80 s under load): the verdict is
+    kept on disk beside the compiled kernels, for the same kernel text and the same course code; a check that could
+    not run is not kept."""
+    monkeypatch.setenv("HELPERS_CUBIN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(carry, "_CACHE", {})
+    mine = _lines(("  int x = 1;\n", "  int x = 1;  // mine\n"))
+    _save(tmp_path / "lab9_x.ipynb", mine)
+    runs = []
+    first = carry.your_previous_kernel(_prev(lambda t: runs.append(t)), here=tmp_path)
+    monkeypatch.setattr(carry, "_CACHE", {})  # a new kernel
+    again = carry.your_previous_kernel(_prev(lambda t: runs.append(t)), here=tmp_path)
+    assert len(runs) == 1 and again == first and again.yours
+    _save(tmp_path / "lab9_x.ipynb", mine.replace("// mine", "// mine, changed"))
+    carry.your_previous_kernel(_prev(lambda t: runs.append(t)), here=tmp_path)
+    assert len(runs) == 2  # another kernel text: checked again
+    monkeypatch.setattr(carry, "_CACHE", {})
+    _save(tmp_path / "lab9_x.ipynb", mine.replace("// mine", "// other"))
+    for _ in range(2):
+        monkeypatch.setattr(carry, "_CACHE", {})
+        got = carry.your_previous_kernel(_prev(lambda t: 1 / 0), here=tmp_path)
+        assert "could not be checked" in got.line
+    assert len(list((tmp_path / "cache" / "verdicts").glob("*.json"))) == 2

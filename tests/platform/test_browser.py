@@ -6,7 +6,12 @@
    is screenshotted (test-artifacts/browser/<name>.png), no figure or control runs past the column, no button
    label is cut, no title sits under plotly's modebar, every figure drew its traces (the barrier stepper's bars
    with their categories and three colours), and the interactive parts answer (a quiz graded on Enter, a button
-   redrawing a figure).
+   redrawing a figure). Only the widgets the selected tests look at are shown: ``-k tile_grid`` runs one.
+3. Every lesson and lab, Run All as the course ships it (labs with their stubs), with another process keeping a
+   core busy (``COURSE_BROWSER_BUSY=0``: without): the kernel's connection never drops, every cell runs and those
+   that show something show it, every figure draws its traces in the course's style (not plotly's default: its
+   logo, the blue-grey plotting area), and no traceback shows outside a check's report. ``-k 04_pipelines`` runs
+   one notebook; each takes one to eight minutes on a busy 2-core machine.
 
 Every Playwright step has a time limit (:data:`STEP_MS`; ``page.evaluate`` has none of its own, so scripts run
 through :func:`_js`), and a page that stops answering is replaced by a fresh one once before the test fails, with
@@ -34,7 +39,7 @@ import nbformat
 import pytest
 from widget_gallery import GALLERY, gallery_notebook
 
-from helpers.course import workspace
+from helpers.course import labserver, workspace
 from helpers.course.widgets import barrier
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +55,10 @@ pytestmark = [
     pytest.mark.timeout(1500),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
 ]
+
+
+#: url of a running JupyterLab -> the folder it serves
+SERVED: dict[str, Path] = {}
 
 
 def _free_port() -> int:
@@ -68,6 +77,8 @@ def jupyterlab(tmp_path_factory):
     nbformat.write(gallery_notebook(), course / "gallery.ipynb")
     # the course's JupyterLab settings, as `make lab` writes them into the environment (here into a copy)
     overrides = workspace.jupyterlab_settings(tmp / "env").parent
+    # and its server's (no WebSocket pings, the kept kernel connection), as `make lab` writes them
+    labserver.write_server_config(tmp / "config" / "jupyter_server_config.json")
     # the test's own setting: every cell attached to the page (not only those scrolled to), to measure them all
     user = tmp / "user-settings" / "@jupyterlab" / "notebook-extension"
     user.mkdir(parents=True)
@@ -83,6 +94,7 @@ def jupyterlab(tmp_path_factory):
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
+    SERVED[url] = course
     try:
         for _ in range(120):
             try:
@@ -216,6 +228,127 @@ def test_run_all_goes_on_past_a_failing_check_in_a_lab(jupyterlab, browser):
     assert report["failed"] >= 10 and "✗" in report["last"], report
 
 
+@pytest.fixture(scope="module")
+def busy_core():
+    """A second process keeping one core busy all along (a student's laptop always does something else); off with
+    COURSE_BROWSER_BUSY=0."""
+    if os.environ.get("COURSE_BROWSER_BUSY", "1") == "0":
+        yield None
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+#: the plotting area's colour in plotly's own template ("plotly"); the course's figures are white
+PLOTLY_DEFAULT_BG = "#E5ECF6"
+COURSE_NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for d in ("lessons", "labs") for p in (ROOT / d).glob("*.ipynb"))
+
+# every code cell after Run All: its prompt, its outputs' text and kinds, and each plotly figure as drawn
+RAN_CELLS = """() => {
+  const nb = window.jupyterapp.shell.currentWidget.content;
+  return nb.widgets.map((c, i) => {
+    if (c.model.type !== 'code') return null;
+    const area = c.node.querySelector('.jp-OutputArea');
+    const outs = [...area.querySelectorAll('.jp-OutputArea-output')];
+    return {i, count: c.model.executionCount, prompt: c.node.querySelector('.jp-InputPrompt').textContent,
+            outputs: c.model.outputs.length, text: area.innerText.slice(0, 3000),
+            errors: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.error')
+                        .map(o => o.innerText.slice(0, 1500)),
+            stderr: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
+                        .map(o => o.innerText.slice(0, 1500)),
+            plots: [...area.querySelectorAll('.js-plotly-plot')].map(gd => ({
+              traces: (gd._fullData || []).length,
+              logo: !gd._context || gd._context.displaylogo !== false,
+              template: !!(gd.layout && gd.layout.template),
+              bg: gd._fullLayout && gd._fullLayout.plot_bgcolor,
+            }))};
+  }).filter(c => c);
+}"""
+
+# the kernel's connection, watched from before Run All to the end: every status it passed through
+WATCH_KERNEL = """() => {
+  const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
+  window.__kernelSeen = [];
+  const k = ctx.session.kernel;
+  k.connectionStatusChanged.connect((_, s) => window.__kernelSeen.push('connection ' + s));
+  k.statusChanged.connect((_, s) => { if (['unknown', 'dead', 'restarting', 'autorestarting'].includes(s))
+                                         window.__kernelSeen.push('status ' + s); });
+}"""
+
+
+def _expects_output(source: str) -> bool:
+    """Whether a cell shows something when it runs: it prints, displays or shows, or its last statement is an
+    expression (other than a docstring-like constant or an assignment)."""
+    import ast
+
+    if re.search(r"\bprint\(|\bdisplay\(|\.show\(|\.display\(", source):
+        return True
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False  # a cell the student completes; its error is what it shows
+    return bool(body) and isinstance(body[-1], ast.Expr) and not isinstance(body[-1].value, ast.Constant)
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=[Path(p).stem for p in COURSE_NOTEBOOKS])
+def test_every_notebook_runs_clean_under_load(jupyterlab, browser, busy_core, path):
+    """Run All of one lesson or lab (as the course ships it: labs with their stubs) while another process keeps a
+    core busy: the kernel stays connected, every cell runs and the cells that show something show it, every figure
+    draws its traces in the course's style (not plotly's default: logo, no template), and no traceback shows outside
+    a check's report. ``-k 04_pipelines`` runs one notebook."""
+    url, token = jupyterlab
+    name = Path(path).stem
+
+    def run(page):
+        page.goto(f"{url}/lab/workspaces/{name}/tree/{path}?token={token}&reset", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+        _js(page, "() => { window.jupyterapp.shell.collapseLeft(); }")
+        _js(page, WATCH_KERNEL)
+        _js(page, "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function(ALL_RAN, timeout=RUN_ALL_S * 1000)
+        page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000)
+        drawn = ("() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.js-plotly-plot')]"
+                 ".every(gd => gd._fullData && gd._fullData.length > 0)")
+        try:
+            page.wait_for_function(drawn, timeout=30_000, polling=200)
+        except Exception:  # noqa: BLE001 - the figures without traces are reported below
+            pass
+        page.wait_for_timeout(500)
+
+    page, _ = _fresh_page(browser, f"runall-{name}", {"width": 1400, "height": 1000}, run)
+    try:
+        cells = _js(page, RAN_CELLS)
+        seen = _js(page, "() => window.__kernelSeen")
+    finally:
+        _screenshot(page, f"runall-{name}")
+        page.context.close()
+    nb = nbformat.read(ROOT / path, as_version=4)
+    sources = [c.source for c in nb.cells]
+    problems = [f"the kernel's connection dropped: {seen}"] if seen else []
+    for c in cells:
+        where = f"cell {c['i']} ({sources[c['i']].strip().splitlines()[0][:60] if sources[c['i']].strip() else ''})"
+        if not c["count"]:
+            problems.append(f"{where} did not run: prompt {c['prompt']!r}")
+        elif _expects_output(sources[c["i"]]) and not c["outputs"]:
+            problems.append(f"{where} ran but shows nothing")
+        for k, plot in enumerate(c["plots"]):
+            if not plot["traces"]:
+                problems.append(f"{where}: figure {k} is empty (no traces drawn)")
+            if plot["logo"] or not plot["template"] or plot["bg"] == PLOTLY_DEFAULT_BG:
+                problems.append(f"{where}: figure {k} is plotly's default (logo {plot['logo']}, template "
+                                f"{plot['template']}, background {plot['bg']}), not in the course's style")
+        shown = c["errors"] + [t for t in c["stderr"] if "Traceback" in t]
+        for text in shown:
+            if path.startswith("lessons/") or "Traceback" in text or re.search(r'File "[^"]+", line', text):
+                problems.append(f"{where} shows a traceback:\n{text[:600]}")
+    assert not problems, f"{path}:\n" + "\n".join(problems)
+
+
 # what the page knows about one output: sizes, overflow, plotly's own view of each figure
 MEASURE = """(i) => {
   const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
@@ -289,12 +422,40 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+#: the widgets each gallery test that is not parametrized by widget looks at
+GALLERY_NEEDS = {"test_barrier_stepper_draws_its_first_state_and_answers_buttons": ["barrier_stepper"],
+                 "test_swizzle_axes_are_whole_chunks_and_the_bank_load_has_a_scale": ["swizzle_32B", "swizzle_128B"],
+                 "test_tensormap_builder_zooms_to_the_box": ["tensormap_builder"],
+                 "test_quiz_grades_on_enter_and_a_new_answer_replaces_the_verdict": ["quiz"],
+                 "test_a_failed_check_shows_its_report_once_without_a_traceback": ["check_report"]}
+
+
+def _gallery_selected(session) -> list[str]:
+    """The widgets the selected tests look at (``-k tile_grid`` runs the gallery with the tile grid alone); every
+    widget when a selected test looks at them all."""
+    wanted: set[str] = set()
+    for item in session.items:
+        if "gallery" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "name" in params:
+            wanted.add(params["name"])
+        elif item.originalname in GALLERY_NEEDS:
+            wanted.update(GALLERY_NEEDS[item.originalname])
+        else:
+            return list(GALLERY)
+    return [n for n in GALLERY if n in wanted] or list(GALLERY)
+
+
 @pytest.fixture(scope="module")
-def gallery(jupyterlab, browser):
-    """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements)."""
+def gallery(jupyterlab, browser, request):
+    """The gallery notebook run in a 900-px column: name -> (page, cell index, measurements). Only the widgets the
+    selected tests look at are in it."""
     url, token = jupyterlab
     console: list[str] = []
-    names = list(GALLERY)
+    names = _gallery_selected(request.session)
+    if names != list(GALLERY):
+        nbformat.write(gallery_notebook(names), SERVED[url] / "gallery.ipynb")
 
     def measure_all(page) -> tuple[dict, dict]:
         console.clear()
@@ -449,6 +610,8 @@ def test_no_label_runs_into_another_or_past_the_figure(gallery, name):
         cut = [t["s"][:40] for t in plot["texts"] if t["r"][0] < x0 - 1 or t["r"][2] > x1 + 1
                or t["r"][1] < y0 - 1 or t["r"][3] > y1 + 1]
         assert not cut, f"{name}, figure {k}: labels cut at the figure's edge: {cut[:6]}"
+        short = [t["s"] for t in plot["texts"] if t["s"].endswith("…") and len(t["s"].strip("… ")) < 4]
+        assert not short, f"{name}, figure {k}: labels plotly cut short to fit: {short[:6]}"
 
 
 #: figures whose colours stand for categories or numbers: each explains them with a legend or a colour bar

@@ -222,3 +222,74 @@ def test_figures_whose_colours_mean_something_explain_them():
     waves = figure._figures(scheduler.scheduler_widget(M=4096, workers=66))[0]
     assert list(waves.data[0].colorbar.tickvals) == [0, 1, 2, 3]  # whole waves, a band each
     assert waves.data[1].marker.symbol == "square-open" and waves.data[1].name  # the wave shown: outlined, named
+
+
+def test_a_figure_shown_by_itself_opens_its_model_complete(monkeypatch):
+    """Lesson 04's first figure (a timeline, a cell's last line) drew plotly's default empty plot: its model was
+    opened before it had traces or the course's style, and the page lost the later messages while plotly's widget
+    code loaded. Shown by itself, a course figure opens its model afresh with its complete drawing, once."""
+    from ipywidgets.widgets import widget as ipw
+
+    from helpers.course.widgets import pipeline as timeline
+
+    opened: dict[str, dict] = {}
+    real = ipw.comm.create_comm
+
+    def record(**kwargs):
+        c = real(**kwargs)
+        opened[c.comm_id] = kwargs["data"]["state"]
+        return c
+
+    run = timeline.run_scenario("Lab 3: one warpgroup, thread 0 produces", stages=2, k_tiles=8)
+    fig = timeline.timeline_figure(*timeline.timeline_bars(run.pipeline), title="the Lab 3 loop, modelled")
+    assert isinstance(fig, figure.CourseFigure)
+    monkeypatch.setattr(ipw.comm, "create_comm", record)
+    first = fig.model_id
+    fig._repr_mimebundle_()
+    assert fig.model_id != first and fig.model_id in opened
+    state = opened[fig.model_id]
+    assert len(state["_widget_data"]) == len(fig.data) > 0
+    assert state["_widget_layout"]["template"] and state["_config"]["displaylogo"] is False
+    fig._repr_mimebundle_()
+    assert list(opened) == [fig.model_id]
+
+
+def test_figures_shown_without_a_widget_are_in_the_course_style():
+    """A plain figure (``fig.show()``, a ``go.Figure`` as a cell's value) has the white template and no plotly logo."""
+    import plotly.io as pio
+
+    from helpers.course.widgets import scheduler
+
+    bundle = pio.renderers._build_mime_bundle(scheduler.timeline_figure().to_dict(), "plotly_mimetype")
+    shown = bundle["application/vnd.plotly.v1+json"]
+    assert shown["config"]["displaylogo"] is False
+    assert shown["layout"]["template"]["layout"]["plot_bgcolor"] == "white"
+
+
+def test_the_register_budget_labels_fit_their_segments():
+    """The producer's segment (24 × 128 registers) is too narrow for its sentence, which plotly cut to "……": it shows
+    its count; the whole sentence is in its hover."""
+    from helpers.course.widgets import registers
+
+    bar = figure._figures(registers.register_budget_widget())[0].data[0]
+    assert bar.text[0] == "P 24" and bar.customdata[0] == "producer: 24 × 128 = 3072"
+    assert bar.text[1] == "consumer 1: 240 × 128 = 30720"
+
+
+def test_the_tile_grid_sliders_send_their_value_when_let_go():
+    """A drag sent every value it passed; on a busy laptop the redraws queued (the figure froze, a readout fell
+    behind its knob)."""
+    from helpers.course.widgets import tiles
+
+    box = tiles.tile_grid_widget()
+    sliders = [s for row in box.children[0].children for s in row.children]
+    assert len(sliders) == 9 and not any(s.continuous_update for s in sliders)
+
+
+def test_the_ladder_figures_are_in_the_course_style():
+    """Labs 6 and 7 showed the ladder in plotly's default look (its logo, the blue-grey plotting area)."""
+    from helpers.course import ladder
+    from helpers.course.widgets import roofline
+
+    for fig in (roofline.ladder_figure(), ladder.figure()):
+        assert fig.layout.template.layout.plot_bgcolor == "white" and fig._config["displaylogo"] is False

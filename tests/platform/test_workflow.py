@@ -183,9 +183,9 @@ def _target(makefile: str, name: str) -> str:
 def test_make_lab_opens_jupyterlab_on_my_work():
     makefile = (ROOT / "Makefile").read_text()
     lab = _target(makefile, "lab")
-    assert "helpers.course.workspace" in lab and 'root_dir="$(CURDIR)/$(WORK)"' in lab
-    # JupyterLab prints (and opens) its default URL: the first lesson's, with the token
-    assert "--LabApp.default_url=/lab/tree/$(FIRST_LESSON)" in lab
+    assert "helpers.course.workspace" in lab and '--root "$(CURDIR)/$(WORK)"' in lab
+    # the launcher's last line is the first lesson's address, with the token
+    assert "helpers.course.labserver run" in lab and "--open $(FIRST_LESSON)" in lab
     assert "WORK   := my-work" in makefile
     assert "my-work/" in (ROOT / "README.md").read_text()
 
@@ -195,7 +195,7 @@ def test_the_students_environment_has_no_instructor_tools():
     environment (JupyterLab would otherwise show nbgrader's menu and panels to the student)."""
     makefile = (ROOT / "Makefile").read_text()
     course = _target(makefile, "$(VENV)/.course-installed")
-    assert "-e ." in course and "[dev" not in course and "$(DEV_VENV)" not in course
+    assert "labserver install" in course and "[dev" not in course and "$(DEV_VENV)" not in course
     assert "DEV_VENV ?= .venv-dev" in makefile
     for name in ("lint", "labs", "check-labs", "validate", "strip", "nbgrader", "gpu-test", "bench"):
         recipe = _target(makefile, name)

@@ -47,12 +47,15 @@ GALLERY: dict[str, str] = {
 GALLERY.update(gallery_cells())  # the widgets registered in widgets.json (author new-widget)
 
 
-def gallery_notebook() -> nbformat.NotebookNode:
-    """The gallery: a setup cell, then for each widget a heading and the cell that shows it (tagged with its name)."""
+def gallery_notebook(names: list[str] | None = None) -> nbformat.NotebookNode:
+    """The gallery: a setup cell, then for each widget (of ``names``, default all) a heading and the cell that shows
+    it (tagged with its name)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     cells = [nbformat.v4.new_markdown_cell("# Every widget of the course"), nbformat.v4.new_code_cell(SETUP)]
     for name, source in GALLERY.items():
+        if names is not None and name not in names:
+            continue
         cells.append(nbformat.v4.new_markdown_cell(f"## {name}"))
         code = nbformat.v4.new_code_cell(source)
         code.metadata["tags"] = [f"gallery-{name}"]

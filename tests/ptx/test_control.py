@@ -258,6 +258,17 @@ def test_spinning_on_memory_nobody_writes_is_a_deadlock() -> None:
         machine.Options.livelock_blocks = old
 
 
+def test_a_spin_is_caught_within_a_few_thousand_blocks() -> None:
+    """With the default options: a warp whose whole state repeats, memory unchanged and nothing in flight, is proved
+    to spin after a few thousand blocks (it took 200,000 and about a minute: stall mode first, then the watch), far
+    under a step limit of 100,000 warp instructions."""
+    from helpers.gpu.executor import executor_options
+
+    k = gpu.compile(SPIN, "spin")
+    with executor_options(step_limit=100_000), pytest.raises(gpu.KernelDeadlock, match=r"spins forever"):
+        gpu.launch(k, 4, 128, 0, gpu.zeros(1, np.int32))
+
+
 COUNTING_SPIN = r"""
 extern "C" __global__ void count_spin(volatile int* flag, int* out) {
   int i = 0;

@@ -77,9 +77,11 @@ HELPERS = Path(__file__).resolve().parents[2]
 def compile_student(source: str, name: str, *, what: str) -> Any:
     """Compile CUDA source holding the student's code; a compile error becomes a plain-words CheckFailed."""
     from helpers import gpu
+    from helpers.course import progress
 
     try:
-        return gpu.compile(source, name)
+        with progress.step(f"compiling {what}", slow=True):
+            return gpu.compile(source, name)
     except gpu.CompileError as exc:
         text = str(exc)
         m = re.search(r'not written yet(?: \((in Lab \d)\))?: ((?:[^"\\\n]|\\.)*)', text)
@@ -249,7 +251,10 @@ def run(target: Any, *args: Any, what: str, timeout: float = 60.0, cluster: Any 
         from helpers.gpu import executor
 
         mode = executor.executor_options(hazards=True)
-    with mode:
+    from helpers.course import progress
+
+    with mode, progress.step(f"running {what} " + ("on the executor" if gpu.executor_active() else "on the GPU"),
+                             slow=True):
         return _run(target, args, extra, what, timeout, hint)
 
 

@@ -83,7 +83,7 @@ def bank_figure(warp: int = 0):
     fig.update_annotations(font_size=12)
     figure.integer_axis(fig, "x", step=8)  # banks and lanes are whole
     figure.integer_axis(fig, "y", step=8, autorange="reversed")
-    return figure.styled(go.FigureWidget(fig))
+    return figure.styled(figure.CourseFigure(fig))
 
 
 def _replace(name: str, op: tuple, new: Callable[[int, int], tuple | None]):

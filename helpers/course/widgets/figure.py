@@ -1,7 +1,8 @@
 """How every widget looks: one style, sizes that fit a 900-pixel notebook column, a modebar that never covers a
 title, and a first drawing that reaches the page.
 
-- :func:`new_figure` — a ``go.FigureWidget`` (with subplots when asked) in the course's style;
+- :func:`new_figure` — a :class:`CourseFigure` (a ``go.FigureWidget``, with subplots when asked) in the course's
+  style; shown on its own (a cell's last line), it hands its complete state to the page as a box does (below);
 - :class:`WidgetBox` — the ``VBox`` every widget returns; when it is displayed it hands its figures' current
   state to the page (see below);
 - :func:`controls` — a row of controls that wraps instead of running past the column;
@@ -16,6 +17,8 @@ when it is created, ignoring later replacements of that state: so a widget shown
 empty default plot and stay empty after clicks (its traces never reached the page). When a box is first shown,
 it opens each figure's model afresh with the figure's complete current state (and re-sends its containers'
 children, which name the new models), so the first view draws from a complete model whatever was lost or late.
+A :class:`CourseFigure` shown by itself does the same for its own model: without it, the first figure of a notebook
+(shown while plotly's widget code was still loading) drew plotly's default empty plot, logo and all.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from plotly.subplots import make_subplots
 __all__ = [
     "COLUMN",
     "TOP",
+    "CourseFigure",
     "CATEGORY_COLORS",
     "new_figure",
     "WidgetBox",
@@ -59,14 +63,43 @@ _CONFIG = {
 }
 
 
+class CourseFigure(go.FigureWidget):
+    """A ``FigureWidget`` that, when first shown by itself, opens its model with its complete current state (see
+    the module's notes); inside a :class:`WidgetBox` the box does that."""
+
+    _opened_complete = False
+
+    def _repr_mimebundle_(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._opened_complete and self.comm is not None:
+            self._opened_complete = True
+            reopen_complete(self)
+        return super()._repr_mimebundle_(*args, **kwargs)
+
+
+def _course_renderers() -> None:
+    """Figures shown without a widget (``fig.show()``, a plain ``go.Figure`` as a cell's value) in the course's
+    style too: the white template, and the course's modebar (no plotly logo) in every renderer that takes a
+    config."""
+    import plotly.io as pio
+
+    pio.templates.default = "plotly_white"
+    for name in list(pio.renderers):
+        renderer = pio.renderers[name]
+        if isinstance(getattr(renderer, "config", None), dict):
+            renderer.config = {**renderer.config, **_CONFIG}
+
+
+_course_renderers()
+
+
 def new_figure(*, height: int, width: int = COLUMN, rows: int = 1, cols: int = 1, top: int = TOP,
-               **subplots: Any) -> go.FigureWidget:
+               **subplots: Any) -> CourseFigure:
     """An empty FigureWidget in the course's style: white template, ``width`` ≤ :data:`COLUMN`, titles left of
     and below the modebar, subplot titles in 12-point type."""
     if width > COLUMN:
         raise ValueError(f"a figure {width} px wide does not fit a 900-pixel notebook column (at most {COLUMN})")
     base = make_subplots(rows=rows, cols=cols, **subplots) if (rows, cols) != (1, 1) or subplots else go.Figure()
-    fig = go.FigureWidget(base)
+    fig = CourseFigure(base)
     fig.update_layout(
         template="plotly_white",
         width=width,
@@ -151,6 +184,8 @@ class WidgetBox(widgets.VBox):
             self._opened_complete = True
             for fig in figures:
                 reopen_complete(fig)
+                if isinstance(fig, CourseFigure):
+                    fig._opened_complete = True
             for box in _containers(self):
                 box.send_state("children")
         else:

@@ -117,6 +117,10 @@ _COLORS = {"producer": "#8fb8de", "consumer": "#4c78a8"}
 _VERDICT_COLOR = {VERDICTS[0]: "#2ca02c", VERDICTS[3]: "#d62728", "ignored (C7508)": "#f28e2b"}
 
 
+#: a bar segment narrower than this share of the register file shows its count, not its sentence (which does not fit)
+NARROW = 0.3
+
+
 def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: int = 240):
     """Sliders for the warpgroups, the launch bounds' minimum blocks and the counts; a bar of the block's
     registers: what each warpgroup asks for against the pool, and the verdict."""
@@ -136,20 +140,22 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
     verdict = w.HTML(layout=w.Layout(max_width=f"{figure.COLUMN}px"))
     fig = figure.new_figure(height=250)
     fig.add_trace(go.Bar(orientation="h", y=[], x=[], base=[], marker_color=[], text=[], textposition="inside",
-                         hovertemplate="%{text}<extra></extra>"))
+                         insidetextanchor="middle", hovertemplate="%{customdata}<extra></extra>"))
     fig.update_layout(margin={"l": 110}, xaxis_title="registers of the SM (thousands)", bargap=0.35)
 
     def redraw(_=None):
         counts = [prod.value] + [cons.value] * (wg.value - 1)
         b = budget(wg.value, counts, minb.value)
         names = ["producer"] + [f"consumer {i}" for i in range(1, wg.value)]
-        starts, widths, colors, texts = [], [], [], []
+        starts, widths, colors, texts, full = [], [], [], [], []
         at = 0.0
         for name, cnt in zip(names, counts, strict=True):
             starts.append(at / 1000)
             widths.append(cnt * 128 / 1000)
             colors.append(_COLORS["producer" if name == "producer" else "consumer"])
-            texts.append(f"{name}: {cnt} × 128 = {cnt * 128}")
+            full.append(f"{name}: {cnt} × 128 = {cnt * 128}")
+            # a segment too narrow for its sentence shows its count (plotly cut the producer's to "……")
+            texts.append(full[-1] if cnt * 128 >= NARROW * REGISTER_FILE else f"{name.split()[0][0].upper()} {cnt}")
             at += cnt * 128
         y = ["asked"] * len(names)
         if b.entry is not None:
@@ -158,14 +164,16 @@ def register_budget_widget(warpgroups: int = 3, producer: int = 24, consumer: in
             widths.append(b.pool / 1000)
             colors.append("#bbbbbb")
             texts.append(f"{b.entry} × {b.threads} threads = {b.pool}")
+            full.append(texts[-1])
         y.append("register file")
         starts.append(0)
         widths.append(REGISTER_FILE / 1000)
         colors.append("#e5e5e5")
         texts.append(f"{REGISTER_FILE} per SM")
+        full.append(texts[-1])
         with fig.batch_update():
             fig.data[0].y, fig.data[0].x, fig.data[0].base = y, widths, starts
-            fig.data[0].marker.color, fig.data[0].text = colors, texts
+            fig.data[0].marker.color, fig.data[0].text, fig.data[0].customdata = colors, texts, full
             fig.layout.shapes = ([{"type": "line", "x0": b.pool / 1000, "x1": b.pool / 1000, "y0": -0.5,
                                    "y1": 2.5, "line": {"dash": "dot", "color": "#555"}}] if b.entry else [])
         color = _VERDICT_COLOR.get(b.verdict, "#d62728")

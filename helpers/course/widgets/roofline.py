@@ -238,7 +238,9 @@ def ladder_figure(sizes: tuple[int, ...] = (4096, 8192), results: dict[str, dict
     fig.update_yaxes(range=[0, 1000])
     fig.update_layout(barmode="group", width=880, height=420, margin={"t": 40, "l": 60, "r": 10, "b": 60},
                       legend={"orientation": "h", "y": -0.12, "x": 0.5, "xanchor": "center"})
-    return fig
+    from helpers.course.widgets import figure
+
+    return figure.styled(fig)
 
 
 # ------------------------------------------------------------------------------------------- the widget

@@ -116,6 +116,8 @@ def timeline_figure(tiles: int = 4, mainloop: float = 10.0, epilogue: float = 3.
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from helpers.course.widgets import figure
+
     designs = ("cooperative", "ping-pong")
     segs = {d: consumer_timeline(d, tiles, mainloop, epilogue) for d in designs}
     ends = {d: max(s.end for s in segs[d]) for d in designs}
@@ -134,7 +136,7 @@ def timeline_figure(tiles: int = 4, mainloop: float = 10.0, epilogue: float = 3.
                                  hoverinfo="text"), row=row, col=1)
     fig.update_layout(barmode="overlay", width=860, height=420, margin={"t": 40, "l": 90, "r": 10, "b": 40})
     fig.update_xaxes(title_text="time (model units)", row=2, col=1)
-    return fig
+    return figure.styled(fig)
 
 
 def _wave_color(i: int, waves: int) -> str:

@@ -173,4 +173,4 @@ def pingpong_figure(tiles_per_group: int = 3, mma: float = 4.0, epi: float = 2.0
     fig.update_layout(height=330, width=880, barmode="overlay", margin={"l": 60, "r": 10, "t": figure.TOP, "b": 30})
     fig.update_xaxes(title="time (MMA = 4 units, epilogue = 2)", row=2, col=1)
     figure.legend_below(fig)
-    return figure.styled(go.FigureWidget(fig))
+    return figure.styled(figure.CourseFigure(fig))

@@ -361,17 +361,23 @@ def tile_grid_widget(M: int = 8192, N: int = 8192, K: int = 8192, BM: int = 64, 
     m_s = w.SelectionSlider(options=sizes, value=M, description="M", style=style, continuous_update=False)
     n_s = w.SelectionSlider(options=sizes, value=N, description="N", style=style, continuous_update=False)
     k_s = w.SelectionSlider(options=sizes, value=K, description="K", style=style, continuous_update=False)
-    bm_s = w.SelectionSlider(options=[64, 128, 192, 256], value=BM, description="BM", style=style)
-    bn_s = w.SelectionSlider(options=[16, 32, 64, 128, 192, 256], value=BN, description="BN", style=style)
-    bk_s = w.SelectionSlider(options=[16, 32, 64, 128], value=BK, description="BK", style=style)
+    # every slider sends its value when let go: a drag sent each value it passed, and on a busy laptop the redraws
+    # queued behind one another (the figure froze for seconds; a slider's readout fell behind its knob)
+    bm_s = w.SelectionSlider(options=[64, 128, 192, 256], value=BM, description="BM", style=style,
+                             continuous_update=False)
+    bn_s = w.SelectionSlider(options=[16, 32, 64, 128, 192, 256], value=BN, description="BN", style=style,
+                             continuous_update=False)
+    bk_s = w.SelectionSlider(options=[16, 32, 64, 128], value=BK, description="BK", style=style,
+                             continuous_update=False)
     start = TilePlan(M, N, K, BM, BN, BK)
     r0, c0 = block if block is not None else (start.grid_m // 3, (2 * start.grid_n) // 3)
     k0 = start.k_steps // 2 if k_step is None else k_step
     start.check_block(r0, c0, k0)
     wide = {"description_width": "5em"}
-    row_s = w.IntSlider(r0, 0, max(start.grid_m - 1, 1), description="tile row", style=wide)
-    col_s = w.IntSlider(c0, 0, max(start.grid_n - 1, 1), description="tile col", style=wide)
-    step_s = w.IntSlider(k0, 0, max(start.k_steps - 1, 1), description="K step", style=wide)
+    row_s = w.IntSlider(r0, 0, max(start.grid_m - 1, 1), description="tile row", style=wide, continuous_update=False)
+    col_s = w.IntSlider(c0, 0, max(start.grid_n - 1, 1), description="tile col", style=wide, continuous_update=False)
+    step_s = w.IntSlider(k0, 0, max(start.k_steps - 1, 1), description="K step", style=wide,
+                         continuous_update=False)
     info = w.HTML()
 
     fig = new_figure(height=380, rows=1, cols=3, subplot_titles=("A", "B", "C"), horizontal_spacing=0.08)

@@ -866,6 +866,10 @@ class HazardChecker:
         phase = x.phases.get(target.slot, -1)
         last = self.last_wait.get(g)
         seen = f" (warp {g - c.w0} last waited for {last[1]} phase {last[2]})" if last else ""
+        if last and last[2] < 0:  # the wait passed on the parity of the phase before the barrier's first
+            seen = (f" (warp {g - c.w0} last waited on {last[1]} with the parity of the phase before its first: "
+                    "on a barrier none of whose phases has completed that wait returns at once, so the warp waited "
+                    "for nothing; the first wait on a barrier uses parity 0)")
         rel = self.last_arrive.get(g)
         early = ""
         if rel is not None and x.after_wait and rel[1] == x.after_wait and (last is None or rel[0] != last[0]):

@@ -115,7 +115,8 @@ class Options:
     stall_quantum: int = 2  # the same in stall mode, so every waiter reaches its time-out
     cta_quantum: int = 64  # basic blocks a CTA runs before the scheduler looks for the CTA with the smallest clock
     stall_clock_step: int = 1 << 24  # cycles a clock read adds in stall mode
-    livelock_blocks: int = 100_000  # blocks run without any progress before the machine looks for a spin
+    livelock_blocks: int = 100_000  # blocks run without any progress before the machine enters stall mode
+    spin_blocks: int = 1_000  # blocks run without any progress before the machine watches for a warp that repeats
     step_limit: int = field(default_factory=lambda: _step_limit())  # warp instructions a launch may execute
     time_limit: float | None = field(default_factory=lambda: _wall_limit())  # wall-clock safety net, seconds
     max_resident: int | None = None  # CTAs resident at once (default: what fits on the emulated part's SMs)
@@ -127,6 +128,9 @@ class Options:
 #: the course's largest emulated run (Lab 2's CUDA-core GEMM at 128x128x256 runs 1.3 million). Counted, not timed,
 #: so a loaded machine reaches the same verdict as an idle one.
 STEP_LIMIT = 50_000_000
+
+#: called now and then during a run as ``progress_hook(blocks_done, blocks)`` when set (the course's progress line)
+progress_hook: Callable[[int, int], None] | None = None
 
 
 def _step_limit() -> int:
@@ -291,6 +295,7 @@ class Machine:
         self.CLU_PHASE = np.full(N, -1, np.int64)
         self.ctas = [CTA(self, s) for s in range(S)]
         self.pending = self._cta_order()
+        self.blocks_total = len(self.pending) * self.csize
         self.events: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.parked: list[Park] = []
@@ -496,6 +501,9 @@ class Machine:
                     raise StepLimit(self.steps, self.where(c.last_pc, c.last_m, c) if c.last_m is not None else "")
                 if limit is not None and loops % 16 == 0 and time.monotonic() - t0 > limit:
                     raise TimeoutError(limit)
+                if progress_hook is not None and loops % 64 == 0:
+                    running = sum(x.alive for x in self.ctas)
+                    progress_hook(self.blocks_total - len(self.pending) * self.csize - running, self.blocks_total)
             while self.events or (self.hz is not None and self.hz.flush()):
                 self._apply_events(None)
 
@@ -611,10 +619,12 @@ class Machine:
             self._livelock(c, m, i)
         elif self._watch is not None:
             self._watch_len += 1
-            if self.since_progress < self._watch_len:  # a store or a barrier phase ended the stretch
+            if self.since_progress < self._watch_base + self._watch_len:  # a store or a barrier phase ended it
                 self._watch = None
             else:
                 self._watch_step(c, m, p)
+        elif self.since_progress % self.opts.spin_blocks == 0:
+            self._start_watch(self.since_progress - 1)
 
     # ------------------------------------------------------------------ where
     def where(self, pc: int, m: Any, c: CTA) -> str:
@@ -661,7 +671,16 @@ class Machine:
             for p in [p for p in self.parked if p.kind == "mbar"]:
                 self.wake(p.obj)
             return
-        self._watch = {}  # (re)start watching: warp -> its state when first seen in the stretch
+        self._start_watch(0)
+
+    def _start_watch(self, base: int) -> None:
+        """(Re)start watching every warp for a repeat of its state: warp -> its state when first seen in the stretch.
+        A spin on memory nothing writes repeats within a few of each warp's turns, so the watch starts early (every
+        ``spin_blocks`` blocks without progress), without stall mode: a warp's state repeating exactly, memory
+        unchanged and nothing in flight, is a proof, whatever the clock says. ``base``: ``since_progress`` when the
+        watch starts (it ends when a store or a barrier phase resets the count)."""
+        self._watch = {}
+        self._watch_base = base
         self._watch_len = 0
         self._cycling: set[int] = set()
 
