@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -82,6 +83,11 @@ class IsolatedExecute(Execute):
     run_as = Unicode("", help=(
         "run the grading kernel as this Unix account, through `sudo -n -u <account>` (the grader must be in its "
         "group); empty: as the grader itself")).tag(config=True)
+    answer_key = Unicode("", help=(
+        "the course's answer key (deploy/install-course.sh --answer-key; hub/setup.sh keeps it in the instructor's "
+        "course folder): the solved kernels of earlier labs that a lab's checks build on come from it, and only "
+        "those reach a grading jail. Empty: the grader's own course data, when it still holds them (a clone)")
+                         ).tag(config=True)
     work_root = Unicode("", help="where the per-notebook sandboxes are made (default: the temp directory)"
                         ).tag(config=True)
     referee = Bool(True, help=(
@@ -93,7 +99,8 @@ class IsolatedExecute(Execute):
     # -- the run ---------------------------------------------------------------------------------------------
     def preprocess(self, nb: NotebookNode, resources: Any = None, km: Any = None) -> tuple[NotebookNode, Any]:
         path = (resources or {}).get("metadata", {}).get("path")
-        self._box = Sandbox(Path(path) if path else None, run_as=self.run_as, work_root=self.work_root)
+        self._box = Sandbox(Path(path) if path else None, run_as=self.run_as, work_root=self.work_root,
+                            carried=self._carried(nb))
         self._deadline = time.monotonic() + self.notebook_seconds
         self._stopped: str | None = None
         self._baseline: guard.Snapshot | None = None
@@ -108,6 +115,24 @@ class IsolatedExecute(Execute):
         finally:
             self._box.close()
         return nb, resources
+
+    def _carried(self, nb: NotebookNode) -> dict[str, str]:
+        """The stand-in kernels this notebook's grading may hold: the solved kernels of the labs before the one its
+        graded cells check (helpers.course.answerkey), from the answer key."""
+        from .. import answerkey
+
+        labs = [m for c in nb.cells if _is_graded_code(c) for m in re.findall(r"\b(lab\d+)\s*\.", c.source)]
+        lab = answerkey.graded_lab(labs)
+        if lab is None:
+            return {}
+        path = Path(self.answer_key) if self.answer_key else Path(__file__).resolve().parents[2] / answerkey.DATA_FILE
+        try:
+            key = answerkey.read_key(path)
+        except (OSError, ValueError) as exc:
+            if self.answer_key:
+                raise RuntimeError(f"IsolatedExecute.answer_key {self.answer_key!r} could not be read ({exc})") from exc
+            return {}
+        return answerkey.carried_kernels(key, lab)
 
     def _apply_referee(self, nb: NotebookNode) -> None:
         from .referee import judge
