@@ -87,7 +87,7 @@ c.Exchange.root = "$EXCHANGE"
 CONFIG
 
 # 5. a smoke test of what was installed
-"$PY" - <<'CHECK'
+"$PY" -I - <<'CHECK'  # -I: the installed course, whatever PYTHONPATH says
 import importlib, pathlib, sys
 for name in ("helpers.course.checks.lab1", "helpers.course.autograde", "helpers.gpu.gpulock", "nbgrader", "jupyterhub", "jupyterlab"):
     importlib.import_module(name)
