@@ -234,7 +234,8 @@ def test_every_output_type_with_hostile_metadata_is_inert_and_the_page_has_a_str
     assert page.evaluate("() => window.submission_id") == "x", "the page's own inline script must still run"
     policy = page.locator('meta[http-equiv="Content-Security-Policy"]').get_attribute("content")
     assert "'unsafe-inline'" not in policy.split("style-src")[0] and "img-src data:;" in policy
-    assert "frame-src 'none'" in policy and "object-src 'none'" in policy and "cdnjs" not in html
+    assert "frame-src 'none'" in policy and "object-src 'none'" in policy and "cdnjs" not in policy
+    assert page.evaluate("() => typeof window.MathJax") == "undefined", "MathJax from a CDN must not load: math as TeX"
     body = page.inner_text("body")
     for shown in ("[image/svg+xml, shown as text]", "[text/latex, shown as text]", "[application/javascript, "
                   "shown as text]", "[application/vnd.jupyter.widget-view+json, shown as text]", "<script>"):

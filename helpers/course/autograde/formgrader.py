@@ -173,7 +173,7 @@ class InertOutputs(Preprocessor):
                     cell.execution_count = None
             if not isinstance(cell.get("source"), str):
                 cell.source = _text(cell.get("source", ""))
-        if resources is not None:
+        if isinstance(resources, dict) and "submission_id" in resources:  # formgrader's page (not the feedback)
             resources["formgrade_csp"] = csp(resources)
         return nb, resources
 
@@ -203,6 +203,7 @@ def configure(c: Any) -> None:
     config object of an ``nbgrader_config.py``."""
     c.HTMLExporter.sanitize_html = True
     c.HTMLExporter.preprocessors = [f"{__name__}.InertOutputs"]
-    c.HTMLExporter.extra_template_paths = [str(TEMPLATES / "formgrade")]
-    c.HTMLExporter.template_file = "hopper-formgrade.html.j2"  # formgrade's page, with the policy in its head
+    # the exporter's page with the policy first in its head on formgrader's page (the feedback's page unchanged); a
+    # path, so its folder joins the template paths whatever else sets them (nbgrader's feedback does)
+    c.HTMLExporter.template_file = str(TEMPLATES / "formgrade" / "hopper-formgrade.html.j2")
     c.HTMLExporter.filters = {"markdown2html": f"{__name__}.markdown2html", "clean_html": f"{__name__}.clean_html"}
