@@ -15,6 +15,9 @@
 #                         it                                       /usr/bin/python3 if there is one, else python3
 #   HOPPER_HUB_LABS       the labs every student gets a copy of at first login; the others come as the instructor
 #                         releases them (a later lab gives the earlier labs' answers)       lab1_tma
+#   HOPPER_HUB_DOMAIN     open the hub to a class at https://<domain>:<port>, every user's server on its own origin
+#                         https://<user>.<domain> (a wildcard DNS record); with HOPPER_HUB_TLS_CERT and
+#                         HOPPER_HUB_TLS_KEY, a certificate for <domain> and *.<domain>     (none: 127.0.0.1 only)
 #   HOPPER_HUB_TEST=1     also expose JupyterLab's app object to the browser (the hub test drives it)
 set -euo pipefail
 
@@ -156,13 +159,18 @@ RULE
 chmod 0440 "$SUDOERS"
 visudo -cf "$SUDOERS" >/dev/null
 
+if [ -n "${HOPPER_HUB_DOMAIN:-}" ]; then
+  [ -r "${HOPPER_HUB_TLS_CERT:-}" ] && [ -r "${HOPPER_HUB_TLS_KEY:-}" ] \
+    || die "HOPPER_HUB_DOMAIN needs HOPPER_HUB_TLS_CERT and HOPPER_HUB_TLS_KEY (a certificate for it and *.$HOPPER_HUB_DOMAIN)"
+fi
 say "the hub's files in $ROOT"
 install -m 0755 "$CLONE/hub/singleuser.sh" "$ROOT/bin/hopper-singleuser"
 install -m 0644 "$CLONE/hub/jupyterhub_config.py" "$ROOT/jupyterhub_config.py"
 "$PY" - "$ROOT/state/hub.json" <<PYTHON
 import json, sys
 json.dump({"root": "$ROOT", "port": $PORT, "instructor": "$INSTRUCTOR", "students": "$STUDENTS".split(),
-           "test": "${HOPPER_HUB_TEST:-0}" == "1"}, open(sys.argv[1], "w"), indent=1)
+           "test": "${HOPPER_HUB_TEST:-0}" == "1", "domain": "${HOPPER_HUB_DOMAIN:-}",
+           "tls_cert": "${HOPPER_HUB_TLS_CERT:-}", "tls_key": "${HOPPER_HUB_TLS_KEY:-}"}, open(sys.argv[1], "w"), indent=1)
 PYTHON
 
 if [ -n "$(find "$CLONE/solutions" -maxdepth 0 -perm -o+r 2>/dev/null)" ] \
