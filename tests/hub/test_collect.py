@@ -153,11 +153,36 @@ def _deeper_than_a_path_can_name(top: Path, levels: int) -> None:
     os.close(fd)
 
 
+def _remove_chain(top: Path) -> None:
+    """Remove a tree of any depth by descriptors, one level at a time (shutil.rmtree recurses)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    stack, names = [os.open(top, flags)], []
+    while stack:
+        fd, sub = stack[-1], None
+        for entry in os.scandir(fd):
+            if entry.is_dir(follow_symlinks=False):
+                sub = entry.name
+                break
+            os.unlink(entry.name, dir_fd=fd)
+        if sub is not None:
+            stack.append(os.open(sub, flags, dir_fd=fd))
+            names.append(sub)
+        else:
+            os.close(stack.pop())
+            if names:
+                os.rmdir(names.pop(), dir_fd=stack[-1])
+
+
 def test_the_server_time_walks_a_deep_tree_without_recursion_and_stops_at_its_caps(tmp_path):
-    _deeper_than_a_path_can_name(tmp_path, 3000)  # deeper than Python's recursion, longer than a path
-    with pytest.raises(ValueError, match="nested deeper than 16"):
-        server_time(str(tmp_path), max_files=5000, max_bytes=1 << 20, max_depth=16)
-    when, entries, size = server_time(str(tmp_path), max_files=5000, max_bytes=1 << 20, max_depth=5000)
-    assert entries == 3001 and size == 0 and when.tzinfo is datetime.UTC
-    with pytest.raises(ValueError, match="more than 100 files"):
-        server_time(str(tmp_path), max_files=100, max_bytes=1 << 20, max_depth=5000)
+    top = tmp_path / "chain"
+    top.mkdir()
+    try:
+        _deeper_than_a_path_can_name(top, 3000)  # deeper than Python's recursion, longer than a path
+        with pytest.raises(ValueError, match="nested deeper than 16"):
+            server_time(str(top), max_files=5000, max_bytes=1 << 20, max_depth=16)
+        when, entries, size = server_time(str(top), max_files=5000, max_bytes=1 << 20, max_depth=5000)
+        assert entries == 3001 and size == 0 and when.tzinfo is datetime.UTC
+        with pytest.raises(ValueError, match="more than 100 files"):
+            server_time(str(top), max_files=100, max_bytes=1 << 20, max_depth=5000)
+    finally:
+        _remove_chain(top)

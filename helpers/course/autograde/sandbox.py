@@ -192,6 +192,14 @@ class Sandbox:
             {"argv": argv, "display_name": "Grading kernel", "language": "python", "interrupt_mode": "message"}))
         return self.kernels
 
+    def lock_sockets(self) -> None:
+        """Once the kernel has made its sockets: the folder is no longer writable from the jail (the sockets stay
+        connectable), so the one host folder a jail shares cannot fill the disk or hold a tree left behind."""
+        if self.run_as:
+            self.sockets.chmod(0o2750)
+        elif os.geteuid() == 0:
+            self.sockets.chmod(0o755)
+
     def share_file(self, path: Path) -> None:
         """Let the kernel's account read a file the grader wrote (the connection file)."""
         if self.run_as:
