@@ -4,8 +4,8 @@ In the grading kernel the student's code and the check share one Python process,
 make a failed check look passed (patching ``contextlib``, an IPython input transformer, replaying the tamper guard's
 answers). The referee grades the notebook again, in two fresh jails that share nothing but two pipes:
 
-- the **answer process** runs the notebook's code cells (every cell but the graded ones) with plain ``exec``, no
-  IPython, no startup files: the student's functions and strings live there;
+- the **answer process** runs the notebook's code cells (every cell but the graded ones) as IPython does (magics,
+  ``display``), with no startup files or configuration: the student's functions and strings live there;
 - the **referee process** imports the graders, parses each graded cell (``lab1.check_tile_coords(tile_coords)``)
   and runs the check itself. A name the check is given comes from the answer process *by value* (numbers, strings,
   lists, dicts, numpy arrays) or, for a function, as a stand-in whose calls go to the answer process with their
@@ -254,15 +254,18 @@ def _cell_watchdog(deadline: list[float]) -> None:
 
 
 def _answer(spec: dict) -> None:
-    """Run the notebook's code cells, then answer the referee's questions about the names they made."""
-    from IPython.core.inputtransformer2 import TransformerManager
+    """Run the notebook's code cells as IPython runs them (magics, ``display``: an honest cell that runs in
+    JupyterLab runs here), then answer the referee's questions about the names they made. IPython's hooks are the
+    notebook's own here: whatever the cells do to them changes only their own values, which the referee checks in
+    its own process."""
+    from IPython.core.interactiveshell import InteractiveShell
 
     from .kernel import copy_submission
 
     copy_submission(spec.get("submission", "/submission"), spec["work"])
     os.chdir(spec["work"])
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    transform = TransformerManager().transform_cell
+    shell = InteractiveShell.instance(colors="NoColor")
+    namespace: dict[str, Any] = shell.user_ns
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the cells print goes nowhere; the pipe to the referee is `out`
@@ -278,8 +281,8 @@ def _answer(spec: dict) -> None:
         signal.alarm(seconds)
         deadline[0] = time.monotonic() + seconds + 5 if seconds else 0.0
         try:
-            exec(compile(transform(source), "<answer>", "exec"), namespace)  # noqa: S102 - the jailed answer
-        except BaseException:  # noqa: BLE001 - a failing cell fails only the checks that need what it made
+            shell.run_cell(source, store_history=False)  # a failing cell fails only the checks that need its names
+        except BaseException:  # noqa: BLE001 - what IPython itself lets through (SystemExit, the alarm)
             continue
         finally:
             signal.alarm(0)
