@@ -252,3 +252,7 @@ def test_an_inline_script_the_cleaner_missed_would_not_run_under_the_policy(brow
     page_file.write_text(html)
     markers, page = ran(browser, page_file)
     assert markers == [] and page.evaluate("() => window.submission_id") == "x"
+    # the page's own handlers (show and hide the student's name) still run: toggle_name is called on a click
+    page.evaluate("() => { window.toggle_name = (on) => { window.__toggled = on; }; }")
+    page.locator("span.name-hidden").first.dispatch_event("click")
+    assert page.evaluate("() => window.__toggled") is True

@@ -23,10 +23,10 @@ itself; instead every piece of the student's HTML goes through :func:`clean_html
 - images load from ``data:`` only: a remote image would tell a student's server that the instructor is looking,
   with the instructor's cookies where the servers share an origin.
 - the page carries a Content-Security-Policy (:func:`csp`, as a ``<meta>`` in the page's head through the course's
-  ``formgrade`` template, :data:`TEMPLATES`): scripts from formgrader's own static files and the page's own three
-  inline scripts, by their hashes, nothing else (no other inline script, no ``eval``, no remote script such as
-  MathJax from a CDN: math shows as TeX); images from the page's ``data:`` only; no frames, objects, or forms
-  posting elsewhere.
+  ``formgrade`` template, :data:`TEMPLATES`): scripts from formgrader's own static files, the page's own three
+  inline scripts and two event handlers, by their hashes, nothing else (no other inline script, no ``eval``, no
+  remote script such as MathJax from a CDN: math shows as TeX); images from the page's ``data:`` only; no frames,
+  objects, or forms posting elsewhere.
 
 What is not allowed is shown as text (escaped), so the instructor sees what the student wrote. Configure it in
 the course's ``nbgrader_config.py`` with :func:`configure` (``hub/setup.sh`` does).
@@ -179,14 +179,15 @@ class InertOutputs(Preprocessor):
 
 
 def _inline_scripts(resources: dict) -> list[str]:
-    """The formgrade page's own inline scripts for these resources (its header and navigation macros)."""
+    """The formgrade page's own inline scripts for these resources (its header and navigation macros): the script
+    elements' text, then its two event handlers' (showing and hiding the student's name)."""
     from jinja2 import Environment, FileSystemLoader
     from nbgrader.server_extensions.formgrader import handlers
 
     env = Environment(loader=FileSystemLoader(str(Path(handlers.template_path) / "formgrade")))
     macros = env.get_template("formgrade_macros.html.j2").module
     page = str(macros.header(resources)) + str(macros.nav(resources))
-    return re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S)
+    return re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S) + re.findall(r'\son\w+="([^"]*)"', page)
 
 
 def csp(resources: dict) -> str:
@@ -194,8 +195,9 @@ def csp(resources: dict) -> str:
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
                       for s in _inline_scripts(resources) if s.strip())
     return ("default-src 'none'; "
-            f"script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; img-src data:; font-src 'self'; "
-            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-src 'none'; object-src 'none'")
+            f"script-src 'self' 'unsafe-hashes' {hashes}; style-src 'self' 'unsafe-inline'; img-src data:; "
+            "font-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-src 'none'; "
+            "object-src 'none'")
 
 
 def configure(c: Any) -> None:
