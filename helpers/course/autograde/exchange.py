@@ -5,7 +5,7 @@ Each submission in the exchange's ``inbound`` folder is judged on its own: its f
 its time. One that fails is refused with its reason, in the log and in the instructor's report
 (``collect-<assignment>.txt`` in the course folder, one line per submission), and collection goes on for everyone
 else: no submission can stop it for the class. A submission is copied to a staging folder first; only a complete
-copy replaces the student's earlier one.
+copy replaces the student's earlier one (one refused while it is copied removes the earlier one and its scores).
 
 The submission's time is the server's: the latest status-change time (``ctime``) of its folder and everything in
 it, which the kernel sets from the server's clock and no account can set back (``touch -d`` changes the
@@ -279,8 +279,8 @@ class OwnerCheckedCollect(ExchangeCollect):
             self.log.error("could not write the collect report %s (%s)", path, exc.strerror)
 
     def _forget_earlier(self, student: str) -> None:
-        """A refused submission replaces the earlier one (nbgrader removed it already): its scores and autograded
-        notebook go too, so the gradebook shows no score for work that was not graded."""
+        """A submission refused while it is copied replaces the earlier one: the earlier copy, its scores and its
+        autograded notebook go, so the gradebook shows no score for work that was not graded."""
         from .gradebook import forget
 
         assignment = self.coursedir.assignment_id
@@ -290,6 +290,7 @@ class OwnerCheckedCollect(ExchangeCollect):
             if cleared:
                 self.log.error("cleared %d earlier scores of %s's %s: the newer submission was refused", cleared,
                                student, assignment)
-        graded = self.coursedir.format_path(self.coursedir.autograded_directory, student, assignment)
-        if os.path.isdir(graded):
-            shutil.rmtree(graded, ignore_errors=True)
+        for folder in (self.coursedir.autograded_directory, self.coursedir.submitted_directory):
+            earlier = self.coursedir.format_path(folder, student, assignment)
+            if os.path.isdir(earlier):
+                shutil.rmtree(earlier, ignore_errors=True)
