@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# Install the course for every user of a Python environment: the course package (not editable, no solutions),
+# Install the course for every user of a Python environment: the course package (not editable, no solutions, no
+# answer key: helpers.course.answerkey),
 # JupyterLab, nbgrader and JupyterHub's single-user server; the lessons and student labs; nbgrader set up for
 # students (no formgrader), with the exchange directory and course id.
 #
 # The container image runs it into the image's environment (deploy/Dockerfile); `make hub` runs it into a fresh
 # venv (hub/setup.sh); the test suite runs it too (tests/hub/test_deploy.py).
 #
-#   deploy/install-course.sh [--venv DIR] [--python PY] [--exchange DIR] [--extras gpu] SOURCE
+#   deploy/install-course.sh [--venv DIR] [--python PY] [--exchange DIR] [--extras gpu] [--answer-key FILE]
+#                            [--labs "lab1_tma ..."|all] SOURCE
 #
 # SOURCE is a checkout of the course (its solutions/ are never copied). Without --venv it installs with the
-# `python3` on PATH; with --venv it makes the venv from PY (default python3).
+# `python3` on PATH; with --venv it makes the venv from PY (default python3). The answers, solved kernels and
+# kernel skeletons of the course's data are taken out of what is installed; --answer-key keeps them in FILE (the
+# instructor's, mode 0600). --labs names the labs every user gets a copy of (default all; a class gets the others
+# as the instructor releases them, since a later lab gives the earlier labs' answers as its starting code).
 set -euo pipefail
 
-VENV="" BASE_PY=python3 EXCHANGE="/srv/nbgrader/exchange" EXTRAS=""
+VENV="" BASE_PY=python3 EXCHANGE="/srv/nbgrader/exchange" EXTRAS="" KEY="" LABS=all
 while [ $# -gt 1 ]; do
   case "$1" in
     --venv) VENV=$2; shift 2 ;;
     --python) BASE_PY=$2; shift 2 ;;
     --exchange) EXCHANGE=$2; shift 2 ;;
     --extras) EXTRAS="[$2]"; shift 2 ;;
+    --answer-key) KEY=$2; shift 2 ;;
+    --labs) LABS=$2; shift 2 ;;
     *) echo "install-course.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +49,7 @@ BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
 cp -r "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/helpers" "$BUILD/"
 find "$BUILD" -name __pycache__ -prune -exec rm -rf {} +
+"$PY" -I "$BUILD/helpers/course/answerkey.py" strip "$BUILD/helpers" ${KEY:+--key "$KEY"}
 "$PY" -m pip install --disable-pip-version-check -q --upgrade pip
 "$PY" -m pip install --disable-pip-version-check -q "$BUILD$EXTRAS" -r "$SOURCE/deploy/requirements.txt"
 
@@ -53,7 +61,9 @@ SHARE="$PREFIX/share/hopper-gemm/course"
 rm -rf "$SHARE" && mkdir -p "$SHARE/lessons" "$SHARE/labs"
 cp "$SOURCE"/lessons/*.ipynb "$SHARE/lessons/"
 for lab in "$SOURCE"/labs/*.ipynb; do
-  case "$lab" in *.new.ipynb) ;; *) cp "$lab" "$SHARE/labs/" ;; esac
+  name=$(basename "$lab" .ipynb)
+  case "$lab" in *.new.ipynb) continue ;; esac
+  if [ "$LABS" = all ] || [[ " $LABS " == *" $name "* ]]; then cp "$lab" "$SHARE/labs/"; fi
 done
 chmod -R a+rX "$SHARE"
 install -m 0755 "$SOURCE/deploy/hopper-course-home" "$BIN/hopper-course-home"
@@ -77,7 +87,7 @@ c.Exchange.root = "$EXCHANGE"
 CONFIG
 
 # 5. a smoke test of what was installed
-"$PY" - <<'CHECK'
+"$PY" -I - <<'CHECK'  # -I: the installed course, whatever PYTHONPATH says
 import importlib, pathlib, sys
 for name in ("helpers.course.checks.lab1", "helpers.course.autograde", "helpers.gpu.gpulock", "nbgrader", "jupyterhub", "jupyterlab"):
     importlib.import_module(name)
@@ -85,5 +95,9 @@ import helpers
 pkg = pathlib.Path(helpers.__file__).parent
 assert (pkg / "include" / "hopper.cuh").is_file(), "the device header was not installed"
 assert not list(pathlib.Path(sys.prefix).rglob("solutions")), "solutions/ must not be installed"
+import json
+data = json.loads((pkg / "course" / "data" / "labs.json").read_text())
+assert not data["kernels"] and not any("answer" in r for e in data["exercises"].values() for r in e["regions"]), \
+    "the answer key must not be installed"
 print(f"course {helpers.__version__} installed in {sys.prefix}")
 CHECK

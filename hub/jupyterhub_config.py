@@ -5,8 +5,10 @@
   instructor's course; no password shared between accounts, nothing to add to the hub's own database.
 - When a user's server stops, every process of that account ends with it (:class:`ClassSpawner`), however it was
   started (``setsid``, a double fork): nothing a student left running outlives their server.
-- The proxy is configurable-http-proxy from npm; the hub listens on 127.0.0.1 only (put a TLS proxy in front to
-  open it to a class).
+- The proxy is configurable-http-proxy from npm; the hub listens on 127.0.0.1 only, over plain HTTP: for this
+  machine's own use and tests. To open it to a class, set ``HOPPER_HUB_DOMAIN`` (with a wildcard DNS record) and a
+  wildcard certificate (``HOPPER_HUB_TLS_CERT``, ``HOPPER_HUB_TLS_KEY``): the hub then serves TLS on every address
+  and gives each user's server its own origin (JupyterHub's ``subdomain_host``).
 """
 
 import asyncio
@@ -27,6 +29,13 @@ ENV = ROOT / "env"
 
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = settings["port"]
+if settings.get("domain"):
+    # a class opened beyond this machine: TLS, and every user's server on its own origin (<user>.<domain>, a wildcard
+    # DNS record and certificate), so no page of a student's shares an origin, or cookies, with another's server
+    c.JupyterHub.ip = ""
+    c.JupyterHub.subdomain_host = f"https://{settings['domain']}"
+    c.JupyterHub.ssl_cert = settings["tls_cert"]
+    c.JupyterHub.ssl_key = settings["tls_key"]
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = settings["port"] + 1  # the hub's own API, and the proxy's below: beside the public port
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings['port'] + 2}"

@@ -13,6 +13,11 @@
 #                         $HOPPER_HUB_ROOT/state/passwords.txt (readable by root only)
 #   HOPPER_HUB_PYTHON     the Python (>= 3.11) the hub's venv is made from; every account must be able to run
 #                         it                                       /usr/bin/python3 if there is one, else python3
+#   HOPPER_HUB_LABS       the labs every student gets a copy of at first login; the others come as the instructor
+#                         releases them (a later lab gives the earlier labs' answers)       lab1_tma
+#   HOPPER_HUB_DOMAIN     open the hub to a class at https://<domain>:<port>, every user's server on its own origin
+#                         https://<user>.<domain> (a wildcard DNS record); with HOPPER_HUB_TLS_CERT and
+#                         HOPPER_HUB_TLS_KEY, a certificate for <domain> and *.<domain>     (none: 127.0.0.1 only)
 #   HOPPER_HUB_TEST=1     also expose JupyterLab's app object to the browser (the hub test drives it)
 set -euo pipefail
 
@@ -39,7 +44,9 @@ install -d -m 0755 "$ROOT" "$ROOT/bin"
 install -d -m 0700 "$ROOT/state"
 
 say "the course, JupyterLab, nbgrader and the single-user server in $ROOT/env"
-"$CLONE/deploy/install-course.sh" --venv "$ROOT/env" --python "$BASE_PY" --exchange "$ROOT/exchange" "$CLONE"
+# the course's answer key stays out of the environment (helpers.course.answerkey); it goes to the instructor below
+"$CLONE/deploy/install-course.sh" --venv "$ROOT/env" --python "$BASE_PY" --exchange "$ROOT/exchange" \
+  --answer-key "$ROOT/state/answer-key.json" --labs "${HOPPER_HUB_LABS:-lab1_tma}" "$CLONE"
 chmod -R a+rX "$ROOT/env"
 PY="$ROOT/env/bin/python"
 
@@ -104,6 +111,13 @@ sys.exit(labgen.nbgrader_layout(root=Path(sys.argv[1]), target=Path(sys.argv[2])
 for user in $STUDENTS; do
   (cd "$COURSE" && "$PY" -m nbgrader db student add "$user" >/dev/null 2>&1)
 done
+# the answer key: the instructor's alone; each released lab brings what it gives (the earlier labs' kernels)
+install -m 0600 "$ROOT/state/answer-key.json" "$COURSE/answer-key.json"
+for folder in source release; do
+  if [ -d "$COURSE/$folder" ]; then
+    (cd / && "$PY" -I -m helpers.course.answerkey release "$COURSE/answer-key.json" "$COURSE/$folder")
+  fi
+done
 cat > "$COURSE/nbgrader_config_hub.py" <<CONFIG
 # Written by hub/setup.sh: autograding runs each submission in a sandboxed kernel as $GRADER (docs/hub.md).
 from helpers.course.autograde import autograde_preprocessors, formgrader, gradebook
@@ -113,6 +127,7 @@ c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.Autograde.pre_convert_hook = gradebook.forget_earlier_grades  # a re-grade that fails leaves no earlier score
 formgrader.configure(c)  # Manual Grading shows students' HTML and JavaScript as text, never runs it
 c.IsolatedExecute.run_as = "$GRADER"
+c.IsolatedExecute.answer_key = "$COURSE/answer-key.json"  # only what the graded lab gives reaches its jail
 c.IsolatedExecute.timeout = 300
 c.IsolatedExecute.notebook_seconds = 1200
 c.ExchangeFactory.collect = "helpers.course.autograde.exchange.OwnerCheckedCollect"
@@ -146,13 +161,18 @@ RULE
 chmod 0440 "$SUDOERS"
 visudo -cf "$SUDOERS" >/dev/null
 
+if [ -n "${HOPPER_HUB_DOMAIN:-}" ]; then
+  [ -r "${HOPPER_HUB_TLS_CERT:-}" ] && [ -r "${HOPPER_HUB_TLS_KEY:-}" ] \
+    || die "HOPPER_HUB_DOMAIN needs HOPPER_HUB_TLS_CERT and HOPPER_HUB_TLS_KEY (a certificate for it and *.$HOPPER_HUB_DOMAIN)"
+fi
 say "the hub's files in $ROOT"
 install -m 0755 "$CLONE/hub/singleuser.sh" "$ROOT/bin/hopper-singleuser"
 install -m 0644 "$CLONE/hub/jupyterhub_config.py" "$ROOT/jupyterhub_config.py"
 "$PY" - "$ROOT/state/hub.json" <<PYTHON
 import json, sys
 json.dump({"root": "$ROOT", "port": $PORT, "instructor": "$INSTRUCTOR", "students": "$STUDENTS".split(),
-           "test": "${HOPPER_HUB_TEST:-0}" == "1"}, open(sys.argv[1], "w"), indent=1)
+           "test": "${HOPPER_HUB_TEST:-0}" == "1", "domain": "${HOPPER_HUB_DOMAIN:-}",
+           "tls_cert": "${HOPPER_HUB_TLS_CERT:-}", "tls_key": "${HOPPER_HUB_TLS_KEY:-}"}, open(sys.argv[1], "w"), indent=1)
 PYTHON
 
 if [ -n "$(find "$CLONE/solutions" -maxdepth 0 -perm -o+r 2>/dev/null)" ] \

@@ -121,7 +121,8 @@ def _load(path: Path) -> dict[str, Exercise]:
     data = json.loads(path.read_text())
     out = {}
     for ex_id, ex in data.get("exercises", {}).items():
-        regions = tuple(Region(tuple(r["hints"]), decode(r["answer"])) for r in ex["regions"])
+        regions = tuple(Region(tuple(r["hints"]), decode(r["answer"]) if r.get("answer") else "")
+                        for r in ex["regions"])
         out[ex_id] = Exercise(ex_id, ex["lab"], ex["notebook"], regions)
     return out
 
@@ -205,6 +206,9 @@ def answer_text(exercise: str, sure: bool = False, path: Path = DATA) -> str:
     ex = _find(exercise, path)
     if isinstance(ex, str):
         return ex
+    if not all(region.answer for region in ex.regions):  # a class's install: the answer key is the instructor's
+        return (f"The answer of {ex.id} is not on this machine: in a class, your instructor shows it with your "
+                f"feedback. The hints are here: {ex.lab}.hint('{ex.id}', 1)")
     if not sure:
         return (f"This prints the solution of {ex.id}. Try the hints first ({ex.lab}.hint('{ex.id}', 1)); to see "
                 f"the answer, run {ex.lab}.answer('{ex.id}', sure=True)")

@@ -117,3 +117,14 @@ def test_the_install_script_in_a_fresh_venv(course_env, tmp_path):
     lab.write_text("edited")
     subprocess.run([str(course_env / "bin" / "hopper-course-home")], env=run, check=True)
     assert lab.read_text() == "edited" and (home / "course" / "lessons" / "00_big_picture.ipynb").exists()
+
+
+def test_every_users_server_has_its_own_origin_over_tls():
+    """Per-user subdomains (a student's page shares no origin, and so no cookie, with another's server or the hub)
+    and TLS with a certificate that covers them: on Kubernetes, and in the hub on one machine when given a domain."""
+    config = values()
+    assert config["hub"]["config"]["JupyterHub"]["subdomain_host"].startswith("https://")
+    https = config["proxy"]["https"]
+    assert https["enabled"] and https["type"] == "secret" and https["secret"]["name"]
+    hub = (ROOT / "hub" / "jupyterhub_config.py").read_text()
+    assert "c.JupyterHub.subdomain_host" in hub and "c.JupyterHub.ssl_cert" in hub and "c.JupyterHub.ssl_key" in hub

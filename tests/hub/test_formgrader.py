@@ -130,6 +130,129 @@ def test_the_cleaner_keeps_plain_markup_and_drops_handlers_styles_ids_and_the_fo
     assert clean('<p class="highlight">x <a href="https://x.org">y</a></p>') == \
         '<p class="highlight">x <a href="https://x.org">y</a></p>'
     assert clean('<a href="javascript:alert(1)">y</a>') == "<a>y</a>"
-    assert clean('<img src="a.png" onerror="x()" style="x">') == '<img src="a.png">'
+    assert clean('<img src="a.png" onerror="x()" style="x">') == "<img>"  # nothing fetched: data: images only
+    assert clean(f'<img src="data:image/png;base64,{PNG}">') == f'<img src="data:image/png;base64,{PNG}">'
+    assert clean('<img src="data:image/svg+xml;base64,PHN2Zz4=">') == "<img>"
+    assert clean('<a href="data:text/html,x">y</a>') == "<a>y</a>"
     assert clean('<div id="statusmessage" class="btn full-credit">x</div>') == "<div>x</div>"
     assert clean("<form><input name=score></form>") == "&lt;form&gt;&lt;input name=score&gt;&lt;/form&gt;"
+
+
+# ------------------------------------------------------------------------------------------ every output type
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+
+
+def every_output_type(listener: str) -> list:
+    """Cells whose outputs are every nbformat output type, each hostile, with hostile metadata; ``listener`` is a
+    URL of this test's own server (a request to it: the page fetched something a student chose)."""
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" onload="{_mark("svg-output")}">'
+           f'<script>{_mark("svg-script")}</script></svg>')
+    outputs = [
+        nbformat.v4.new_output("display_data", data={"image/svg+xml": svg, "text/plain": "svg"}),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "png"},
+                               metadata={"image/png": {"width": f'1" onload="{_mark("png-width")}',
+                                                       # the template writes the height unquoted
+                                                       "height": "1 onload=window.__xss=(window.__xss||[])"
+                                                                 ".concat('png-height')"}}),
+        nbformat.v4.new_output("display_data", data={"image/png": f'x" onerror="{_mark("png-data")}'}),
+        nbformat.v4.new_output("display_data", data={"image/jpeg": PNG}, metadata={"unconfined": True}),
+        nbformat.v4.new_output("display_data", data={"text/latex": r"$\href{javascript:alert(1)}{x}$"}),
+        nbformat.v4.new_output("display_data", data={"application/javascript": _mark("js-output-2")}),
+        nbformat.v4.new_output("display_data", data={
+            "application/vnd.jupyter.widget-view+json": {"model_id": "m1", "version_major": 2, "version_minor": 0},
+            "text/plain": "widget"}),
+        nbformat.v4.new_output("display_data",
+                               data={"application/json": {"a": f"</script><script>{_mark('json')}</script>"}}),
+        nbformat.v4.new_output("display_data", data={"text/html": f'<img src="{listener}/html-img">'
+                                                                  f'<a href="{listener}/link">a link</a>'}),
+        nbformat.v4.new_output("display_data", data={"text/markdown": f"![x]({listener}/md-img)"}),
+        nbformat.v4.new_output("execute_result", data={"text/plain": f"<img src=x onerror=\"{_mark('plain')}\">"},
+                               execution_count=1),
+        nbformat.v4.new_output("stream", name="stdout", text=f"<script>{_mark('stream')}</script>"),
+        nbformat.v4.new_output("error", ename="<b>E</b>", evalue=f"<img src=x onerror=\"{_mark('evalue')}\">",
+                               traceback=[f"<script>{_mark('traceback')}</script>"]),
+    ]
+    code = nbformat.v4.new_code_cell("show()", outputs=outputs)
+    code.metadata["tags"] = [f'"><img src=x onerror="{_mark("tag")}">', "ok-tag"]
+    graded = nbformat.v4.new_code_cell("x = 1")
+    graded.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 1, "schema_version": 3,
+                                   "grade_id": f'"><img src=x onerror="{_mark("grade-id")}">'}
+    md = nbformat.v4.new_markdown_cell(f"![remote]({listener}/md-cell) and math $\\href{{javascript:x}}{{y}}$")
+    md.attachments = {"a.svg": {"image/svg+xml": svg}}
+    return [md, code, graded]
+
+
+WIDGET_STATE = {"application/vnd.jupyter.widget-state+json": {
+    "version_major": 2, "version_minor": 0,
+    "state": {"m1": {"model_name": "HTMLModel", "model_module": "@jupyter-widgets/controls",
+                     "model_module_version": "2.0.0",
+                     "state": {"value": f"<img src=x onerror=\"{_mark('widget')}\">"}}}}}
+
+
+@pytest.fixture
+def listener():
+    """A server on this machine's loopback that records every request (what a page fetched)."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Record(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the standard library's name
+            seen.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Record)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def test_every_output_type_with_hostile_metadata_is_inert_and_the_page_has_a_strict_policy(browser, tmp_path,
+                                                                                         listener):
+    url, seen = listener
+    nb = nbformat.v4.new_notebook()
+    nb.cells = every_output_type(url)
+    nb.metadata["widgets"] = WIDGET_STATE
+    unsafe = tmp_path / "unsafe.html"
+    unsafe.write_text(render(nb, safe=False))
+    markers, _ = ran(browser, unsafe)
+    assert {"png-height", "grade-id", "js-output-2"} <= set(markers) and any("img" in p for p in seen), \
+        f"not real attacks: without the setting {markers} ran and {seen} were fetched"
+
+    seen.clear()
+    html = render(nb, safe=True)
+    safe = tmp_path / "safe.html"
+    safe.write_text(html)
+    markers, page = ran(browser, safe)
+    assert markers == [] and not page.title().startswith("XSS"), f"ran in the instructor's browser: {markers}"
+    assert seen == [], f"the page fetched what a student chose: {seen}"
+    assert page.evaluate("() => window.submission_id") == "x", "the page's own inline script must still run"
+    policy = page.locator('meta[http-equiv="Content-Security-Policy"]').get_attribute("content")
+    assert "'unsafe-inline'" not in policy.split("style-src")[0] and "img-src data:;" in policy
+    assert "frame-src 'none'" in policy and "object-src 'none'" in policy and "cdnjs" not in policy
+    assert page.evaluate("() => typeof window.MathJax") == "undefined", "MathJax from a CDN must not load: math as TeX"
+    body = page.inner_text("body")
+    for shown in ("[image/svg+xml, shown as text]", "[text/latex, shown as text]", "[application/javascript, "
+                  "shown as text]", "[application/vnd.jupyter.widget-view+json, shown as text]", "<script>"):
+        assert shown in body, f"{shown!r} is not shown to the instructor as text"
+    assert page.locator("img[src^='data:image/png']").count() >= 1, "an honest image still shows"
+
+
+def test_an_inline_script_the_cleaner_missed_would_not_run_under_the_policy(browser, tmp_path):
+    """The policy alone: a script that got into the page past every cleaner is refused by the browser."""
+    nb = nbformat.v4.new_notebook()
+    html = render(nb, safe=True).replace("</body>", f"<script>{_mark('missed')}</script>"
+                                                   f"<img src=x onerror=\"{_mark('missed-handler')}\"></body>")
+    page_file = tmp_path / "missed.html"
+    page_file.write_text(html)
+    markers, page = ran(browser, page_file)
+    assert markers == [] and page.evaluate("() => window.submission_id") == "x"
+    # the page's own handlers (show and hide the student's name) still run: toggle_name is called on a click
+    page.evaluate("() => { window.toggle_name = (on) => { window.__toggled = on; }; }")
+    page.locator("span.name-hidden").first.dispatch_event("click")
+    assert page.evaluate("() => window.__toggled") is True

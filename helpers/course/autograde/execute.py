@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -78,10 +79,18 @@ class IsolatedExecute(Execute):
     tmp_mb = Integer(512, help="size of each of the jail's tmpfs folders (/tmp, HOME, the working folder), MB"
                      ).tag(config=True)
     notebook_seconds = Integer(1800, help="wall-clock limit for the whole notebook, seconds").tag(config=True)
+    max_output_mb = Integer(16, help=(
+        "the most the grader keeps of what a notebook prints or displays, MB: the grader holds outputs in its own "
+        "memory; past it, one sentence says so and the rest is dropped")).tag(config=True)
     file_mb = Integer(256, help="largest file the notebook may write, MB (0: no limit)").tag(config=True)
     run_as = Unicode("", help=(
         "run the grading kernel as this Unix account, through `sudo -n -u <account>` (the grader must be in its "
         "group); empty: as the grader itself")).tag(config=True)
+    answer_key = Unicode("", help=(
+        "the course's answer key (deploy/install-course.sh --answer-key; hub/setup.sh keeps it in the instructor's "
+        "course folder): the solved kernels of earlier labs that a lab's checks build on come from it, and only "
+        "those reach a grading jail. Empty: the grader's own course data, when it still holds them (a clone)")
+                         ).tag(config=True)
     work_root = Unicode("", help="where the per-notebook sandboxes are made (default: the temp directory)"
                         ).tag(config=True)
     referee = Bool(True, help=(
@@ -93,8 +102,10 @@ class IsolatedExecute(Execute):
     # -- the run ---------------------------------------------------------------------------------------------
     def preprocess(self, nb: NotebookNode, resources: Any = None, km: Any = None) -> tuple[NotebookNode, Any]:
         path = (resources or {}).get("metadata", {}).get("path")
-        self._box = Sandbox(Path(path) if path else None, run_as=self.run_as, work_root=self.work_root)
+        self._box = Sandbox(Path(path) if path else None, run_as=self.run_as, work_root=self.work_root,
+                            carried=self._carried(nb))
         self._deadline = time.monotonic() + self.notebook_seconds
+        self._output_bytes, self._output_capped = 0, False
         self._stopped: str | None = None
         self._baseline: guard.Snapshot | None = None
         try:
@@ -108,6 +119,24 @@ class IsolatedExecute(Execute):
         finally:
             self._box.close()
         return nb, resources
+
+    def _carried(self, nb: NotebookNode) -> dict[str, str]:
+        """The stand-in kernels this notebook's grading may hold: the solved kernels of the labs before the one its
+        graded cells check (helpers.course.answerkey), from the answer key."""
+        from .. import answerkey
+
+        labs = [m for c in nb.cells if _is_graded_code(c) for m in re.findall(r"\b(lab\d+)\s*\.", c.source)]
+        lab = answerkey.graded_lab(labs)
+        if lab is None:
+            return {}
+        path = Path(self.answer_key) if self.answer_key else Path(__file__).resolve().parents[2] / answerkey.DATA_FILE
+        try:
+            key = answerkey.read_key(path)
+        except (OSError, ValueError) as exc:
+            if self.answer_key:
+                raise RuntimeError(f"IsolatedExecute.answer_key {self.answer_key!r} could not be read ({exc})") from exc
+            return {}
+        return answerkey.carried_kernels(key, lab)
 
     def _apply_referee(self, nb: NotebookNode) -> None:
         from .referee import judge
@@ -169,12 +198,34 @@ class IsolatedExecute(Execute):
 
     async def async_start_new_kernel_client(self) -> Any:
         kc = await super().async_start_new_kernel_client()
+        self._box.lock_sockets()
         self._baseline = await self._snapshot({})
         if self._baseline is None:
             raise RuntimeError("the grading kernel did not answer the grader's first question")
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def output(self, outs: list[NotebookNode], msg: dict, display_id: str | None, cell_index: int
+               ) -> NotebookNode | None:
+        """nbclient's output step, up to ``max_output_mb`` for the whole notebook; then one sentence, then nothing."""
+        content = msg.get("content", {})
+        data = content.get("data") if isinstance(content.get("data"), dict) else {}
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in data.values()) + \
+            sum(len(str(x)) for x in content.get("traceback", []) or [])
+        if msg.get("msg_type") == "error":  # always kept (a check's failure is its score), its traceback cut short
+            content["traceback"] = [str(x)[:2000] for x in (content.get("traceback") or [])[-40:]]
+            content["evalue"] = str(content.get("evalue", ""))[:2000]
+            return super().output(outs, msg, display_id, cell_index)
+        self._output_bytes += size
+        if self._output_bytes > self.max_output_mb << 20:
+            if not self._output_capped:
+                self._output_capped = True
+                outs.append(NotebookNode(output_type="stream", name="stderr", text=(
+                    f"[grading] this notebook printed more than {self.max_output_mb} MB; the grader kept none of "
+                    "what it printed after that\n")))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
 
     def _get_timeout(self, cell: NotebookNode | None) -> int | None:
         own = super()._get_timeout(cell)

@@ -200,9 +200,10 @@ def bwrap_argv(spec: dict, command: list[str]) -> list[str]:
         args += ["--unshare-user", "--disable-userns"]
     args += _system_binds() + ["--proc", "/proc", "--dev", "/dev"]
     tmp_mb = int(spec.get("tmp_mb") or 0)
-    for path in ("/tmp", spec["home"], spec["work"]):  # first: the binds below may lie under /tmp
+    # every writable place a size of its own (and all of them in the control group's memory): /dev/shm too
+    for path in ("/tmp", spec["home"], spec["work"], "/dev/shm"):  # first: the binds below may lie under /tmp
         args += (["--size", str(tmp_mb << 20)] if tmp_mb else []) + ["--perms", "1777", "--tmpfs", path]
-    made = {"/", "/tmp", "/usr", spec["home"], spec["work"]}
+    made = {"/", "/tmp", "/usr", spec["home"], spec["work"], "/dev/shm"}
     for top in _python_tops():
         args += _open_parents(top, made) + ["--ro-bind", top, top]
     for dest in (spec["grader"], spec["sockets"]):

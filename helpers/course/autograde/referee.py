@@ -4,8 +4,8 @@ In the grading kernel the student's code and the check share one Python process,
 make a failed check look passed (patching ``contextlib``, an IPython input transformer, replaying the tamper guard's
 answers). The referee grades the notebook again, in two fresh jails that share nothing but two pipes:
 
-- the **answer process** runs the notebook's code cells (every cell but the graded ones) with plain ``exec``, no
-  IPython, no startup files: the student's functions and strings live there;
+- the **answer process** runs the notebook's code cells (every cell but the graded ones) as IPython does (magics,
+  ``display``), with no startup files or configuration: the student's functions and strings live there;
 - the **referee process** imports the graders, parses each graded cell (``lab1.check_tile_coords(tile_coords)``)
   and runs the check itself. A name the check is given comes from the answer process *by value* (numbers, strings,
   lists, dicts, numpy arrays) or, for a function, as a stand-in whose calls go to the answer process with their
@@ -29,10 +29,12 @@ import os
 import re
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
-#: argv: <grader dir> <role: answer|referee> <spec json>
+#: argv: <grader dir> <role: answer|referee>; the spec (the notebook's cells among it) is the first line on stdin:
+#: a command line is readable by every account of the machine (/proc/<pid>/cmdline), a pipe only by its ends
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from helpers.course.autograde.referee import main; "
         "main(sys.argv[2:])")
 
@@ -235,16 +237,35 @@ class RemoteError(Exception):
 
 
 # --------------------------------------------------------------------------------------------------- the answer side
+def _cell_watchdog(deadline: list[float]) -> None:
+    """End this process (status 124) when a cell runs past ``deadline[0]`` (0: no cell running), whatever the cell
+    does with signals; a thread started before any of the notebook's code runs."""
+    import threading
+
+    sleep, now, leave = time.sleep, time.monotonic, os._exit
+
+    def watch() -> None:
+        while True:
+            sleep(0.5)
+            if deadline[0] and now() > deadline[0]:
+                leave(124)
+
+    threading.Thread(target=watch, name="cell-time-limit", daemon=True).start()
+
+
 def _answer(spec: dict) -> None:
-    """Run the notebook's code cells, then answer the referee's questions about the names they made."""
-    from IPython.core.inputtransformer2 import TransformerManager
+    """Run the notebook's code cells as IPython runs them (magics, ``display``: an honest cell that runs in
+    JupyterLab runs here), then answer the referee's questions about the names they made. IPython's hooks are the
+    notebook's own here: whatever the cells do to them changes only their own values, which the referee checks in
+    its own process."""
+    from IPython.core.interactiveshell import InteractiveShell
 
     from .kernel import copy_submission
 
     copy_submission(spec.get("submission", "/submission"), spec["work"])
     os.chdir(spec["work"])
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    transform = TransformerManager().transform_cell
+    shell = InteractiveShell.instance(colors="NoColor")
+    namespace: dict[str, Any] = shell.user_ns
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the cells print goes nowhere; the pipe to the referee is `out`
@@ -252,14 +273,20 @@ def _answer(spec: dict) -> None:
         raise TimeoutError("the cell ran past its time limit")
 
     signal.signal(signal.SIGALRM, late)
+    seconds = int(spec.get("cell_seconds") or 0)
+    deadline = [0.0]  # a cell that ignores SIGALRM (or spins in C) ends the whole answer process at its deadline
+    if seconds:
+        _cell_watchdog(deadline)
     for source in spec["cells"]:
-        signal.alarm(int(spec.get("cell_seconds") or 0))
+        signal.alarm(seconds)
+        deadline[0] = time.monotonic() + seconds + 5 if seconds else 0.0
         try:
-            exec(compile(transform(source), "<answer>", "exec"), namespace)  # noqa: S102 - the jailed answer
-        except BaseException:  # noqa: BLE001 - a failing cell fails only the checks that need what it made
+            shell.run_cell(source, store_history=False)  # a failing cell fails only the checks that need its names
+        except BaseException:  # noqa: BLE001 - what IPython itself lets through (SystemExit, the alarm)
             continue
         finally:
             signal.alarm(0)
+            deadline[0] = 0.0
     peer = Peer(sys.stdin.buffer, out, share_objects=False)
     while True:
         try:
@@ -387,8 +414,9 @@ def _referee(spec: dict, peer: Peer) -> dict[str, str | None]:
 
 
 def main(argv: list[str]) -> None:
-    """``answer`` or ``referee``, with the spec as JSON; the referee writes its verdicts as JSON on stdout."""
-    role, spec = argv[0], json.loads(argv[1])
+    """``answer`` or ``referee``; the spec is the first line on stdin, as JSON; the referee writes its verdicts as
+    JSON on stdout."""
+    role, spec = argv[0], json.loads(sys.stdin.buffer.readline(MAX_MESSAGE))
     os.environ.update(spec.get("env", {}))
     from .kernel import apply_limits
 
@@ -434,10 +462,14 @@ def judge(box: Any, nb: Any, limits: dict, env: dict[str, str], seconds: float, 
     answer_spec = dict(common, cells=cells, work=box.jail_work, cell_seconds=cell_seconds)
     referee_spec = dict(common, graded=graded, answers=answers, modules=sorted(box.modules))
     boot = [sys.executable, "-P", "-s", "-c", BOOT, str(box.grader)]
-    answer = subprocess.Popen(box.jail_argv([*boot, "answer", json.dumps(answer_spec)], "answer", limits),
+    answer = subprocess.Popen(box.jail_argv([*boot, "answer"], "answer", limits),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=box.log)
-    referee = subprocess.Popen(box.jail_argv([*boot, "referee", json.dumps(referee_spec)], "referee", limits),
+    referee = subprocess.Popen(box.jail_argv([*boot, "referee"], "referee", limits),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=box.log)
+    for proc, spec in ((answer, answer_spec), (referee, referee_spec)):  # the cells go by pipe, never by argv
+        with contextlib.suppress(OSError):
+            proc.stdin.write(json.dumps(spec).encode() + b"\n")
+            proc.stdin.flush()
     result: dict = {}
 
     def answer_to_referee() -> None:
@@ -447,6 +479,8 @@ def judge(box: Any, nb: Any, limits: dict, env: dict[str, str], seconds: float, 
                 referee.stdin.flush()
             except OSError:
                 return
+        with contextlib.suppress(OSError):  # the answer process ended: the referee hears so now, not at the deadline
+            referee.stdin.close()
 
     def referee_to_answer() -> None:
         for line in iter(lambda: referee.stdout.readline(MAX_MESSAGE), b""):

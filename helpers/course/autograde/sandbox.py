@@ -28,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import answerkey
 from . import jail, kernel
 
 KERNEL_NAME = "hopper-grader"
@@ -80,7 +81,8 @@ def _copy_submission(src: Path, dest: Path, skip: Path) -> None:
 class Sandbox:
     """A fresh grading place for one notebook; ``close()`` removes it."""
 
-    def __init__(self, submission_dir: Path | None, *, run_as: str = "", work_root: str = "") -> None:
+    def __init__(self, submission_dir: Path | None, *, run_as: str = "", work_root: str = "",
+                 carried: dict[str, str] | None = None) -> None:
         self.run_as = run_as
         self.root = Path(tempfile.mkdtemp(prefix="hopper-grade-", dir=work_root or None))
         self.grader = self.root / "grader"
@@ -109,6 +111,10 @@ class Sandbox:
         self.grader.mkdir()
         shutil.copytree(_installed_helpers(), self.grader / "helpers",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+        # no answer in a jail: the copy's course data loses its answers, whatever the grader's install holds, and
+        # gets back only the stand-in kernels of the labs before the graded one (helpers.course.answerkey)
+        answerkey.strip_package(self.grader / "helpers")
+        answerkey.add_carried(self.grader / "helpers", carried or {})
         self.hashes = file_hashes(self.grader)
         _make_read_only(self.grader)
         self.work.mkdir()
@@ -185,6 +191,14 @@ class Sandbox:
         (path / "kernel.json").write_text(json.dumps(
             {"argv": argv, "display_name": "Grading kernel", "language": "python", "interrupt_mode": "message"}))
         return self.kernels
+
+    def lock_sockets(self) -> None:
+        """Once the kernel has made its sockets: the folder is no longer writable from the jail (the sockets stay
+        connectable), so the one host folder a jail shares cannot fill the disk or hold a tree left behind."""
+        if self.run_as:
+            self.sockets.chmod(0o2750)
+        elif os.geteuid() == 0:
+            self.sockets.chmod(0o755)
 
     def share_file(self, path: Path) -> None:
         """Let the kernel's account read a file the grader wrote (the connection file)."""
