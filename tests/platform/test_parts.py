@@ -156,3 +156,14 @@ def test_no_machine_count_outside_the_profiles():
                 if tok.type == tokenize.NUMBER and tok.string in banned:
                     found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_stream_k_split_on_114_and_78_sms():
+    """1024×1024×16384 at 128×128 tiles: 16 wide pairs of 256 K steps. On the H100 SXM's 66 pairs of SMs each pair is
+    cut in four equal ranges on 64 of them; on the H100 PCIe's 57 three ranges would keep only 48 busy (under 90 %),
+    so all 57 take uneven ranges; on the H20's 39, two ranges keep 32 (82 %): all 39 again."""
+    sxm, pcie, h20 = (parts.get(k).resident(2) for k in ("h100-sxm", "h100-pcie", "h20"))
+    assert gemm.streamk_clusters(16, 256, sxm) == 64
+    assert gemm.streamk_clusters(16, 256, pcie) == 57
+    assert gemm.streamk_clusters(16, 256, h20) == 39
+    assert gemm.streamk_clusters(19, 255, pcie) == 57  # three ranges of 85 K steps for each of 19 pairs: every cluster
