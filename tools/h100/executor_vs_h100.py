@@ -566,8 +566,8 @@ def run_all() -> dict[str, Any]:
 
         _, drv = driver.cuDriverGetVersion()
     results["meta"] = {
-        "what": "every course kernel on the GPU (meta.gpu) and on the PTX executor with the same inputs, outputs compared "
-                "bit for bit",
+        "what": "every course kernel on the GPU (meta.gpu) and on the PTX executor with the same inputs, outputs "
+                "compared bit for bit",
         "gpu": info.name if info else "?", "driver_cuda_version": drv,
         "nvrtc": ".".join(map(str, gpu.nvrtc_version() or ())),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
