@@ -39,6 +39,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,18 +51,24 @@ from typing import Any
 from helpers.course import hints as hints_mod
 
 
+class _LazyModule(ModuleType):
+    """A module imported on its first attribute access, under a lock (validate reads notebooks from threads, and
+    importlib's LazyLoader is not safe when two threads touch a module while it loads)."""
+
+    _lock = threading.Lock()
+
+    def __getattr__(self, attr: str) -> Any:
+        with self._lock:
+            module = importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
 def lazy_import(name: str) -> ModuleType:
     """Module ``name``, imported on its first use: nbformat's import takes seconds on a busy machine, and a warm
     ``make check`` needs none of it."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    return _LazyModule(name)
 
 
 nbformat = lazy_import("nbformat")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from helpers import gpu
@@ -171,7 +172,7 @@ def test_widgets_build_and_fit_the_column():
     for make in (roofline.roofline_widget, schedule_view.scheduler_widget, cluster_view.cluster_widget,
                  epilogue_view.epilogue_race_widget):
         box = make()
-        figs = [c for c in _walk(box) if type(c).__name__ == "FigureWidget"]
+        figs = [c for c in _walk(box) if isinstance(c, go.FigureWidget)]
         assert figs and all((f.layout.width or 0) <= 900 for f in figs)
     assert epilogue_view.bank_figure().layout.width <= 900
     assert schedule_view.timeline_figure().layout.width <= 900
