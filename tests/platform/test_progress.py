@@ -40,12 +40,13 @@ def page(monkeypatch):
 
 
 @pytest.mark.timeout(300)
-def test_a_check_says_it_compiles_then_runs_block_by_block_then_goes(page):
+def test_a_check_says_it_compiles_then_runs_block_by_block_then_goes(page, monkeypatch):
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)  # warm caches can make the whole probe quicker than the wait
     with grading.check("Lab 0 · a probe") as c:
         kernel = _common.compile_student(PROBE, "fill", what="the probe")
         (out,) = _common.run(kernel, (256, 1, 1), (32, 1, 1), 0, np.zeros(256 * 32, np.float32), what="the probe")
         c.equal("the last block's value", float(out[-1]), 255.0)
-    assert page[0].startswith("⏳ Lab 0 · a probe · compiling the probe · ")
+    assert any(line.startswith("⏳ Lab 0 · a probe · compiling the probe · ") for line in page), page
     running = [line for line in page if "running the probe on the executor" in line]
     assert running, page
     blocks = [line for line in running if "block " in line]
