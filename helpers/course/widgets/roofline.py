@@ -4,8 +4,8 @@ speed ladder of the course's kernels.
 Pure computation first (tests call these without a browser):
 
 - :func:`design` — for a GEMM M×N×K cut into BM×BN tiles on the GPU's SMs (132 on an H100 SXM): FLOPs, the whole
-  GEMM's intensity (each operand read once), a tile's intensity (what each K step loads into shared memory for the FLOPs it feeds), the
-  tiles, waves and wave efficiency, and the roofline's verdict;
+  GEMM's intensity (each operand read once), a tile's intensity (what each K step loads into shared memory for the
+  FLOPs it feeds), the tiles, waves and wave efficiency, and the roofline's verdict;
 - :func:`bench_results` / :func:`ladder` — the measured figures in ``bench/results/*.json`` (GPU, date, source
   file), the only place the lessons take speeds from;
 - :func:`roofline_points`, :func:`ladder_figure`.
