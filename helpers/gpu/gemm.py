@@ -76,7 +76,7 @@ WIDTHS = {"lab7": (WIDE, NARROW), "lab9": (WIDE, NARROW, *SKINNY)}
 ELEMENTS = {"bf16": bfloat16, "f16": np.dtype(np.float16)}
 #: A and B swap places (Cᵀ = B·Aᵀ) when M is at most this and smaller than N (see :func:`swaps`)
 SWAP_AB_UP_TO = 128
-#: The thresholds below were measured on the H100 SXM (132 SMs, 66 resident pairs of blocks) and are in the machine's
+#: The thresholds below were measured on the H100 SXM (its profile in helpers.hopper.parts) and are in the machine's
 #: own units (shares of a wave of clusters, K steps), so they carry over to parts with other counts.
 #: Stream-K when the tile pairs fill their waves of clusters less than this well (see :func:`choose`)
 STREAMK_BELOW = 0.8

@@ -12,7 +12,8 @@ notebook. The default is the H100 SXM.
 Each profile says where its numbers come from. ``measured`` names a capture on that part (SM count and resident
 clusters from ``cuOccupancyMaxActiveClusters``, L2 from the device); the rest are datasheet figures. A part nobody
 here has measured gets its cluster counts from the SM count with the H100 SXM's packing of 4-block clusters (the GPCs
-do not all hold a multiple of 4 SMs there, so 30 clusters of 4 use 120 of 132 SMs); ``clusters_estimated`` marks it.
+do not all hold a multiple of 4 SMs there, so 30 clusters of 4 leave 12 of its SMs idle); ``clusters_estimated``
+marks it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Part:
 
 def _estimated_clusters(sms: int) -> dict[int, int]:
     """Resident clusters for a part not measured here: every SM for clusters of 1, pairs of SMs (a TPC each) for 2,
-    and for 4 the H100 SXM's measured packing (30 clusters use 120 of its 132 SMs)."""
+    and for 4 the H100 SXM's measured packing (30 clusters leave 12 of its SMs idle)."""
     return {1: sms, 2: sms // 2, 4: (sms * 120 // 132) // 4}
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from helpers.hopper import parts
 from helpers.hopper import streamk as sk
 
 rng = np.random.default_rng(2026)
@@ -81,9 +82,10 @@ def test_iteration_space_and_waves():
     assert sk.iteration_space(1024, 1024, 16384) == (16, 256)
     assert sk.iteration_space(1024, 4352, 8192) == (68, 128)
     assert sk.iteration_space(257, 1, 65) == (2, 2)
-    assert sk.waves(68, 66) == 2 and sk.wave_efficiency(68, 66) == pytest.approx(68 / 132)
-    assert sk.data_parallel_tiles(131, 66) == 0 and sk.data_parallel_tiles(132, 66) == 66
-    assert sk.data_parallel_tiles(256, 66) == 132  # 124 pairs (1.9 waves) left to Stream-K
+    pairs = parts.PROFILES["h100-sxm"].resident(2)  # 66
+    assert sk.waves(68, pairs) == 2 and sk.wave_efficiency(68, pairs) == pytest.approx(68 / (2 * pairs))
+    assert sk.data_parallel_tiles(2 * pairs - 1, pairs) == 0 and sk.data_parallel_tiles(2 * pairs, pairs) == pairs
+    assert sk.data_parallel_tiles(256, pairs) == 2 * pairs  # 124 pairs (1.9 waves) left to Stream-K
     assert [sk.role(*r, 8) for r in ((0, 8), (0, 3), (3, 5), (5, 8))] == ["whole", "first", "middle", "final"]
 
 

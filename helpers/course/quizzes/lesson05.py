@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from helpers.course.grading import Quiz
+from helpers.hopper import parts
 
 
 def _near(expected: float, tolerance: float, mistakes: dict[float, str], unit: str = ""):
@@ -54,10 +55,13 @@ tile_intensity = Quiz(
     right="85", hint="BM·BN / (BM + BN) for bf16", wrong=("128", "64", "32", "43"))
 
 #: waves at 8192²
+_SXM = parts.PROFILES["h100-sxm"]
 waves_8192 = Quiz(
-    "An 8192×8192 C in 128×256 tiles on 132 SMs, one block per SM: how many waves of blocks?",
-    answer=16, hint="tiles ÷ 132, rounded up: a partial wave still takes a whole wave's time",
-    explanation="64 × 32 = 2048 tiles; 2048 / 132 = 15.5, so 16 waves, the last half full",
+    f"An 8192×8192 C in 128×256 tiles on an {_SXM.name} ({_SXM.sms} SMs), one block per SM: how many waves of "
+    "blocks?",
+    answer=-(-2048 // _SXM.sms), hint=f"tiles ÷ {_SXM.sms}, rounded up: a partial wave still takes a whole wave's time",
+    explanation=f"64 × 32 = 2048 tiles; 2048 / {_SXM.sms} = {2048 / _SXM.sms:.1f}, so {-(-2048 // _SXM.sms)} waves, "
+                "the last half full",
     wrong=(15, 2048, 8))
 
 #: wave quantization of a small C
