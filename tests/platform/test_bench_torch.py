@@ -68,7 +68,7 @@ def test_the_report_names_the_gpu_the_driver_the_clocks_and_the_classes():
               "dtype": "bf16", "date": "2026-12-02 08:00 UTC", "method": "fake", "shapes": rows,
               "geomean": tm.summarize([r for r in rows if r.get("torch")])}
     md = tm.render(result)
-    assert "NVIDIA H200 (132 SMs), driver 580.159.04" in md and "max SM clock 1980 MHz" in md
+    assert f"NVIDIA H200 ({result['sm_count']} SMs), driver 580.159.04" in md and "max SM clock 1980 MHz" in md
     assert "| small M | M=1 N=4096 K=4096 | 1×4096×4096 | lab9-16-swapAB | 1.100 [" in md
     assert "1755 / 1755" in md and "AssertionError: values" in md
     assert result["geomean"]["all"]["torch"] == pytest.approx(1.1) and "odd" not in result["geomean"]

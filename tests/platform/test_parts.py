@@ -39,7 +39,9 @@ def test_the_h200_profile_is_its_capture():
 
 def test_the_h100_sxm_profile_is_the_measured_h100():
     p = parts.get("h100-sxm")
-    assert p.clusters == {1: 132, 2: 66, 4: 30} and p.sms == 132 and not p.clusters_estimated
+    cap = json.loads((DATA / "lab56_h100.json").read_text())["clusters"]  # cuOccupancyMaxActiveClusters on the H100
+    assert p.sms == cap["sm_count"] and not p.clusters_estimated
+    assert {str(k): v for k, v in p.clusters.items()} == {k: cap["lab5_gemm"][k] for k in ("1", "2", "4")}
     assert p.ridge_point == pytest.approx(295, abs=1)
     assert parts.get("h200").ridge_point == pytest.approx(206, abs=1)
 
